@@ -1,0 +1,103 @@
+"""The ``planner`` command: parse, call the library, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from planner import __version__
+from planner.config import load_model
+from planner.errors import ExitCode, InputError, SolverError
+from planner.inputs.load import load_scenario, validate_scenario
+from planner.run import SAMPLE, load_previous, parse_as_of, plan_scenario, run_summary, \
+    write_outputs
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="planner", description=(
+        "Plan GPU-hours and whole-node reservations for projects, to budgets and "
+        "strategic weights, under capacity."))
+    parser.add_argument("--version", action="version", version=f"planner {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="plan a scenario and write DIR/plan.json and a summary")
+    run.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                     help="scenario folder or .xlsx workbook (default: the bundled sample)")
+    run.add_argument("--out", default="out", help="output folder (default: ./out)")
+    run.add_argument("--as-of", dest="as_of", help="plan from this date (overrides the scenario)")
+    run.add_argument("--previous", help="the previous plan.json (keeps running reservations)")
+    run.add_argument("--model", default="default",
+                     help="planning model: a name in models/ or a .toml path (default: default)")
+    run.add_argument("--time-limit", dest="time_limit", type=float,
+                     help="seconds for the whole solve (overrides the model)")
+    run.add_argument("--mip-gap", dest="mip_gap", type=float,
+                     help="relative gap to stop reservation placement at (overrides the model)")
+    run.add_argument("--quiet", action="store_true", help="no progress, no summary")
+    validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
+    validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
+    return parser
+
+
+def _with_solver_overrides(model, args):
+    from dataclasses import replace
+
+    solver = model.solver
+    if args.time_limit is not None:
+        solver = replace(solver, time_limit_seconds=args.time_limit)
+    if args.mip_gap is not None:
+        solver = replace(solver, mip_gap=args.mip_gap)
+    return replace(model, solver=solver)
+
+
+def _run(args, console: Console, err: Console) -> ExitCode:
+    with err.status("loading the scenario", spinner="dots") as status:
+        def progress(message: str) -> None:
+            if not args.quiet:
+                status.update(message)
+
+        scenario = load_scenario(args.scenario)
+        if args.as_of:
+            scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
+        model = _with_solver_overrides(load_model(args.model), args)
+        previous = load_previous(Path(args.previous)) if args.previous else None
+        result = plan_scenario(scenario, model, previous, progress)
+        progress("writing")
+        written = write_outputs(result, Path(args.out))
+    if not args.quiet:
+        console.print(run_summary(result), markup=False, highlight=False, end="")
+        console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False,
+                      highlight=False)
+    return ExitCode.OK
+
+
+def _validate(args, console: Console) -> ExitCode:
+    problems = validate_scenario(args.scenario)
+    if problems:
+        raise InputError(problems)
+    console.print(f"{args.scenario}: valid", markup=False, highlight=False)
+    return ExitCode.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (testable in-process)."""
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        if args.command == "run":
+            return int(_run(args, console, err))
+        return int(_validate(args, console))
+    except InputError as error:
+        for problem in error.problems:
+            err.print(f"error: {problem}", markup=False, highlight=False)
+        err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
+        return int(ExitCode.BAD_INPUT)
+    except SolverError as error:
+        err.print(f"error: {error}", markup=False, highlight=False)
+        return int(ExitCode.FAILURE)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

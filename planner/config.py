@@ -1,0 +1,180 @@
+"""Planning models: the user-chosen options in ``models/*.toml``.
+
+A planning model holds the objective weights, the lookback kind, the time-slicing
+contract terms the executor must honour, and solver options. Unknown keys are an
+error, as are weights that would let a soft goal override a hard rule (see
+``models/README.md``, "Why the weights are ordered").
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError, InputProblem
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+
+
+@dataclass(frozen=True)
+class ObjectiveWeights:
+    """Objective coefficients, per GPU-hour unless said otherwise."""
+
+    guaranteed: float = 4.0  # reward per guaranteed GPU-hour granted
+    opportunistic: float = 1.0  # reward per opportunistic GPU-hour granted
+    fair_share: float = 1.0  # penalty per GPU-hour short of the fair-share target
+    pacing: float = 0.5  # penalty per NGH ahead of even budget pace, averaged over periods
+    churn: float = 0.25  # penalty per GPU-hour taken away from the previous plan
+    reservation_lateness: float = 0.001  # share of a reservation's value lost per period of delay
+
+
+@dataclass(frozen=True)
+class LookbackOptions:
+    """How past usage offsets the fair share."""
+
+    kind: str = "window"  # "window": scenario lookback_days; "decay": exponential half-life
+    window_days: float | None = None  # overrides the scenario's lookback_days when set
+    half_life_days: float = 7.0  # for kind = "decay"
+
+
+@dataclass(frozen=True)
+class ContractTerms:
+    """The time-slicing contract the executor enforces; copied into ``plan.json``."""
+
+    min_runtime_cap_hours: float = 8.0  # the most protected runtime a job may claim
+    max_reservation_hours: float = 168.0  # the longest reservation accepted
+    frozen_periods: int = 1  # leading periods kept from ``--previous`` on replan
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Time limit, gap and threads for the solvers."""
+
+    time_limit_seconds: float = 60.0
+    mip_gap: float = 0.005
+    threads: int = 2
+    reservation_time_share: float = 0.5  # part of the time limit given to reservation placement
+    random_seed: int = 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A whole planning model."""
+
+    name: str = "default"
+    description: str = ""
+    objective: ObjectiveWeights = ObjectiveWeights()
+    lookback: LookbackOptions = LookbackOptions()
+    contract: ContractTerms = ContractTerms()
+    solver: SolverOptions = SolverOptions()
+    source: str = ""
+
+
+_SECTIONS = {
+    "objective": ObjectiveWeights,
+    "lookback": LookbackOptions,
+    "contract": ContractTerms,
+    "solver": SolverOptions,
+}
+
+
+def resolve_model_path(name_or_path: str | Path) -> Path:
+    """A model given by name (``default``) or by path (``my.toml``)."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    return MODELS_DIR / f"{name_or_path}.toml"
+
+
+def _line_of(text: str, key: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
+            return number
+    return None
+
+
+def _check_value(
+    cls: type, key: str, value: Any, label: str, line: int | None
+) -> tuple[Any, list[InputProblem]]:
+    default = {f.name: f.default for f in fields(cls)}[key]
+    want = type(default) if default is not None else float
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or isinstance(value, bool) != isinstance(default, bool):
+        return default, [InputProblem(label, line, key, f"must be a {want.__name__}, got {value!r}")]
+    if isinstance(value, int | float) and value < 0:
+        return default, [InputProblem(label, line, key, f"must be ≥ 0, got {value!r}")]
+    return value, []
+
+
+def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
+    """Soft goals must never outweigh a hard rule (models/README.md, ordering)."""
+    w = config.objective
+    problems = []
+    if w.opportunistic <= w.churn:
+        problems.append(InputProblem(label, None, "opportunistic",
+                                     "must exceed churn, or idle GPUs could stay idle (rule 5)"))
+    if w.guaranteed - w.opportunistic <= w.pacing + w.churn:
+        problems.append(InputProblem(
+            label, None, "guaranteed",
+            "guaranteed − opportunistic must exceed pacing + churn, or opportunistic work "
+            "could take capacity a project within budget wants (rule 4)"))
+    if config.lookback.kind not in ("window", "decay"):
+        problems.append(InputProblem(label, None, "kind", "must be \"window\" or \"decay\""))
+    if not 0 < config.solver.reservation_time_share < 1:
+        problems.append(InputProblem(label, None, "reservation_time_share", "must be in (0, 1)"))
+    if config.solver.threads < 1:
+        problems.append(InputProblem(label, None, "threads", "must be ≥ 1"))
+    return problems
+
+
+def load_model(name_or_path: str | Path = "default") -> ModelConfig:
+    """Read and check a planning model; raise :class:`InputError` listing every problem."""
+    path = resolve_model_path(name_or_path)
+    label = path.name
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.toml")))
+        raise InputError([InputProblem(label, None, None,
+                                       f"no such planning model (known: {known})")])
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError([InputProblem(label, getattr(err, "lineno", None), None,
+                                       f"not valid TOML: {err}")]) from None
+    problems: list[InputProblem] = []
+    top: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _SECTIONS:
+            if not isinstance(value, dict):
+                problems.append(InputProblem(label, _line_of(text, key), key, "must be a table"))
+                continue
+            section_cls = _SECTIONS[key]
+            known = {f.name for f in fields(section_cls)}
+            kwargs = {}
+            for sub, subvalue in value.items():
+                line = _line_of(text, sub)
+                if sub not in known:
+                    problems.append(InputProblem(
+                        label, line, f"{key}.{sub}",
+                        f"unknown key (known: {', '.join(sorted(known))})"))
+                    continue
+                kwargs[sub], found = _check_value(section_cls, sub, subvalue, label, line)
+                problems += found
+            top[key] = section_cls(**kwargs)
+        elif key in ("name", "description"):
+            if not isinstance(value, str):
+                problems.append(InputProblem(label, _line_of(text, key), key, "must be a string"))
+            else:
+                top[key] = value
+        else:
+            problems.append(InputProblem(
+                label, _line_of(text, key), key,
+                "unknown key (known: name, description, " + ", ".join(_SECTIONS) + ")"))
+    config = ModelConfig(**top, source=str(path))
+    problems += _check_ordering(config, label)
+    if problems:
+        raise InputError(problems)
+    return config

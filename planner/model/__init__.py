@@ -1,0 +1,1 @@
+"""The planning model: problem arrays, reservation placement (CP-SAT), elastic LP (HiGHS)."""

@@ -1,0 +1,222 @@
+"""Stage 2: elastic GPU-hours by linear programming (HiGHS), around the placed reservations.
+
+Indices: e = (p, k, t) ∈ E, the triples with elastic demand dem[p,k,t] > 0 on a
+cluster the project may use; P, K, T as in :mod:`planner.model.problem`.
+
+Data: d_e demand (GPU-hours); A_kt = cap_kt − reserved_kt; r_k NGH rate;
+H_p budget NGH left after usage and reservations; τ_e fair-share target
+(GPU-hours, :mod:`planner.fairshare.targets`); π_pt = H_p · (hours up to the end
+of t) ÷ (hours in the horizon), the even-pace line; q_e the previous plan's grant.
+
+Variables (all ≥ 0): g_e guaranteed, o_e opportunistic GPU-hours; s_e shortfall
+below target; c_pt cumulative guaranteed NGH; a_pt NGH ahead of pace; m_e
+GPU-hours taken away from the previous plan.
+
+    (1) capacity_kt:    Σ_p (g_pkt + o_pkt) ≤ A_kt                        ∀ k, t
+    (2) demand_e:       g_e + o_e ≤ d_e                                   ∀ e
+    (4) budget_p:       Σ_{k,t} r_k g_pkt ≤ H_p                           ∀ p
+    (F) fair_share_e:   g_e + s_e ≥ τ_e                                   ∀ e with τ_e > 0
+    (P) spend_pt:       c_pt − c_p,t−1 − Σ_k r_k g_pkt = 0;   pace_pt: a_pt − c_pt ≥ −π_pt
+    (C) churn_e:        g_e + o_e + m_e ≥ min(q_e, d_e)                    ∀ e with q_e > 0
+    (6) frozen:         g_e ≥ q^g_e, o_e ≥ q^o_e in the frozen leading periods (bounds)
+
+    max  G Σ g + O Σ o − F Σ s − P/(|T| r_max) Σ a − C Σ m
+
+Why the weights are ordered G − O > P + C and O > C: one more GPU-hour of g
+where capacity is free changes the objective by at least G − P − C > 0, so no
+GPU idles while a project within budget wants it (rules 4 and 5); moving a
+GPU-hour from opportunistic to a project within budget gains ≥ G − O − P − C > 0,
+so opportunistic work only takes capacity nobody within budget wants (rule 4);
+and O − C > 0 fills the rest (rule 5). Hence the fair-share and pacing terms only
+choose among plans that already keep every GPU busy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from planner.model.lp import INF, LpBuilder
+from planner.model.problem import Problem
+from planner.model.result import SolverStatus, StageResult
+
+
+@dataclass
+class ElasticModel:
+    """A built, unsolved LP and the index sets to read it back."""
+
+    lp: LpBuilder
+    e: tuple[np.ndarray, np.ndarray, np.ndarray]  # (p, k, t) of each elastic triple
+    g: np.ndarray  # column of g_e
+    o: np.ndarray  # column of o_e
+    budget_projects: np.ndarray  # project of each budget row
+
+
+def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """E: (p, k, t) with demand, in (p, k, t) order."""
+    p, k, t = np.nonzero(problem.dem > 0)
+    return p, k, t
+
+
+def frozen_lower_bounds(problem: Problem, e, available: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(6) Grants kept from the previous plan in its frozen periods, within today's room."""
+    p, k, t = e
+    zeros = np.zeros(len(p))
+    prev = problem.previous
+    frozen = problem.model.contract.frozen_periods
+    if prev is None or frozen == 0:
+        return zeros, zeros
+    keep = (t < frozen) & prev.covered[t]
+    dem = problem.dem[p, k, t]
+    lo_g = np.where(keep, np.minimum(prev.guaranteed[p, k, t], dem), 0.0)
+    lo_o = np.where(keep, np.minimum(prev.opportunistic[p, k, t], dem - lo_g), 0.0)
+    # scale down where capacity or budget changed so the kept part still fits
+    load = np.zeros_like(available)
+    np.add.at(load, (k, t), lo_g + lo_o)
+    factor = np.where(load > available, available / np.maximum(load, 1e-12), 1.0)[k, t]
+    return lo_g * factor, lo_o * factor
+
+
+def add_grant_columns(lp: LpBuilder, problem: Problem, e, lower: tuple) -> tuple:
+    """g_e, o_e with (2)'s per-column part as bounds: 0 ≤ g_e, o_e ≤ d_e."""
+    w = problem.model.objective
+    d = problem.dem[e]
+    g = lp.add_columns("guaranteed", lower[0], d, w.guaranteed)
+    o = lp.add_columns("opportunistic", lower[1], d, w.opportunistic)
+    return g, o
+
+
+def add_capacity(lp: LpBuilder, e, g, o, available: np.ndarray) -> None:
+    """(1) Elastic grants fit in what reservations leave of each cluster and period."""
+    _, k, t = e
+    cells, row = np.unique(k * available.shape[1] + t, return_inverse=True)
+    upper = available.reshape(-1)[cells]
+    lp.add_rows("capacity", np.full(len(cells), -INF), upper,
+                np.concatenate([row, row]), np.concatenate([g, o]), 1.0)
+
+
+def add_demand(lp: LpBuilder, problem: Problem, e, g, o) -> None:
+    """(2) Nobody is granted more than it asked for."""
+    n = len(g)
+    row = np.arange(n)
+    lp.add_rows("demand", np.full(n, -INF), problem.dem[e],
+                np.concatenate([row, row]), np.concatenate([g, o]), 1.0)
+
+
+def add_budget(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> np.ndarray:
+    """(4) Guaranteed NGH over the horizon stay within the budget left. One row a project."""
+    p, k, _ = e
+    projects, row = np.unique(p, return_inverse=True)
+    lp.add_rows("budget", np.full(len(projects), -INF), np.maximum(headroom[projects], 0.0),
+                row, g, problem.rate[k])
+    return projects
+
+
+def add_fair_share(lp: LpBuilder, problem: Problem, e, g, targets: np.ndarray) -> None:
+    """(F) Shortfall below the hierarchical fair-share target is penalised."""
+    tau = targets[e]
+    has = np.nonzero(tau > 1e-9)[0]
+    s = lp.add_columns("shortfall", np.zeros(len(has)), INF, -problem.model.objective.fair_share)
+    row = np.arange(len(has))
+    lp.add_rows("fair_share", tau[has], INF, np.concatenate([row, row]),
+                np.concatenate([g[has], s]), 1.0)
+
+
+def add_pacing(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> None:
+    """(P) Cumulative guaranteed spend ahead of the even-pace line is penalised."""
+    p, k, t = e
+    n_periods = len(problem.hours)
+    projects = np.unique(p)
+    if len(projects) == 0:
+        return
+    slot = {q: i for i, q in enumerate(projects)}
+    pos = np.fromiter((slot[q] for q in p), dtype=np.int64, count=len(p))
+    n = len(projects) * n_periods
+    share = np.cumsum(problem.hours) / problem.hours.sum()
+    pace = (np.maximum(headroom[projects], 0.0)[:, None] * share[None, :]).reshape(-1)
+    weight = problem.model.objective.pacing / (n_periods * max(1.0, problem.rate.max()))
+    cum = lp.add_columns("spend", np.zeros(n), INF, 0.0)
+    ahead = lp.add_columns("ahead_of_pace", np.zeros(n), INF, -weight)
+    cells = np.arange(n)
+    previous_cell = cells[(cells % n_periods) > 0]
+    # spend_pt: c_pt − c_p,t−1 − Σ_k r_k g_pkt = 0
+    lp.add_rows("spend", np.zeros(n), np.zeros(n),
+                np.concatenate([cells, previous_cell, pos * n_periods + t]),
+                np.concatenate([cum, cum[previous_cell - 1], g]),
+                np.concatenate([np.ones(n), -np.ones(len(previous_cell)), -problem.rate[k]]))
+    # pace_pt: a_pt − c_pt ≥ −π_pt
+    lp.add_rows("pace", -pace, np.full(n, INF), np.concatenate([cells, cells]),
+                np.concatenate([ahead, cum]), np.concatenate([np.ones(n), -np.ones(n)]))
+
+
+def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
+    """(C) GPU-hours taken away from the previous plan (preemptions) are penalised."""
+    prev = problem.previous
+    if prev is None:
+        return
+    q = np.minimum((prev.guaranteed + prev.opportunistic)[e], problem.dem[e])
+    has = np.nonzero(q > 1e-9)[0]
+    m = lp.add_columns("churn", np.zeros(len(has)), INF, -problem.model.objective.churn)
+    row = np.arange(len(has))
+    lp.add_rows("churn", q[has], INF, np.concatenate([row, row, row]),
+                np.concatenate([g[has], o[has], m]), 1.0)
+
+
+def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.ndarray,
+                        targets: np.ndarray) -> ElasticModel:
+    """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours)."""
+    e = elastic_triples(problem)
+    lp = LpBuilder()
+    g, o = add_grant_columns(lp, problem, e, frozen_lower_bounds(problem, e, available))
+    add_capacity(lp, e, g, o, available)
+    add_demand(lp, problem, e, g, o)
+    budget_projects = add_budget(lp, problem, e, g, headroom)
+    add_fair_share(lp, problem, e, g, targets)
+    add_pacing(lp, problem, e, g, headroom)
+    add_churn(lp, problem, e, g, o)
+    return ElasticModel(lp, e, g, o, budget_projects)
+
+
+_HIGHS_STATUS = {
+    highspy.HighsModelStatus.kOptimal: SolverStatus.OPTIMAL,
+    highspy.HighsModelStatus.kInfeasible: SolverStatus.INFEASIBLE,
+    highspy.HighsModelStatus.kTimeLimit: SolverStatus.TIME_LIMIT,
+}
+
+
+def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
+    """Solve with HiGHS; return g, o (P, K, T), the budget duals (P,) and the outcome."""
+    opts = problem.model.solver
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", int(opts.threads))
+    highs.setOptionValue("random_seed", int(opts.random_seed))
+    highs.setOptionValue("time_limit", float(max(1.0, time_limit)))
+    started = time.perf_counter()
+    highs.passModel(built.lp.to_highs(maximize=True))
+    highs.run()
+    seconds = time.perf_counter() - started
+    status = _HIGHS_STATUS.get(highs.getModelStatus(), SolverStatus.ERROR)
+    shape = problem.shape
+    guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
+    duals = np.zeros(shape[0])
+    if built.lp.n_cols == 0:
+        return guaranteed, opportunistic, duals, StageResult("highs", SolverStatus.OPTIMAL,
+                                                             0.0, 0.0, 0.0, seconds)
+    if status is not SolverStatus.OPTIMAL:
+        return guaranteed, opportunistic, duals, StageResult("highs", status, float("nan"),
+                                                             float("nan"), float("inf"),
+                                                             seconds)
+    solution = highs.getSolution()
+    values = np.asarray(solution.col_value)
+    guaranteed[built.e] = values[built.g]
+    opportunistic[built.e] = values[built.o]
+    rows = built.lp.rows["budget"]
+    duals[built.budget_projects] = np.abs(np.asarray(solution.row_dual)[rows])
+    objective = highs.getInfo().objective_function_value
+    return guaranteed, opportunistic, duals, StageResult("highs", status, objective, objective,
+                                                         0.0, seconds)

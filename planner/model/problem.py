@@ -1,0 +1,329 @@
+"""The planning problem as arrays: what the model builders read.
+
+Built once from a validated :class:`~planner.inputs.Scenario`, a
+:class:`~planner.config.ModelConfig` and optionally the previous plan. Nothing
+downstream reads files or DataFrames of the scenario again.
+
+Indices
+    p ∈ P  projects (the org tree's leaves, in org.csv order)
+    k ∈ K  clusters (clusters.csv order)
+    t ∈ T  planning periods, ``as_of + t·period_hours`` until ``quarter_end``
+    h ∈ H  lookback periods before ``as_of`` (oldest first)
+
+Data (GPU-hours unless NGH is said)
+    cap[k,t]      nodes_k · gpn_k · hours_t
+    dem[p,k,t]    Σ demand rows: gpus × overlap hours with period t (0 where p may not use k)
+    rate[k]       NGH per GPU-hour of k's GPU type
+    budget[p]     quarter budget, NGH
+    used[p]       usage in [quarter_start, as_of), NGH
+    past[p,h]     usage per lookback period, NGH
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from planner.config import ModelConfig
+from planner.fairshare.lookback import Lookback
+from planner.fairshare.tree import OrgTree
+from planner.inputs import Scenario
+
+HOUR = pd.Timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A reservation request with its derived placement data."""
+
+    request_id: str
+    project: int  # index into projects
+    cluster: int  # index into clusters
+    nodes: int
+    hours: float
+    length: int  # periods, hours rounded up
+    starts: tuple[int, ...]  # allowed start periods (empty: cannot be placed)
+    reason: str  # why it cannot be placed, "" when it can
+    gpu_hours: float  # nodes · gpn · length · period_hours
+    ngh: float
+
+
+@dataclass(frozen=True)
+class FixedReservation:
+    """A reservation kept from the previous plan (rule 6 or frozen periods)."""
+
+    request_id: str
+    project: int
+    cluster: int
+    nodes: int
+    start: pd.Timestamp
+    end: pd.Timestamp
+
+
+@dataclass(frozen=True)
+class PreviousPlan:
+    """What the model needs of ``--previous``: grants on this grid and reservation starts."""
+
+    guaranteed: np.ndarray  # (P, K, T) GPU-hours, 0 where the previous plan had none
+    opportunistic: np.ndarray  # (P, K, T)
+    covered: np.ndarray  # (T,) bool: the previous plan had this period
+    starts: dict[str, pd.Timestamp] = field(default_factory=dict)
+    ends: dict[str, pd.Timestamp] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything the builders need, indexed by (project, cluster, period)."""
+
+    scenario: Scenario
+    model: ModelConfig
+    tree: OrgTree
+    projects: tuple[str, ...]
+    clusters: tuple[str, ...]
+    gpu_type: tuple[str, ...]
+    nodes: np.ndarray  # (K,)
+    gpus_per_node: np.ndarray  # (K,)
+    rate: np.ndarray  # (K,)
+    period_start: tuple[pd.Timestamp, ...]
+    period_end: tuple[pd.Timestamp, ...]
+    hours: np.ndarray  # (T,)
+    cap: np.ndarray  # (K, T) GPU-hours
+    dem: np.ndarray  # (P, K, T) GPU-hours
+    allowed: np.ndarray  # (P, K) bool
+    budget: np.ndarray  # (P,) NGH
+    used: np.ndarray  # (P,) NGH
+    past: np.ndarray  # (P, H) NGH
+    lookback: Lookback
+    requests: tuple[Request, ...]
+    fixed: tuple[FixedReservation, ...]
+    previous: PreviousPlan | None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(P, K, T)."""
+        return len(self.projects), len(self.clusters), len(self.hours)
+
+    def period_of(self, when: pd.Timestamp) -> int:
+        """Index of the period that starts at ``when`` (KeyError when none does)."""
+        return self.period_start.index(when)
+
+
+def period_grid(scenario: Scenario) -> tuple[list[pd.Timestamp], list[pd.Timestamp]]:
+    """Periods from ``as_of`` to ``quarter_end``; the last one may be short."""
+    cfg = scenario.config
+    step = pd.Timedelta(hours=cfg.period_hours)
+    starts, ends = [], []
+    at = cfg.as_of
+    while at < cfg.quarter_end:
+        starts.append(at)
+        ends.append(min(at + step, cfg.quarter_end))
+        at = at + step
+    return starts, ends
+
+
+def overlap_hours(
+    row_start: pd.Series, row_end: pd.Series, bin_start: np.ndarray, bin_end: np.ndarray
+) -> np.ndarray:
+    """Hours each row overlaps each bin: (rows, bins)."""
+    rs = row_start.to_numpy(dtype="datetime64[s]").astype(np.int64)[:, None]
+    re = row_end.to_numpy(dtype="datetime64[s]").astype(np.int64)[:, None]
+    bs = bin_start.astype("datetime64[s]").astype(np.int64)[None, :]
+    be = bin_end.astype("datetime64[s]").astype(np.int64)[None, :]
+    return np.clip(np.minimum(re, be) - np.maximum(rs, bs), 0, None) / 3600.0
+
+
+def _to_datetime64(stamps: list[pd.Timestamp]) -> np.ndarray:
+    return np.array([s.tz_convert(None).to_datetime64() for s in stamps], dtype="datetime64[s]")
+
+
+def _stamps_to_np(series: pd.Series) -> pd.Series:
+    return series.dt.tz_convert(None)
+
+
+def lookback_of(scenario: Scenario, model: ModelConfig) -> Lookback:
+    """The lookback the fair share uses: the model's kind, the scenario's window unless set."""
+    opts = model.lookback
+    ph = scenario.config.period_hours
+    if opts.kind == "decay":
+        return Lookback.from_days(half_life_days=opts.half_life_days, period_hours=ph)
+    days = opts.window_days if opts.window_days is not None else scenario.config.lookback_days
+    return Lookback.from_days(window_days=days, period_hours=ph)
+
+
+def _lookback_periods(lookback: Lookback, scenario: Scenario) -> int:
+    cfg = scenario.config
+    quarter_so_far = (cfg.as_of - cfg.quarter_start) / pd.Timedelta(hours=cfg.period_hours)
+    if lookback.window_periods is not None:
+        return int(lookback.window_periods)
+    # decay: enough history that older usage weighs < 0.1 %, but not before the quarter
+    return int(min(math.ceil(10 * lookback.half_life_periods), math.ceil(quarter_so_far) + 1))
+
+
+def _usage_arrays(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int],
+                  rate: np.ndarray, n_past: int) -> tuple[np.ndarray, np.ndarray]:
+    cfg = scenario.config
+    usage = scenario.usage
+    n_projects = len(projects)
+    used = np.zeros(n_projects)
+    past = np.zeros((n_projects, n_past))
+    if usage.empty:
+        return used, past
+    p_idx = usage["project"].map(projects).to_numpy(dtype=np.int64)
+    k_idx = usage["cluster"].map(clusters).to_numpy(dtype=np.int64)
+    weight = usage["gpus"].to_numpy(dtype=float) * rate[k_idx]
+    start, end = _stamps_to_np(usage["start"]), _stamps_to_np(usage["end"])
+    quarter = overlap_hours(start, end,
+                            _to_datetime64([cfg.quarter_start]), _to_datetime64([cfg.as_of]))
+    np.add.at(used, p_idx, quarter[:, 0] * weight)
+    if n_past:
+        step = pd.Timedelta(hours=cfg.period_hours)
+        bins = [cfg.as_of - step * (n_past - h) for h in range(n_past)]
+        hours = overlap_hours(start, end, _to_datetime64(bins),
+                              _to_datetime64([b + step for b in bins]))
+        np.add.at(past, p_idx, hours * weight[:, None])
+    return used, past
+
+
+def _demand_array(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int],
+                  starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    dem = np.zeros((len(projects), len(clusters), len(starts)))
+    demand = scenario.demand
+    if demand.empty:
+        return dem
+    hours = overlap_hours(_stamps_to_np(demand["start"]), _stamps_to_np(demand["end"]),
+                          starts, ends)
+    p_idx = demand["project"].map(projects).to_numpy(dtype=np.int64)
+    k_idx = demand["cluster"].map(clusters).to_numpy(dtype=np.int64)
+    np.add.at(dem, (p_idx, k_idx), hours * demand["gpus"].to_numpy(dtype=float)[:, None])
+    return dem
+
+
+def _allowed(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int]) -> np.ndarray:
+    allowed = np.ones((len(projects), len(clusters)), dtype=bool)
+    for project, subset in zip(scenario.budgets["project"], scenario.budgets["clusters"],
+                               strict=True):
+        if subset:
+            allowed[projects[project]] = False
+            for name in subset:
+                allowed[projects[project], clusters[name]] = True
+    return allowed
+
+
+def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
+              clusters: dict[str, int], nodes: np.ndarray, gpn: np.ndarray, rate: np.ndarray,
+              starts: list[pd.Timestamp], ends: list[pd.Timestamp],
+              fixed_ids: set[str]) -> tuple[Request, ...]:
+    cfg = scenario.config
+    ph = cfg.period_hours
+    step = pd.Timedelta(hours=ph)
+    longest = model.contract.max_reservation_hours
+    out = []
+    for row in scenario.reservations.itertuples(index=False):
+        if row.request_id in fixed_ids:
+            continue
+        k = clusters[row.cluster]
+        length = max(1, math.ceil(row.hours / ph - 1e-9))
+        gpu_hours = float(row.nodes * gpn[k] * length * ph)
+        reason = ""
+        allowed_starts: tuple[int, ...] = ()
+        if row.nodes > nodes[k]:
+            reason = f"needs {row.nodes} nodes, cluster {row.cluster} has {nodes[k]}"
+        elif row.hours > longest:
+            reason = (f"{row.hours:g} h is longer than the contract's longest reservation "
+                      f"({longest:g} h)")
+        else:
+            allowed_starts = tuple(
+                s for s in range(len(starts))
+                if starts[s] >= row.earliest_start
+                and starts[s] + step * length <= row.deadline
+                and s + length <= len(starts)
+                and all(ends[u] - starts[u] == step for u in range(s, s + length)))
+            if not allowed_starts:
+                reason = (f"window too short for {length} periods of {ph:g} h between "
+                          f"{max(row.earliest_start, cfg.as_of).isoformat()} and "
+                          f"{min(row.deadline, cfg.quarter_end).isoformat()}")
+        out.append(Request(row.request_id, projects[row.project], k, int(row.nodes),
+                           float(row.hours), length, allowed_starts, reason, gpu_hours,
+                           gpu_hours * float(rate[k])))
+    return tuple(out)
+
+
+def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
+           projects: dict[str, int], clusters: dict[str, int],
+           starts: list[pd.Timestamp]) -> tuple[FixedReservation, ...]:
+    """Rule 6: reservations started by ``as_of`` keep running; frozen periods keep starts."""
+    if previous is None:
+        return ()
+    as_of = scenario.config.as_of
+    frozen_until = starts[min(model.contract.frozen_periods, len(starts)) - 1] if starts else as_of
+    out = []
+    for r in previous.get("reservations", []):
+        start, end = pd.Timestamp(r["start"]), pd.Timestamp(r["end"])
+        if end <= as_of:
+            continue
+        if start < as_of or (model.contract.frozen_periods > 0 and start <= frozen_until):
+            if r["project"] in projects and r["cluster"] in clusters:
+                out.append(FixedReservation(r["request_id"], projects[r["project"]],
+                                            clusters[r["cluster"]], int(r["nodes"]), start, end))
+    return tuple(sorted(out, key=lambda f: f.request_id))
+
+
+def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
+                     projects: dict[str, int], clusters: dict[str, int],
+                     starts: list[pd.Timestamp]) -> PreviousPlan | None:
+    if previous is None:
+        return None
+    index = {s: t for t, s in enumerate(starts)}
+    guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
+    covered = np.zeros(shape[2], dtype=bool)
+    for period in previous.get("periods", []):
+        t = index.get(pd.Timestamp(period["start"]))
+        if t is not None:
+            covered[t] = True
+    for a in previous.get("allocations", []):
+        t = index.get(pd.Timestamp(a["period_start"]))
+        p, k = projects.get(a["project"]), clusters.get(a["cluster"])
+        if t is None or p is None or k is None:
+            continue
+        target = guaranteed if a["kind"] == "guaranteed" else opportunistic
+        target[p, k, t] += float(a["gpu_hours"])
+    res = previous.get("reservations", [])
+    return PreviousPlan(guaranteed, opportunistic, covered,
+                        {r["request_id"]: pd.Timestamp(r["start"]) for r in res},
+                        {r["request_id"]: pd.Timestamp(r["end"]) for r in res})
+
+
+def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None = None) -> Problem:
+    """Arrays for the model builders (``previous``: a parsed, checked plan.json)."""
+    tree = OrgTree.from_frame(scenario.org)
+    projects = tuple(tree.leaves)
+    p_index = {p: i for i, p in enumerate(projects)}
+    cl = scenario.clusters
+    clusters = tuple(cl["cluster"])
+    k_index = {c: i for i, c in enumerate(clusters)}
+    nodes = cl["nodes"].to_numpy(dtype=np.int64)
+    gpn = cl["gpus_per_node"].to_numpy(dtype=np.int64)
+    rate = np.array([scenario.config.rate(g) for g in cl["gpu_type"]], dtype=float)
+    starts, ends = period_grid(scenario)
+    hours = np.array([(e - s) / HOUR for s, e in zip(starts, ends, strict=True)], dtype=float)
+    cap = (nodes * gpn)[:, None] * hours[None, :]
+    allowed = _allowed(scenario, p_index, k_index)
+    dem = _demand_array(scenario, p_index, k_index, _to_datetime64(starts), _to_datetime64(ends))
+    dem *= allowed[:, :, None]
+    budget = np.zeros(len(projects))
+    for project, gpu_hours in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
+                                  strict=True):
+        budget[p_index[project]] = float(gpu_hours)
+    lookback = lookback_of(scenario, model)
+    used, past = _usage_arrays(scenario, p_index, k_index, rate,
+                               _lookback_periods(lookback, scenario))
+    fixed = _fixed(scenario, model, previous, p_index, k_index, starts)
+    requests = _requests(scenario, model, p_index, k_index, nodes, gpn, rate, starts, ends,
+                         {f.request_id for f in fixed})
+    prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts)
+    return Problem(scenario, model, tree, projects, clusters, tuple(cl["gpu_type"]), nodes, gpn,
+                   rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
+                   past, lookback, requests, fixed, prev)

@@ -1,0 +1,1 @@
+"""The plan: extracted from a solution, frozen, written as ``plan.json``."""

@@ -1,0 +1,155 @@
+"""Extract the frozen plan record from a solved problem (no solver calls, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner import __version__
+from planner.model.problem import Problem
+from planner.model.result import Solution
+from planner.model.solve import budget_headroom
+
+SCHEMA_VERSION = 1
+
+
+def iso(stamp: pd.Timestamp) -> str:
+    """``2026-11-02T00:00:00Z``."""
+    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def num(value: float) -> float:
+    """A float as written: rounded to 1e-6, negative zero folded."""
+    out = round(float(value), 6)
+    return 0.0 if out == 0 else out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``plan.json`` holds, as plain data (see planner/schemas/plan.schema.json)."""
+
+    body: dict[str, Any]
+
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
+        """Elastic grants."""
+        return self.body["allocations"]
+
+    @property
+    def reservations(self) -> list[dict[str, Any]]:
+        """Placed and kept reservations."""
+        return self.body["reservations"]
+
+
+def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
+    out = []
+    for kind, values in (("guaranteed", solution.guaranteed),
+                         ("opportunistic", solution.opportunistic)):
+        for p, k, t in zip(*np.nonzero(values > 0), strict=True):
+            out.append({"project": problem.projects[p], "cluster": problem.clusters[k],
+                        "period_start": iso(problem.period_start[t]),
+                        "gpu_hours": num(values[p, k, t]), "kind": kind,
+                        "gpus": num(values[p, k, t] / problem.hours[t])})
+    out.sort(key=lambda a: (a["period_start"], a["cluster"], a["project"], a["kind"]))
+    return out
+
+
+def _reservations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
+    step = pd.Timedelta(hours=problem.scenario.config.period_hours)
+    out = []
+    for f in problem.fixed:
+        out.append({"request_id": f.request_id, "project": problem.projects[f.project],
+                    "cluster": problem.clusters[f.cluster], "nodes": f.nodes,
+                    "start": iso(f.start), "end": iso(f.end), "kept": True})
+    for r in problem.requests:
+        if r.request_id in solution.reservation_start:
+            start = problem.period_start[solution.reservation_start[r.request_id]]
+            out.append({"request_id": r.request_id, "project": problem.projects[r.project],
+                        "cluster": problem.clusters[r.cluster], "nodes": r.nodes,
+                        "start": iso(start), "end": iso(start + step * r.length),
+                        "kept": False})
+    out.sort(key=lambda r: (r["start"], r["cluster"], r["request_id"]))
+    return out
+
+
+def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
+    left = budget_headroom(problem)
+    for r in problem.requests:
+        if r.request_id in solution.reservation_start:
+            left[r.project] -= r.ngh
+    out = []
+    for r in problem.requests:
+        if r.request_id in solution.reservation_start:
+            continue
+        reason = r.reason
+        if not reason and r.ngh > left[r.project] + 1e-6:
+            reason = (f"budget: needs {r.ngh:.0f} NGH, project has "
+                      f"{max(0.0, left[r.project]):.0f} NGH left after usage and its "
+                      f"other reservations")
+        elif not reason:
+            reason = (f"no room: {problem.clusters[r.cluster]} has no {r.nodes} free nodes "
+                      f"for {r.length} periods inside the window (other reservations hold them)")
+        out.append({"request_id": r.request_id, "project": problem.projects[r.project],
+                    "reason": reason})
+    out.sort(key=lambda u: u["request_id"])
+    return out
+
+
+def _budgets(problem: Problem, solution: Solution, reservations: list[dict]) -> list[dict]:
+    rate = problem.rate[None, :, None]
+    elastic = (solution.guaranteed * rate).sum(axis=(1, 2))
+    opportunistic = (solution.opportunistic * rate).sum(axis=(1, 2))
+    reserved = np.zeros(len(problem.projects))
+    p_index = {p: i for i, p in enumerate(problem.projects)}
+    k_index = {c: i for i, c in enumerate(problem.clusters)}
+    as_of = problem.scenario.config.as_of
+    for r in reservations:
+        k = k_index[r["cluster"]]
+        start = max(pd.Timestamp(r["start"]), as_of)
+        hours = (pd.Timestamp(r["end"]) - start).total_seconds() / 3600
+        reserved[p_index[r["project"]]] += r["nodes"] * problem.gpus_per_node[k] * hours * \
+            problem.rate[k]
+    return [{"project": name, "budget": num(problem.budget[p]), "used": num(problem.used[p]),
+             "planned": num(elastic[p] + reserved[p]), "planned_reserved": num(reserved[p]),
+             "planned_opportunistic": num(opportunistic[p]),
+             "marginal_value": num(solution.budget_dual[p])}
+            for p, name in enumerate(problem.projects)]
+
+
+def extract_plan(problem: Problem, solution: Solution) -> Plan:
+    """The plan record; everything in it is determined by the inputs and options."""
+    cfg = problem.scenario.config
+    reservations = _reservations(problem, solution)
+    body = {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": cfg.name,
+        "as_of": iso(cfg.as_of),
+        "period_hours": cfg.period_hours,
+        "quarter_start": iso(cfg.quarter_start),
+        "quarter_end": iso(cfg.quarter_end),
+        "model": problem.model.name,
+        "planner_version": __version__,
+        "input_digest": problem.scenario.digest,
+        "contract": asdict(problem.model.contract),
+        "solver": {
+            "name": "+".join(s.solver for s in solution.stages),
+            "status": str(solution.status),
+            "mip_gap": num(solution.mip_gap),
+            "stages": [{"name": s.solver, "status": str(s.status), "objective": num(s.objective),
+                        "bound": num(s.bound), "gap": num(s.gap)} for s in solution.stages],
+        },
+        "periods": [{"start": iso(s), "end": iso(e)}
+                    for s, e in zip(problem.period_start, problem.period_end, strict=True)],
+        "clusters": [{"cluster": c, "gpu_type": g, "nodes": int(n), "gpus_per_node": int(m),
+                      "rate": num(r)}
+                     for c, g, n, m, r in zip(problem.clusters, problem.gpu_type, problem.nodes,
+                                              problem.gpus_per_node, problem.rate, strict=True)],
+        "allocations": _allocations(problem, solution),
+        "reservations": reservations,
+        "unplaced": _unplaced(problem, solution),
+        "budgets": _budgets(problem, solution, reservations),
+    }
+    return Plan(body)

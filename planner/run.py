@@ -1,0 +1,113 @@
+"""The library's end-to-end calls, which the CLI wraps: load → build → solve → extract → write."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+
+from planner.check import Violation, check_plan
+from planner.config import ModelConfig
+from planner.errors import InputError, InputProblem, SolverError
+from planner.inputs import Scenario
+from planner.model.problem import Problem, build_problem
+from planner.model.result import Solution
+from planner.model.solve import solve
+from planner.plan.build import Plan, extract_plan, iso
+from planner.plan.write import plan_bytes, write_files
+from planner.summary import summary_text
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
+PLAN_SCHEMA = Path(__file__).resolve().parent / "schemas" / "plan.schema.json"
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """A finished planning run."""
+
+    problem: Problem
+    solution: Solution
+    plan: Plan
+    violations: tuple[Violation, ...]
+
+
+def plan_schema() -> dict:
+    """The JSON Schema of plan.json."""
+    return json.loads(PLAN_SCHEMA.read_text(encoding="utf-8"))
+
+
+def load_previous(path: Path) -> dict:
+    """Read a previous plan; refuse one that does not match the schema."""
+    label = path.name
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError([InputProblem(label, None, None, "file not found")]) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        line = getattr(err, "lineno", None)
+        raise InputError([InputProblem(label, line, None, f"not a JSON plan: {err}")]) from None
+    errors = sorted(jsonschema.Draft202012Validator(plan_schema()).iter_errors(body),
+                    key=lambda e: list(e.path))
+    if errors:
+        raise InputError([InputProblem(label, None, "/".join(str(p) for p in e.path) or None,
+                                       e.message) for e in errors[:20]])
+    return body
+
+
+def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
+    """``--as-of``: an ISO date inside the scenario's quarter."""
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError:
+        raise InputError([InputProblem("--as-of", None, None,
+                                       f"{text!r} is not an ISO 8601 date")]) from None
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    cfg = scenario.config
+    if not cfg.quarter_start <= stamp < cfg.quarter_end:
+        raise InputError([InputProblem("--as-of", None, None,
+                                       f"{iso(stamp)} is outside the quarter "
+                                       f"[{iso(cfg.quarter_start)}, {iso(cfg.quarter_end)})")])
+    return stamp
+
+
+def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None = None,
+                  progress=None) -> PlanRun:
+    """Plan a validated scenario; raise :class:`SolverError` rather than return a bad plan."""
+    step = progress or (lambda _msg: None)
+    step("building the problem")
+    problem = build_problem(scenario, model, previous)
+    step("solving: reservations (CP-SAT), then elastic GPU-hours (HiGHS)")
+    solution = solve(problem)
+    step("checking the plan against the hard rules")
+    plan = extract_plan(problem, solution)
+    violations = tuple(check_plan(plan.body, scenario, previous))
+    if violations:
+        shown = "\n".join(str(v) for v in violations[:20])
+        raise SolverError(f"the plan breaks {len(violations)} hard rule(s); nothing written:\n"
+                          f"{shown}")
+    return PlanRun(problem, solution, plan, violations)
+
+
+def demand_by_cell(run: PlanRun) -> dict[tuple[str, str], float]:
+    """Total elastic demand per (cluster, period_start), for the summary."""
+    problem = run.problem
+    totals = problem.dem.sum(axis=0)
+    return {(c, iso(problem.period_start[t])): float(totals[k, t])
+            for k, c in enumerate(problem.clusters) for t in range(totals.shape[1])}
+
+
+def run_summary(run: PlanRun) -> str:
+    """The terminal summary."""
+    s = run.solution
+    timings = f"build {s.build_seconds:.2f} s, solve {s.solve_seconds:.2f} s"
+    return summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run), timings)
+
+
+def write_outputs(run: PlanRun, out_dir: Path) -> list[Path]:
+    """plan.json and summary.txt, atomically (summary without timings: same bytes)."""
+    summary = summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run))
+    return write_files(out_dir, {"plan.json": plan_bytes(run.plan),
+                                 "summary.txt": summary.encode()})
