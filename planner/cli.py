@@ -12,8 +12,14 @@ from planner import __version__
 from planner.config import load_model
 from planner.errors import ExitCode, InputError, SolverError
 from planner.inputs.load import load_scenario, validate_scenario
-from planner.run import SAMPLE, load_previous, parse_as_of, plan_scenario, run_summary, \
-    write_outputs
+from planner.run import (
+    SAMPLE,
+    load_previous,
+    parse_as_of,
+    plan_scenario,
+    run_summary,
+    write_outputs,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

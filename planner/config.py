@@ -8,6 +8,7 @@ error, as are weights that would let a soft goal override a hard rule (see
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -88,6 +89,12 @@ def resolve_model_path(name_or_path: str | Path) -> Path:
     return MODELS_DIR / f"{name_or_path}.toml"
 
 
+def toml_error_line(err: tomllib.TOMLDecodeError) -> int | None:
+    """The line a TOML error is on (Python 3.11's error carries it only in its text)."""
+    found = re.search(r"at line (\d+)", str(err))
+    return int(found.group(1)) if found else None
+
+
 def _line_of(text: str, key: str) -> int | None:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
@@ -103,7 +110,8 @@ def _check_value(
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, want) or isinstance(value, bool) != isinstance(default, bool):
-        return default, [InputProblem(label, line, key, f"must be a {want.__name__}, got {value!r}")]
+        message = f"must be a {want.__name__}, got {value!r}"
+        return default, [InputProblem(label, line, key, message)]
     if isinstance(value, int | float) and value < 0:
         return default, [InputProblem(label, line, key, f"must be ≥ 0, got {value!r}")]
     return value, []
@@ -142,7 +150,7 @@ def load_model(name_or_path: str | Path = "default") -> ModelConfig:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise InputError([InputProblem(label, getattr(err, "lineno", None), None,
+        raise InputError([InputProblem(label, toml_error_line(err), None,
                                        f"not valid TOML: {err}")]) from None
     problems: list[InputProblem] = []
     top: dict[str, Any] = {}

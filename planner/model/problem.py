@@ -264,9 +264,10 @@ def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
         start, end = pd.Timestamp(r["start"]), pd.Timestamp(r["end"])
         if end <= as_of:
             continue
-        if start < as_of or (model.contract.frozen_periods > 0 and start <= frozen_until):
-            if r["project"] in projects and r["cluster"] in clusters:
-                out.append(FixedReservation(r["request_id"], projects[r["project"]],
+        running = start < as_of
+        frozen = model.contract.frozen_periods > 0 and start <= frozen_until
+        if (running or frozen) and r["project"] in projects and r["cluster"] in clusters:
+            out.append(FixedReservation(r["request_id"], projects[r["project"]],
                                             clusters[r["cluster"]], int(r["nodes"]), start, end))
     return tuple(sorted(out, key=lambda f: f.request_id))
 
