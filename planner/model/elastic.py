@@ -89,13 +89,17 @@ def add_grant_columns(lp: LpBuilder, problem: Problem, e, lower: tuple) -> tuple
     return g, o
 
 
-def add_capacity(lp: LpBuilder, e, g, o, available: np.ndarray) -> None:
-    """(1) Elastic grants fit in what reservations leave of each cluster and period."""
+def add_capacity(lp: LpBuilder, e, g, o, available: np.ndarray) -> np.ndarray:
+    """(1) Elastic grants fit in what reservations leave of each cluster and period.
+
+    Returns the row's cells as codes k·|T| + t.
+    """
     _, k, t = e
     cells, row = np.unique(k * available.shape[1] + t, return_inverse=True)
     upper = available.reshape(-1)[cells]
     lp.add_rows("capacity", np.full(len(cells), -INF), upper,
                 np.concatenate([row, row]), np.concatenate([g, o]), 1.0)
+    return cells
 
 
 def add_demand(lp: LpBuilder, problem: Problem, e, g, o) -> None:

@@ -28,6 +28,7 @@ class LpBuilder:
     col_lower: list[np.ndarray] = field(default_factory=list)
     col_upper: list[np.ndarray] = field(default_factory=list)
     col_cost: list[np.ndarray] = field(default_factory=list)
+    col_integer: list[np.ndarray] = field(default_factory=list)
     row_lower: list[np.ndarray] = field(default_factory=list)
     row_upper: list[np.ndarray] = field(default_factory=list)
     entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
@@ -36,10 +37,11 @@ class LpBuilder:
     n_cols: int = 0
     n_rows: int = 0
 
-    def add_columns(self, family: str, lower, upper, cost) -> np.ndarray:
+    def add_columns(self, family: str, lower, upper, cost, integer: bool = False) -> np.ndarray:
         """Add a block of columns; return their global indices."""
         lower = np.asarray(lower, dtype=float)
         n = lower.size
+        self.col_integer.append(np.full(n, integer, dtype=bool))
         self.col_lower.append(lower)
         self.col_upper.append(np.broadcast_to(np.asarray(upper, dtype=float), n).copy())
         self.col_cost.append(np.broadcast_to(np.asarray(cost, dtype=float), n).copy())
@@ -59,6 +61,13 @@ class LpBuilder:
         self.rows[family] = slice(self.n_rows, self.n_rows + n)
         self.n_rows += n
         return self.rows[family]
+
+    def add_entries(self, family: str, row, col, value) -> None:
+        """More coefficients in existing rows of ``family`` (``row`` local to the block)."""
+        base = self.rows[family].start
+        self.entries.append((np.asarray(row, dtype=np.int64) + base,
+                             np.asarray(col, dtype=np.int64),
+                             np.broadcast_to(np.asarray(value, dtype=float), len(row)).copy()))
 
     @property
     def nonzeros(self) -> int:
@@ -88,5 +97,9 @@ class LpBuilder:
             np.int32)
         lp.a_matrix_.index_ = col[order].astype(np.int32)
         lp.a_matrix_.value_ = val[order]
+        integer = np.concatenate(self.col_integer) if self.col_integer else np.zeros(0, bool)
+        if integer.any():
+            lp.integrality_ = [highspy.HighsVarType.kInteger if i else
+                               highspy.HighsVarType.kContinuous for i in integer]
         lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
         return lp
