@@ -1,0 +1,188 @@
+"""Hand-computed planning instances, structure of built models, and a broken plan caught."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from planner.check import check_plan
+from planner.config import load_model
+from planner.model.elastic import build_elastic_model
+from planner.model.problem import build_problem
+from planner.plan.write import plan_bytes
+from planner.run import plan_scenario
+from tests.tiny import scenario
+
+MODEL = load_model("default")
+BIG = 1e6
+
+
+def grants(run, kind="guaranteed"):
+    out = {}
+    for a in run.plan.allocations:
+        if a["kind"] == kind:
+            out[(a["project"], a["period_start"][:10])] = out.get(
+                (a["project"], a["period_start"][:10]), 0.0) + a["gpu_hours"]
+    return out
+
+
+# Org: area A (weight 2) with projects a1, a2 (weight 1 each); area B (weight 1) with b1.
+ORG = [("A", "", 2.0), ("B", "", 1.0), ("a1", "A", 1.0), ("a2", "A", 1.0), ("b1", "B", 1.0)]
+# One cluster of 100 GPUs, one 24 h period: C = 2400 GPU-hours.
+ONE_BIG_NODE = [("c1", "H100", 1, 100)]
+DEMAND = [("a1", "c1", "2026-11-02", "2026-11-03", 10),   # 240 GPU-hours
+          ("a2", "c1", "2026-11-02", "2026-11-03", 80),   # 1920
+          ("b1", "c1", "2026-11-02", "2026-11-03", 60)]   # 1440
+
+
+def test_simple_case_is_the_hierarchical_water_filling():
+    # Root: D_A = 2160, D_B = 1440, weights 2:1. A = min(2160, 2λ), B = min(1440, λ),
+    # 3λ = 2400 → λ = 800: A = 1600, B = 800 (neither capped).
+    # Inside A: a1 = min(240, μ), a2 = min(1920, μ), sum 1600 → a1 = 240 (capped), a2 = 1360.
+    # Runner-up that must NOT come out: flat max-min over projects (a1 240, a2 = b1 = 1080).
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND,
+                  budgets=[("a1", BIG), ("a2", BIG), ("b1", BIG)])
+    run = plan_scenario(sc, MODEL)
+    got = grants(run)
+    assert got == pytest.approx({("a1", "2026-11-02"): 240.0, ("a2", "2026-11-02"): 1360.0,
+                                 ("b1", "2026-11-02"): 800.0}, abs=1e-6)
+    assert grants(run, "opportunistic") == {}
+    assert run.plan.body["solver"]["status"] == "optimal"
+
+
+def test_simple_case_with_lookback_offsets():
+    # b1 ran 10 GPUs × 40 h = 400 NGH inside the 7-day window before as_of: U_B = 400.
+    # Root: A = min(2160, 2λ), B = min(1440, max(0, λ − 400)); 3λ − 400 = 2400 → λ = 2800/3:
+    # A = 5600/3 = 1866.67, B = 1600/3 = 533.33. Inside A: a1 = 240, a2 = 1626.67.
+    usage = [("j1", "b1", "c1", 10, "2026-10-31T00:00:00", "2026-11-01T16:00:00")]
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND, usage=usage,
+                  budgets=[("a1", BIG), ("a2", BIG), ("b1", BIG)])
+    got = grants(plan_scenario(sc, MODEL))
+    assert got[("a1", "2026-11-02")] == pytest.approx(240.0, abs=1e-6)
+    assert got[("a2", "2026-11-02")] == pytest.approx(5600 / 3 - 240, abs=1e-6)
+    assert got[("b1", "2026-11-02")] == pytest.approx(1600 / 3, abs=1e-6)
+
+
+def test_usage_outside_the_window_does_not_count():
+    # The same 400 NGH three weeks ago fall outside the 7-day window: plain water-filling.
+    usage = [("j1", "b1", "c1", 10, "2026-10-08T00:00:00", "2026-10-09T16:00:00")]
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND, usage=usage,
+                  budgets=[("a1", BIG), ("a2", BIG), ("b1", BIG)])
+    assert grants(plan_scenario(sc, MODEL))[("b1", "2026-11-02")] == pytest.approx(800.0)
+
+
+def test_budget_binds_then_opportunistic_fills():
+    # One 10-GPU cluster, two 24 h periods (240 GPU-hours each), equal weights.
+    # p1 budget 240 NGH, wants 10 GPUs throughout (480); p2 unbounded, wants 2 GPUs (96).
+    # Targets: t0 capped demand p1 240, p2 48 > 240 → p2 48, p1 192; t1 p1 has 48 left:
+    # p1 48, p2 48. Guaranteed total is max at 240 + 96; the pace line (120 at t0) costs
+    # 0.25/NGH ahead vs 1/GPU-hour of shortfall, so p1 keeps 192 at t0 and 48 at t1.
+    # Opportunistic fills t1: 240 − 48 − 48 = 144 for p1 (only p1 is beyond budget).
+    sc = scenario(clusters=[("c1", "H100", 1, 10)], quarter_end="2026-11-04",
+                  org=[("t", "", 1.0), ("p1", "t", 1.0), ("p2", "t", 1.0)],
+                  budgets=[("p1", 240.0), ("p2", BIG)],
+                  demand=[("p1", "c1", "2026-11-02", "2026-11-04", 10),
+                          ("p2", "c1", "2026-11-02", "2026-11-04", 2)])
+    run = plan_scenario(sc, MODEL)
+    assert grants(run) == pytest.approx({("p1", "2026-11-02"): 192.0, ("p1", "2026-11-03"): 48.0,
+                                         ("p2", "2026-11-02"): 48.0, ("p2", "2026-11-03"): 48.0})
+    assert grants(run, "opportunistic") == pytest.approx({("p1", "2026-11-03"): 144.0})
+    budgets = {b["project"]: b for b in run.plan.body["budgets"]}
+    assert budgets["p1"]["planned"] == pytest.approx(240.0)
+    assert budgets["p1"]["marginal_value"] > 0  # one more NGH of budget would buy something
+
+
+def test_reservations_whole_nodes_in_window_and_reasons():
+    # 4 nodes × 8 GPUs, periods 11-01, 11-02, 11-03. r2 (2 nodes, 1 period) can only start
+    # 11-01; r1 (3 nodes, 2 periods) cannot overlap it (3 + 2 > 4) → r1 starts 11-02.
+    # r3 wants 5 nodes of 4; r4's 36 h round up to 2 periods in a 1.5-day window.
+    sc = scenario(
+        clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
+        org=[("t", "", 1.0), ("p", "t", 1.0)], budgets=[("p", BIG)],
+        demand=[("p", "c1", "2026-11-01", "2026-11-04", 32)],
+        reservations=[
+            ("r1", "p", "c1", 3, 48, "2026-11-01", "2026-11-04"),
+            ("r2", "p", "c1", 2, 24, "2026-11-01", "2026-11-02"),
+            ("r3", "p", "c1", 5, 24, "2026-11-01", "2026-11-04"),
+            ("r4", "p", "c1", 1, 36, "2026-11-01T00:00:00", "2026-11-02T12:00:00"),
+        ])
+    run = plan_scenario(sc, MODEL)
+    placed = {r["request_id"]: (r["start"], r["end"], r["nodes"]) for r in run.plan.reservations}
+    assert placed == {"r2": ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z", 2),
+                      "r1": ("2026-11-02T00:00:00Z", "2026-11-04T00:00:00Z", 3)}
+    reasons = {u["request_id"]: u["reason"] for u in run.plan.body["unplaced"]}
+    assert reasons["r3"].startswith("needs 5 nodes, cluster c1 has 4")
+    assert reasons["r4"].startswith("window too short for 2 periods")
+    # the elastic project gets exactly what the reservations leave: 2, 1, 1 nodes
+    assert grants(run) == pytest.approx({("p", "2026-11-01"): 384.0, ("p", "2026-11-02"): 192.0,
+                                         ("p", "2026-11-03"): 192.0})
+
+
+def test_reservation_refused_for_budget_gets_the_budget_reason():
+    sc = scenario(clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
+                  org=[("t", "", 1.0), ("p", "t", 1.0)], budgets=[("p", 100.0)],
+                  reservations=[("r1", "p", "c1", 1, 24, "2026-11-01", "2026-11-04")])
+    run = plan_scenario(sc, MODEL)
+    assert run.plan.reservations == []
+    assert run.plan.body["unplaced"][0]["reason"].startswith("budget: needs 192 NGH")
+
+
+def test_gpu_rates_scale_budget_charges():
+    # A100 at 0.5 NGH per GPU-hour: a 120 NGH budget buys 240 GPU-hours.
+    sc = scenario(clusters=[("a", "A100", 1, 20)], gpu_rates={"A100": 0.5},
+                  org=[("t", "", 1.0), ("p", "t", 1.0), ("q", "t", 1.0)],
+                  budgets=[("p", 120.0), ("q", 0.0)],
+                  demand=[("p", "a", "2026-11-02", "2026-11-03", 20)])
+    run = plan_scenario(sc, MODEL)
+    assert grants(run) == pytest.approx({("p", "2026-11-02"): 240.0})
+    assert grants(run, "opportunistic") == pytest.approx({("p", "2026-11-02"): 240.0})
+
+
+def test_built_model_has_one_named_row_block_per_rule():
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND,
+                  budgets=[("a1", BIG), ("a2", BIG), ("b1", BIG)])
+    problem = build_problem(sc, MODEL)
+    targets = np.zeros(problem.shape)
+    built = build_elastic_model(problem, problem.cap, problem.budget, targets)
+    assert list(built.lp.rows) == ["capacity", "demand", "budget", "fair_share", "spend", "pace"]
+    assert built.lp.rows["capacity"].stop - built.lp.rows["capacity"].start == 1
+    assert built.lp.rows["demand"].stop - built.lp.rows["demand"].start == 3
+    assert built.lp.rows["budget"].stop - built.lp.rows["budget"].start == 3
+    assert built.lp.rows["fair_share"].stop == built.lp.rows["fair_share"].start  # τ = 0
+
+
+def test_same_inputs_same_bytes():
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND,
+                  budgets=[("a1", 500.0), ("a2", BIG), ("b1", BIG)])
+    assert plan_bytes(plan_scenario(sc, MODEL).plan) == plan_bytes(plan_scenario(sc, MODEL).plan)
+
+
+def test_checker_catches_a_deliberately_broken_plan():
+    sc = scenario(
+        clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
+        org=[("t", "", 1.0), ("p", "t", 1.0), ("q", "t", 1.0)],
+        budgets=[("p", 500.0), ("q", BIG)],
+        demand=[("p", "c1", "2026-11-01", "2026-11-04", 32),
+                ("q", "c1", "2026-11-01", "2026-11-04", 8)],
+        reservations=[("r1", "q", "c1", 2, 24, "2026-11-02", "2026-11-04")])
+    run = plan_scenario(sc, MODEL)
+    assert check_plan(run.plan.body, sc) == []
+    broken = copy.deepcopy(run.plan.body)
+    first = broken["allocations"][0]
+    first["gpu_hours"] += 10_000                      # rules 1 and 2
+    broken["reservations"][0]["nodes"] = 3            # rule 3: not what was asked
+    broken["reservations"][0]["start"] = "2026-11-01T00:00:00Z"  # rule 3: before the window
+    broken["allocations"] = [a for a in broken["allocations"]
+                             if not (a["project"] == "q" and a["period_start"].startswith(
+                                 "2026-11-03"))]      # rule 5: idle GPUs while q waits
+    broken["allocations"].append({"project": "p", "cluster": "c1", "gpu_hours": 500.0,
+                                  "period_start": "2026-11-03T00:00:00Z",
+                                  "kind": "guaranteed"})  # rule 4: p beyond budget
+    rules = {v.rule for v in check_plan(broken, sc)}
+    assert {1, 2, 3, 4, 5} <= rules
+    previous = copy.deepcopy(run.plan.body)
+    previous["reservations"][0]["start"] = "2026-10-31T00:00:00Z"
+    previous["reservations"][0]["end"] = "2026-11-02T00:00:00Z"
+    assert {v.rule for v in check_plan(run.plan.body, sc, previous)} == {6}
