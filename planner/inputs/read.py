@@ -1,0 +1,346 @@
+"""Reading a scenario's files into raw text tables, before any type is checked.
+
+A folder gives ``scenario.toml`` and ``<table>.csv`` files; a workbook gives a sheet per
+table plus a ``scenario`` sheet of ``key, value`` rows. Either way the result is a
+:class:`RawScenario`: per table its header and its rows of *text* cells, each row
+numbered as a spreadsheet shows it (header = row 1), and the config as key/value
+entries with the line or row they came from. Problems found while reading (missing,
+unreadable or non-UTF-8 files, TOML syntax) are collected, never raised.
+
+CSV is split with the standard :mod:`csv` module: every cell stays the exact text of
+the file (``007``, ``+1``, ``NA`` and ``=SUM(A1)`` included; nothing is read as a
+number or a missing value), rows are counted as records (a quoted newline does not
+shift the numbering) and a row with too many values is reported, not fatal. Workbooks
+are read with ``openpyxl`` and ``data_only=False``, so a formula cell gives its text.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputProblem
+from planner.inputs.schema import (
+    CONFIG_FIELDS,
+    CONFIG_FILE,
+    CONFIG_SHEET,
+    SCENARIO_SHEET_COLUMNS,
+    TABLES,
+    TableSchema,
+)
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """One table as text: its header and its non-blank rows with their row numbers."""
+
+    label: str  # "budgets.csv" or "book.xlsx[budgets]"
+    header: tuple[str, ...]  # column names, stripped of surrounding whitespace
+    rows: tuple[tuple[int, tuple[str, ...]], ...]  # (row number, cells); blank rows dropped
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One ``scenario.toml`` key (``gpu_rates.H100`` for a rate) and where it is."""
+
+    key: str
+    value: object
+    row: int | None  # TOML line or sheet row, when known
+
+
+@dataclass(frozen=True)
+class RawConfig:
+    """The scenario keys as read, not yet checked."""
+
+    label: str  # "scenario.toml" or "book.xlsx[scenario]"
+    entries: tuple[ConfigEntry, ...]
+    from_sheet: bool  # a sheet cell may hold a number or date as text
+
+
+@dataclass
+class RawScenario:
+    """Everything read from a folder or workbook, and what went wrong reading it.
+
+    ``tables[name]`` is ``None`` when the table could not be read (a problem says why);
+    an absent optional file reads as an empty table with the schema's header.
+    """
+
+    tables: dict[str, RawTable | None] = field(default_factory=dict)
+    config: RawConfig | None = None
+    files: dict[str, bytes] = field(default_factory=dict)  # name → bytes, for the digest
+    problems: list[InputProblem] = field(default_factory=list)
+
+
+def read_scenario(path: Path) -> RawScenario:
+    """Read a scenario folder or ``.xlsx`` workbook."""
+    if path.is_dir():
+        return read_folder(path)
+    if path.suffix.lower() == ".xlsx" and path.is_file():
+        return read_workbook(path)
+    raw = RawScenario()
+    if not path.exists():
+        message = ("no such scenario folder or workbook; pass a folder holding scenario.toml "
+                   "and the CSV files, or an .xlsx workbook")
+    else:
+        message = ("not a scenario: pass a folder holding scenario.toml and the CSV files, "
+                   "or an .xlsx workbook")
+    raw.problems.append(InputProblem(str(path), None, None, message))
+    return raw
+
+
+def _expected_header(table: TableSchema) -> str:
+    return ",".join(table.columns)
+
+
+def _empty(table: TableSchema, label: str) -> RawTable:
+    return RawTable(label, table.columns, ())
+
+
+# --------------------------------------------------------------------------- text
+
+
+def decode(label: str, data: bytes) -> tuple[str | None, list[InputProblem]]:
+    """UTF-8 text of a file (a leading BOM dropped), or the row of its first bad byte."""
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as err:
+        row = data.count(b"\n", 0, err.start) + 1
+        bad = data[err.start:err.start + 1].hex()
+        return None, [InputProblem(label, row, None,
+                                   f"not UTF-8 text (byte 0x{bad} cannot be decoded); save the "
+                                   "file with UTF-8 encoding")]
+
+
+def split_csv(label: str, table: TableSchema,
+              text: str) -> tuple[RawTable | None, list[InputProblem]]:
+    """Split CSV text into a :class:`RawTable`; header = row 1."""
+    records: list[list[str]] = []
+    try:
+        records.extend(csv.reader(io.StringIO(text, newline=""), strict=False))
+    except csv.Error as err:
+        return None, [InputProblem(label, len(records) + 1, None,
+                                   f"cannot split the row into values ({err}); check its quotes")]
+    return table_from_rows(label, table, list(enumerate(records, start=1)))
+
+
+def table_from_rows(
+    label: str, table: TableSchema, rows: list[tuple[int, list[str]]],
+) -> tuple[RawTable | None, list[InputProblem]]:
+    """A :class:`RawTable` from numbered rows of text cells (the first is the header)."""
+    if all(not "".join(cells).strip() for _, cells in rows):
+        return None, [InputProblem(label, None, None,
+                                   f"empty; the first row must be the header "
+                                   f"{_expected_header(table)}")]
+    number, header_cells = rows[0]
+    if number != 1 or not "".join(header_cells).strip():
+        return None, [InputProblem(label, 1, None,
+                                   f"no header: row 1 is empty; put the header "
+                                   f"{_expected_header(table)} in row 1")]
+    header = tuple(h.strip() for h in header_cells)
+    body = tuple((n, tuple(cells)) for n, cells in rows[1:] if "".join(cells).strip())
+    return RawTable(label, header, body), []
+
+
+# --------------------------------------------------------------------------- folder
+
+
+_BARE_OR_QUOTED = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_KEY_LINE = re.compile(rf"\s*({_BARE_OR_QUOTED}(?:\s*\.\s*{_BARE_OR_QUOTED})*)\s*=")
+_TABLE_LINE = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]")
+
+
+def _dotted(key: str) -> str:
+    return ".".join(part.strip().strip("\"'") for part in key.split("."))
+
+
+def toml_key_lines(text: str) -> dict[str, int]:
+    """The line each (dotted) key is defined on: ``{"as_of": 4, "gpu_rates.H100": 8}``."""
+    lines: dict[str, int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TABLE_LINE.match(line)
+        if header and not _KEY_LINE.match(line):
+            table = _dotted(header.group(1))
+            lines.setdefault(table, number)
+            continue
+        key = _KEY_LINE.match(line)
+        if key:
+            name = _dotted(key.group(1))
+            lines.setdefault(f"{table}.{name}" if table else name, number)
+    return lines
+
+
+def toml_error_line(err: tomllib.TOMLDecodeError) -> int | None:
+    """The line of a TOML syntax error (Python 3.11 gives it only in the message)."""
+    found = re.search(r"at line (\d+)", str(err))
+    return int(found.group(1)) if found else None
+
+
+def parse_toml(label: str, text: str) -> tuple[RawConfig | None, list[InputProblem]]:
+    """The entries of ``scenario.toml``; rates flattened to ``gpu_rates.<type>``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(err))
+        return None, [InputProblem(label, toml_error_line(err), None,
+                                   f"not valid TOML: {reason}; fix the syntax")]
+    lines = toml_key_lines(text)
+    entries = []
+    for key, value in data.items():
+        if key == "gpu_rates" and isinstance(value, dict):
+            for gpu_type, rate in value.items():
+                dotted = f"gpu_rates.{gpu_type}"
+                entries.append(ConfigEntry(dotted, rate, lines.get(dotted, lines.get(key))))
+        else:
+            entries.append(ConfigEntry(key, value, lines.get(key)))
+    return RawConfig(label, tuple(entries), from_sheet=False), []
+
+
+def read_folder(path: Path) -> RawScenario:
+    """Read ``scenario.toml`` and the CSV files of a scenario folder."""
+    raw = RawScenario()
+    known = {t.filename for t in TABLES.values()}
+    for extra in sorted(p.name for p in path.glob("*.csv")
+                        if p.is_file() and p.name not in known):
+        raw.problems.append(InputProblem(
+            extra, None, None,
+            f"unknown file; the tables are {', '.join(sorted(known))}: rename it or move it "
+            "out of the scenario folder"))
+    config = path / CONFIG_FILE
+    if config.is_file():
+        data = config.read_bytes()
+        raw.files[CONFIG_FILE] = data
+        text, problems = decode(CONFIG_FILE, data)
+        raw.problems += problems
+        if text is not None:
+            raw.config, problems = parse_toml(CONFIG_FILE, text)
+            raw.problems += problems
+    else:
+        raw.problems.append(InputProblem(
+            CONFIG_FILE, None, None,
+            f"missing; a scenario folder needs {CONFIG_FILE} with the keys "
+            f"{', '.join(k for k, f in CONFIG_FIELDS.items() if f.required)}"))
+    for table in TABLES.values():
+        file = path / table.filename
+        if not file.is_file():
+            if table.required:
+                raw.tables[table.name] = None
+                raw.problems.append(InputProblem(
+                    table.filename, None, None,
+                    f"missing; a scenario folder needs {table.filename} with the header "
+                    f"{_expected_header(table)}"))
+            else:
+                raw.tables[table.name] = _empty(table, table.filename)
+            continue
+        data = file.read_bytes()
+        raw.files[table.filename] = data
+        text, problems = decode(table.filename, data)
+        raw.problems += problems
+        if text is None:
+            raw.tables[table.name] = None
+            continue
+        raw.tables[table.name], problems = split_csv(table.filename, table, text)
+        raw.problems += problems
+    return raw
+
+
+# --------------------------------------------------------------------------- workbook
+
+
+def cell_text(value: object) -> str:
+    """The text of a workbook cell as a CSV would hold it (``4.0`` → ``"4"``)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    text = getattr(value, "text", None)  # openpyxl ArrayFormula
+    return text if isinstance(text, str) else str(value)
+
+
+def read_workbook(path: Path) -> RawScenario:
+    """Read a scenario workbook: a sheet per table and a ``scenario`` sheet of key, value."""
+    import openpyxl  # a heavy import, needed only for workbooks
+
+    raw = RawScenario()
+    data = path.read_bytes()
+    raw.files[path.name] = data
+    try:
+        book = openpyxl.load_workbook(io.BytesIO(data), data_only=False)
+    except Exception as err:  # openpyxl raises many kinds for a corrupt file
+        raw.problems.append(InputProblem(
+            path.name, None, None,
+            f"cannot read the workbook ({type(err).__name__}: {err}); save it as .xlsx"))
+        return raw
+    names = set(TABLES) | {CONFIG_SHEET}
+    for sheet in book.sheetnames:
+        if sheet not in names:
+            raw.problems.append(InputProblem(
+                f"{path.name}[{sheet}]", None, None,
+                f"unknown sheet; the sheets are {', '.join(sorted(names))}: rename it or "
+                "delete it"))
+    if CONFIG_SHEET in book.sheetnames:
+        raw.config, problems = _config_sheet(f"{path.name}[{CONFIG_SHEET}]",
+                                             book[CONFIG_SHEET])
+        raw.problems += problems
+    else:
+        raw.problems.append(InputProblem(
+            f"{path.name}[{CONFIG_SHEET}]", None, None,
+            f"missing sheet; add a sheet {CONFIG_SHEET!r} with the header key,value and a row "
+            f"per key ({', '.join(k for k, f in CONFIG_FIELDS.items() if f.required)}, …)"))
+    for table in TABLES.values():
+        label = f"{path.name}[{table.name}]"
+        if table.name not in book.sheetnames:
+            if table.required:
+                raw.tables[table.name] = None
+                raw.problems.append(InputProblem(
+                    label, None, None,
+                    f"missing sheet; add a sheet {table.name!r} with the header "
+                    f"{_expected_header(table)}"))
+            else:
+                raw.tables[table.name] = _empty(table, label)
+            continue
+        rows = [(number, [cell_text(v) for v in values]) for number, values
+                in enumerate(book[table.name].iter_rows(min_row=1, values_only=True), start=1)]
+        if not rows:
+            rows = [(1, [])]
+        raw.tables[table.name], problems = table_from_rows(label, table, rows)
+        raw.problems += problems
+    return raw
+
+
+def _config_sheet(label: str, sheet: Any) -> tuple[RawConfig | None, list[InputProblem]]:
+    rows = list(enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1))
+    header = tuple(cell_text(v).strip() for v in rows[0][1]) if rows else ()
+    if header[:2] != SCENARIO_SHEET_COLUMNS:
+        return None, [InputProblem(label, 1, None,
+                                   "row 1 must be the header key,value; put it there and a row "
+                                   "per key below it")]
+    entries = []
+    problems = []
+    for number, values in rows[1:]:
+        key = cell_text(values[0]).strip() if values else ""
+        value = values[1] if len(values) > 1 else None
+        if not key:
+            if value is not None and cell_text(value).strip():
+                problems.append(InputProblem(label, number, "key",
+                                             "a value without a key; fill in the key or delete "
+                                             "the row"))
+            continue
+        entries.append(ConfigEntry(key, value, number))
+    return RawConfig(label, tuple(entries), from_sheet=True), problems

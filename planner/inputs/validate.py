@@ -1,0 +1,623 @@
+"""Validation: raw text tables and config entries → typed values, one check per rule.
+
+Every check is a function returning a list of :class:`~planner.errors.InputProblem`
+(never raising), so ``planner validate`` reports all problems at once. The rules come
+from :mod:`planner.inputs.schema` where they are data (columns, types, bounds, unique
+keys, references, intervals) and from the functions below where they need code (the
+org tree, the config's dates, repeated usage).
+
+Order: column checks decide whether a table can be read at all; a table whose columns
+are wrong is left out (``None``) and checks that need it are skipped, so one mistake
+does not cascade into hundreds of messages. Within a readable table a bad cell becomes
+``None`` and is skipped by later checks on that row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from planner.errors import InputProblem
+from planner.inputs.read import ConfigEntry, RawConfig, RawTable
+from planner.inputs.scenario import ScenarioConfig
+from planner.inputs.schema import (
+    CONFIG_FIELDS,
+    LIST_SEPARATOR,
+    TABLES,
+    Bound,
+    Field,
+    Ref,
+    TableSchema,
+)
+
+UTC = dt.UTC
+
+# --------------------------------------------------------------------------- cells
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}"
+                  r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+DATE_HINT = "write 2026-11-02 or 2026-11-02T06:00:00 (UTC; Z or +02:00 allowed)"
+
+
+def parse_number(text: str) -> float | None:
+    """A finite decimal number, or ``None`` (``nan``, ``inf``, ``1_000`` are not numbers)."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def parse_datetime(text: str) -> dt.datetime | None:
+    """An ISO 8601 date or date-time as an aware UTC datetime (naive = UTC), or ``None``."""
+    text = text.strip()
+    if not _ISO.fullmatch(text):
+        return None
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:  # 2026-13-45 and the like
+        return None
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
+def iso(stamp: dt.datetime) -> str:
+    """A UTC datetime as ISO 8601 text with ``Z``."""
+    return stamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
+    """The value of one cell of column ``f`` and ``None``, or ``None`` and what is wrong."""
+    if not text.strip():
+        if f.empty_allowed:
+            return f.default, None
+        return None, f"{f.name} is empty; every row needs one"
+    if f.kind in ("id", "str"):
+        return text, None
+    if f.kind == "list":
+        items = (item.strip() for item in text.split(LIST_SEPARATOR))
+        return tuple(dict.fromkeys(item for item in items if item)), None
+    if f.kind == "datetime":
+        stamp = parse_datetime(text)
+        if stamp is None:
+            return None, f"{text!r} is not an ISO 8601 date; {DATE_HINT}"
+        return stamp, None
+    number = parse_number(text)
+    if number is None:
+        return None, f"{text!r} is not a number; write a decimal number such as 12 or 0.5"
+    if f.kind == "int":
+        if not number.is_integer() or abs(number) >= 2**63:
+            return None, f"{text!r} is not a whole number; write a whole number such as 4"
+        return int(number), None
+    return number, None
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Parsed:
+    """A table with typed values; ``None`` where a cell was wrong."""
+
+    schema: TableSchema
+    label: str
+    rows: list[int]  # spreadsheet row numbers
+    values: dict[str, list[object]]  # column → value per row, in schema order
+    bad: set[int] = field(default_factory=set)  # positions of rows with a wrong cell
+
+    def records(self) -> Iterator[tuple[int, dict[str, object]]]:
+        """``(row number, {column: value})`` for every row."""
+        names = list(self.values)
+        for i, row in enumerate(self.rows):
+            yield row, {name: self.values[name][i] for name in names}
+
+    def first_rows(self, column: str) -> dict[object, int]:
+        """Each value of ``column`` and the row it first appears in."""
+        first: dict[object, int] = {}
+        for row, value in zip(self.rows, self.values[column], strict=True):
+            if value is not None:
+                first.setdefault(value, row)
+        return first
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_columns(schema: TableSchema, raw: RawTable) -> list[InputProblem]:
+    """Every required column present, none unknown, none twice, none unnamed."""
+    problems = []
+    expected = list(schema.columns)
+    seen: set[str] = set()
+    for position, name in enumerate(raw.header):
+        if not name:
+            if any(position < len(cells) and cells[position].strip() for _, cells in raw.rows):
+                problems.append(InputProblem(
+                    raw.label, 1, None,
+                    f"column {position + 1} has values but no name; name it "
+                    f"({', '.join(expected)}) or delete it"))
+        elif name in seen:
+            problems.append(InputProblem(raw.label, 1, name,
+                                         "column appears twice; delete one of them"))
+        elif name not in expected:
+            problems.append(InputProblem(
+                raw.label, 1, name,
+                f"unknown column{_suggest(name, expected)}; the columns are "
+                f"{', '.join(expected)}: rename or delete it"))
+        seen.add(name)
+    for f in schema.fields:
+        if f.required and f.name not in seen:
+            problems.append(InputProblem(
+                raw.label, 1, f.name,
+                f"missing column; add a column {f.name} ({f.meaning.rstrip('.')})"))
+    return problems
+
+
+def check_row_width(raw: RawTable) -> list[InputProblem]:
+    """No row holds more values than the header has columns."""
+    width = len(raw.header)
+    return [InputProblem(raw.label, row, None,
+                         f"{len(cells)} values but the header has {width} columns; delete "
+                         "the extra values or quote a value that holds a comma")
+            for row, cells in raw.rows
+            if len(cells) > width and any(c.strip() for c in cells[width:])]
+
+
+def parse_table(schema: TableSchema, raw: RawTable) -> tuple[Parsed | None, list[InputProblem]]:
+    """Type every cell (a wrong cell is a problem and ``None``); ``None`` if columns are wrong."""
+    problems = check_columns(schema, raw)
+    named = [h for h in raw.header if h in schema.columns]
+    if len(named) != len(set(named)) or not set(schema.required_columns) <= set(named):
+        return None, problems  # which cell is which is unclear: leave the table out
+    problems += check_row_width(raw)
+    position = {name: raw.header.index(name) for name in schema.columns if name in raw.header}
+    parsed = Parsed(schema, raw.label, [row for row, _ in raw.rows], {})
+    for f in schema.fields:
+        column: list[object] = []
+        where = position.get(f.name)
+        for i, (row, cells) in enumerate(raw.rows):
+            if where is None:  # an optional column left out
+                column.append(f.default)
+                continue
+            value, error = parse_cell(f, cells[where] if where < len(cells) else "")
+            if error is not None:
+                problems.append(InputProblem(raw.label, row, f.name, error))
+                parsed.bad.add(i)
+            column.append(value)
+        parsed.values[f.name] = column
+    return parsed, problems
+
+
+def check_min_rows(table: Parsed) -> list[InputProblem]:
+    """Tables that must not be empty (clusters, org) have rows."""
+    if len(table.rows) >= table.schema.min_rows:
+        return []
+    return [InputProblem(table.label, None, None,
+                         f"no rows; add at least {table.schema.min_rows} below the header")]
+
+
+def check_bounds(table: Parsed) -> list[InputProblem]:
+    """Numbers lie in their column's range (``> 0``, ``≥ 0``)."""
+    problems = []
+    for f in table.schema.fields:
+        if f.bound is Bound.ANY or f.kind not in ("int", "float"):
+            continue
+        for row, value in zip(table.rows, table.values[f.name], strict=True):
+            if isinstance(value, (int, float)) and not f.bound.admits(value):
+                problems.append(InputProblem(table.label, row, f.name,
+                                             f"must be {f.bound.value}, got {value:g}; "
+                                             "correct the number"))
+    return problems
+
+
+def check_unique(table: Parsed) -> list[InputProblem]:
+    """The table's key column holds no value twice (the later rows are reported)."""
+    key = table.schema.unique
+    if key is None:
+        return []
+    first: dict[object, int] = {}
+    problems = []
+    for row, value in zip(table.rows, table.values[key], strict=True):
+        if value is None:
+            continue
+        if value in first:
+            problems.append(InputProblem(table.label, row, key,
+                                         f"duplicate {key} {value!r} (first in row "
+                                         f"{first[value]}); each {key} must be unique: rename "
+                                         "or merge the rows"))
+        else:
+            first[value] = row
+    return problems
+
+
+def check_intervals(table: Parsed) -> list[InputProblem]:
+    """Each interval's first date is strictly before its second (``start < end``)."""
+    problems = []
+    for interval in table.schema.intervals:
+        firsts, seconds = table.values[interval.first], table.values[interval.second]
+        for row, a, b in zip(table.rows, firsts, seconds, strict=True):
+            if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and not a < b:
+                problems.append(InputProblem(
+                    table.label, row, interval.second,
+                    f"{interval.second} {iso(b)} is not after {interval.first} "
+                    f"{iso(a)}; make {interval.second} later"))
+    return problems
+
+
+@dataclass(frozen=True)
+class OrgIndex:
+    """What references need to know of the org tree."""
+
+    label: str
+    ids: frozenset[str]
+    leaves: frozenset[str]
+
+
+def org_index(org: Parsed) -> OrgIndex:
+    """Ids and leaves (ids that are nobody's parent) of a parsed org table."""
+    ids = frozenset(str(v) for v in org.values["id"] if v is not None)
+    parents = {v for v in org.values["parent"] if v}
+    return OrgIndex(org.label, ids, ids - parents)
+
+
+def check_org_self_parent(org: Parsed) -> list[InputProblem]:
+    """No node is its own parent."""
+    return [InputProblem(org.label, row, "parent",
+                         f"{node!r} is its own parent; give it another parent, or leave "
+                         "parent empty for a top-level node")
+            for row, node, parent in zip(org.rows, org.values["id"], org.values["parent"],
+                                         strict=True)
+            if node is not None and node == parent]
+
+
+def check_org_cycles(org: Parsed) -> list[InputProblem]:
+    """The tree has no cycles; every node on one is reported (self-parents excepted)."""
+    row_of = org.first_rows("id")
+    parent: dict[str, str] = {}
+    for node, up in zip(org.values["id"], org.values["parent"], strict=True):
+        if node is not None and up and up in row_of and up != node:
+            parent.setdefault(str(node), str(up))
+    done: set[str] = set()
+    problems = []
+    for start in map(str, row_of):
+        path: list[str] = []
+        on_path: dict[str, int] = {}
+        node: str | None = start
+        while node is not None and node not in done and node not in on_path:
+            on_path[node] = len(path)
+            path.append(node)
+            node = parent.get(node)
+        if node is not None and node in on_path:
+            cycle = path[on_path[node]:]
+            shown = " → ".join([*cycle, cycle[0]])
+            problems += [InputProblem(org.label, row_of[member], "parent",
+                                      f"{member!r} is on a cycle (child → parent: {shown}); "
+                                      "the org tree has no cycles: give one of these nodes a "
+                                      "parent outside the cycle, or none")
+                         for member in cycle]
+        done.update(path)
+    return problems
+
+
+def check_references(table: Parsed, clusters: frozenset[str] | None,
+                     org: OrgIndex | None, clusters_label: str) -> list[InputProblem]:
+    """Ids name what they refer to: a cluster, an org node (parents), a project (a leaf)."""
+    problems = []
+    for f in table.schema.fields:
+        if f.ref is Ref.NONE:
+            continue
+        for row, value in zip(table.rows, table.values[f.name], strict=True):
+            if value is None or value == "" or value == ():
+                continue
+            if f.ref is Ref.CLUSTER and clusters is not None:
+                names = value if isinstance(value, tuple) else (value,)
+                problems += [InputProblem(
+                    table.label, row, f.name,
+                    f"unknown cluster {name!r}{_suggest(str(name), sorted(clusters))}; use a "
+                    f"cluster of {clusters_label} or add it there")
+                    for name in names if name not in clusters]
+            elif f.ref is Ref.ORG_NODE and org is not None and value not in org.ids:
+                problems.append(InputProblem(
+                    table.label, row, f.name,
+                    f"unknown parent {value!r}{_suggest(str(value), sorted(org.ids))}; use an "
+                    "id of this file, or leave parent empty for a top-level node"))
+            elif f.ref is Ref.PROJECT and org is not None:
+                if value not in org.ids:
+                    problems.append(InputProblem(
+                        table.label, row, f.name,
+                        f"unknown project {value!r}{_suggest(str(value), sorted(org.leaves))}; "
+                        f"use a project of {org.label} or add it there"))
+                elif value not in org.leaves:
+                    problems.append(InputProblem(
+                        table.label, row, f.name,
+                        f"{value!r} is not a project but an inner node of {org.label} (it has "
+                        "children); only leaves hold budgets, demand, reservations and usage: "
+                        "use one of its projects"))
+    return problems
+
+
+def allowed_clusters(budgets: Parsed) -> dict[str, tuple[str, ...]]:
+    """Each budgeted project's allowed clusters (``()`` = all), from its first row."""
+    allowed: dict[str, tuple[str, ...]] = {}
+    for project, subset in zip(budgets.values["project"], budgets.values["clusters"],
+                               strict=True):
+        if project is not None and isinstance(subset, tuple):
+            allowed.setdefault(str(project), subset)
+    return allowed
+
+
+def check_allowed_clusters(table: Parsed, allowed: Mapping[str, tuple[str, ...]],
+                           clusters: frozenset[str] | None,
+                           budgets_label: str) -> list[InputProblem]:
+    """A row's cluster is one its project may use (budgets' ``clusters``)."""
+    if not table.schema.allowed_cluster:
+        return []
+    problems = []
+    for row, project, cluster in zip(table.rows, table.values["project"],
+                                     table.values["cluster"], strict=True):
+        subset = allowed.get(str(project), ())
+        if (cluster is None or not subset or cluster in subset
+                or (clusters is not None and cluster not in clusters)):
+            continue
+        problems.append(InputProblem(
+            table.label, row, "cluster",
+            f"project {project!r} may not use cluster {cluster!r} ({budgets_label} allows "
+            f"{', '.join(subset)}); add the cluster to the project's clusters or use an "
+            "allowed one"))
+    return problems
+
+
+def check_usage_repeats(usage: Parsed) -> list[InputProblem]:
+    """A repeated ``job_id`` must repeat the same job; the later, different row is reported.
+
+    Identical repeats are fine (a job counts once however often it is ingested) and are
+    collapsed by :func:`collapse_usage`.
+    """
+    first: dict[object, tuple[int, dict[str, object]]] = {}
+    problems = []
+    for i, (row, record) in enumerate(usage.records()):
+        job = record["job_id"]
+        if job is None or i in usage.bad:
+            continue
+        if job not in first:
+            first[job] = (row, record)
+            continue
+        first_row, first_record = first[job]
+        differ = [c for c in record if record[c] != first_record[c]]
+        if differ:
+            problems.append(InputProblem(
+                usage.label, row, "job_id",
+                f"job_id {job!r} repeats row {first_row} with a different "
+                f"{', '.join(differ)}; a job counts once: give this job its own job_id or "
+                "delete the stale row"))
+    return problems
+
+
+def collapse_usage(usage: Parsed) -> Parsed:
+    """Usage with one row per ``job_id`` (the first); run after the checks passed."""
+    first: dict[object, int] = {}
+    for i, job in enumerate(usage.values["job_id"]):
+        first.setdefault(job, i)
+    positions = sorted(first.values())
+    return Parsed(usage.schema, usage.label, [usage.rows[i] for i in positions],
+                  {c: [v[i] for i in positions] for c, v in usage.values.items()})
+
+
+@dataclass
+class CheckedTables:
+    """Typed tables (``None`` where unreadable) and every problem found in them."""
+
+    tables: dict[str, Parsed | None]
+    problems: list[InputProblem]
+
+
+def check_tables(raw: Mapping[str, RawTable | None]) -> CheckedTables:
+    """Parse every table and run every table check."""
+    problems: list[InputProblem] = []
+    tables: dict[str, Parsed | None] = {}
+    for name, schema in TABLES.items():
+        table = raw.get(name)
+        if table is None:
+            tables[name] = None
+            continue
+        tables[name], found = parse_table(schema, table)
+        problems += found
+    readable = [t for t in tables.values() if t is not None]
+    for table in readable:
+        problems += check_min_rows(table)
+        problems += check_bounds(table)
+        problems += check_unique(table)
+        problems += check_intervals(table)
+    clusters_table, org, budgets = tables["clusters"], tables["org"], tables["budgets"]
+    clusters = (frozenset(str(c) for c in clusters_table.values["cluster"] if c is not None)
+                if clusters_table is not None else None)
+    clusters_label = clusters_table.label if clusters_table is not None else "clusters.csv"
+    index = org_index(org) if org is not None else None
+    if org is not None:
+        problems += check_org_self_parent(org)
+        problems += check_org_cycles(org)
+    allowed = allowed_clusters(budgets) if budgets is not None else {}
+    for table in readable:
+        problems += check_references(table, clusters, index, clusters_label)
+        if budgets is not None:
+            problems += check_allowed_clusters(table, allowed, clusters, budgets.label)
+    if tables["usage"] is not None:
+        problems += check_usage_repeats(tables["usage"])
+    return CheckedTables(tables, problems)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _config_value(f: Field, entry: ConfigEntry, from_sheet: bool) -> tuple[object, str | None]:
+    """The typed value of one config entry, or what is wrong with it."""
+    value = entry.value
+    if f.kind == "str":
+        if isinstance(value, str) or (from_sheet and value is not None):
+            text = value if isinstance(value, str) else str(value)
+            return (text, None) if text.strip() else (None, "is empty; give the scenario a name")
+        return None, f"must be text, got {value!r}; write it in quotes"
+    if f.kind == "datetime":
+        if isinstance(value, dt.datetime):
+            aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+            return aware, None
+        if isinstance(value, dt.date):
+            return dt.datetime(value.year, value.month, value.day, tzinfo=UTC), None
+        if isinstance(value, str) and (stamp := parse_datetime(value)) is not None:
+            return stamp, None
+        return None, f"{value!r} is not an ISO 8601 date; {DATE_HINT}"
+    # float (including each gpu_rates entry)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value):
+            return float(value), None
+    elif from_sheet and isinstance(value, str) and (number := parse_number(value)) is not None:
+        return number, None
+    return None, f"must be a number, got {value!r}; write a number such as 24"
+
+
+_RATE = CONFIG_FIELDS["gpu_rates"]
+
+
+def check_config_keys(raw: RawConfig) -> list[InputProblem]:
+    """Every required key present, none unknown, none twice (a sheet may repeat a row)."""
+    problems = []
+    seen: dict[str, int | None] = {}
+    known = list(CONFIG_FIELDS)
+    for entry in raw.entries:
+        if entry.key in seen:
+            problems.append(InputProblem(raw.label, entry.row, entry.key,
+                                         f"key given twice (first in row {seen[entry.key]}); "
+                                         "delete one"))
+            continue
+        seen[entry.key] = entry.row
+        top = entry.key.split(".", 1)[0] if entry.key.startswith("gpu_rates.") else entry.key
+        if top not in CONFIG_FIELDS:
+            problems.append(InputProblem(
+                raw.label, entry.row, entry.key,
+                f"unknown key{_suggest(entry.key, known)}; the keys are {', '.join(known)}: "
+                "rename or delete it"))
+    for name, f in CONFIG_FIELDS.items():
+        if f.required and name not in seen:
+            how = (f"add a row {name} | {f.example}" if raw.from_sheet
+                   else f"add a line {name} = {f.example}")
+            problems.append(InputProblem(raw.label, None, name, f"missing key; {how}"))
+    return problems
+
+
+def config_values(raw: RawConfig) -> tuple[dict[str, object], dict[str, float],
+                                           list[InputProblem]]:
+    """Typed values of the known keys and the rates; wrong types and bounds are problems."""
+    values: dict[str, object] = {}
+    rates: dict[str, float] = {}
+    problems = []
+    for entry in raw.entries:
+        rate = entry.key.startswith("gpu_rates.")
+        if entry.key == "gpu_rates":
+            problems.append(InputProblem(
+                raw.label, entry.row, entry.key,
+                "needs a rate per GPU type; give each rate its own row, keyed "
+                "gpu_rates.<GPU type> (gpu_rates.H100)" if raw.from_sheet else
+                "must be a table of GPU type = rate (NGH per GPU-hour); write [gpu_rates] "
+                "and H100 = 1.0 below it"))
+            continue
+        if not rate and entry.key not in CONFIG_FIELDS:
+            continue  # unknown: check_config_keys reports it
+        name = entry.key.split(".", 1)[1] if rate else entry.key
+        if name in (rates if rate else values):
+            continue  # given twice: check_config_keys reports it
+        f = _RATE if rate else CONFIG_FIELDS[name]
+        value, error = _config_value(f, entry, raw.from_sheet)
+        if error is None and isinstance(value, float) and not f.bound.admits(value):
+            error = f"must be {f.bound.value}, got {value:g}; correct the number"
+        if error is not None:
+            problems.append(InputProblem(raw.label, entry.row, entry.key, error))
+        elif rate:
+            assert isinstance(value, float)
+            rates[name] = value
+        else:
+            values[name] = value
+    return values, rates, problems
+
+
+def _row(raw: RawConfig, key: str) -> int | None:
+    return next((e.row for e in raw.entries if e.key == key), None)
+
+
+def check_quarter(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
+    """``quarter_start < quarter_end``."""
+    start, end = values.get("quarter_start"), values.get("quarter_end")
+    if isinstance(start, dt.datetime) and isinstance(end, dt.datetime) and not start < end:
+        return [InputProblem(raw.label, _row(raw, "quarter_end"), "quarter_end",
+                             f"quarter_end {iso(end)} is not after quarter_start "
+                             f"{iso(start)}; make quarter_end later")]
+    return []
+
+
+def check_as_of(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
+    """``as_of`` lies in ``[quarter_start, quarter_end)``."""
+    start, end, as_of = (values.get(k) for k in ("quarter_start", "quarter_end", "as_of"))
+    if not (isinstance(start, dt.datetime) and isinstance(end, dt.datetime)
+            and isinstance(as_of, dt.datetime)) or not start < end or start <= as_of < end:
+        return []
+    return [InputProblem(raw.label, _row(raw, "as_of"), "as_of",
+                         f"as_of {iso(as_of)} is outside the quarter "
+                         f"[{iso(start)}, {iso(end)}); pick a date inside it")]
+
+
+def check_period_fits(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
+    """``period_hours`` is at most the quarter's length."""
+    start, end = values.get("quarter_start"), values.get("quarter_end")
+    hours = values.get("period_hours")
+    if not (isinstance(start, dt.datetime) and isinstance(end, dt.datetime)
+            and isinstance(hours, float) and start < end):
+        return []
+    quarter = (end - start) / dt.timedelta(hours=1)
+    if hours <= quarter:
+        return []
+    return [InputProblem(raw.label, _row(raw, "period_hours"), "period_hours",
+                         f"{hours:g} h is longer than the quarter ({quarter:g} h); use a "
+                         "shorter period such as 24")]
+
+
+def to_timestamp(stamp: dt.datetime) -> pd.Timestamp:
+    """An aware UTC datetime as a tz-aware UTC ``pd.Timestamp`` (microseconds)."""
+    return pd.Timestamp(stamp).tz_convert("UTC").as_unit("us")
+
+
+def check_config(raw: RawConfig) -> tuple[ScenarioConfig | None, list[InputProblem]]:
+    """Check every config rule; the config when it is valid."""
+    problems = check_config_keys(raw)
+    values, rates, found = config_values(raw)
+    problems += found
+    problems += check_quarter(raw, values)
+    problems += check_as_of(raw, values)
+    problems += check_period_fits(raw, values)
+    if problems:
+        return None, problems
+    def stamp(key: str) -> pd.Timestamp:
+        value = values[key]
+        assert isinstance(value, dt.datetime)
+        return to_timestamp(value)
+
+    def number(key: str) -> float:
+        value = values.get(key, CONFIG_FIELDS[key].default)
+        assert isinstance(value, float)
+        return value
+
+    config = ScenarioConfig(
+        name=str(values["name"]),
+        quarter_start=stamp("quarter_start"),
+        quarter_end=stamp("quarter_end"),
+        as_of=stamp("as_of"),
+        period_hours=number("period_hours"),
+        lookback_days=number("lookback_days"),
+        gpu_rates=dict(sorted(rates.items())),
+    )
+    return config, []
