@@ -1,0 +1,87 @@
+"""Per-period fair-share targets: what the elastic LP aims at, in NGH.
+
+Indices
+    p ∈ P  projects (``tree.leaves``);  k ∈ K  clusters;  t ∈ 0..T−1  planning periods;
+    h ∈ 0..H−1  periods before the first planning period (oldest first)
+
+Data (NGH)
+    A_kt      elastic capacity after reservations (``available``)
+    d_pkt     elastic demand, 0 where p may not use k (``demand``)
+    B_p ≥ 0   budget left for guaranteed elastic grants over the horizon (``headroom``)
+    u_ph      past usage (``past_usage``);  r_pt  usage planned besides the targets,
+              i.e. reservations (``planned_usage``)
+    ω(a)      the lookback weight of usage a periods back (:mod:`planner.fairshare.lookback`)
+
+Period by period, t = 0, 1, …:
+
+    (1) offset     U_pt = Σ_{s < t} ω(t − s) · (Σ_k τ_pks + r_ps)  +  Σ_h ω(t + H − h) · u_ph
+    (2) cap        c_pkt = min(d_pkt, B_pt),   B_p0 = B_p
+    (3) fill       τ_·,·,t = hierarchical_water_fill(tree, A_·t, c_··t, U_·t)
+    (4) budget     if Σ_k τ_pkt > B_pt, scale τ_p·t by B_pt / Σ_k τ_pkt
+    (5) headroom   B_p,t+1 = B_pt − Σ_k τ_pkt
+
+(3) is the contract's hierarchical weighted max-min with demand caps; (1) its
+lookback, with the targets of earlier planning periods counting as usage, so a
+team that ran hot (or is planned to) yields first later on. (4) leaves the cut
+share unassigned in t; the LP, not the targets, decides who uses it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.fairshare.lookback import Lookback
+from planner.fairshare.tree import OrgTree
+from planner.fairshare.waterfill import hierarchical_water_fill
+
+
+def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
+                       headroom: np.ndarray, past_usage: np.ndarray,
+                       planned_usage: np.ndarray, lookback: Lookback) -> np.ndarray:
+    """Targets τ (P, K, T) in NGH, by (1)–(5) of the module docstring.
+
+    Shapes: ``available`` (K, T), ``demand`` (P, K, T), ``headroom`` (P,),
+    ``past_usage`` (P, H) with H ≥ 0, ``planned_usage`` (P, T).
+    """
+    demand = np.asarray(demand, dtype=np.float64)
+    if demand.ndim != 3 or demand.shape[0] != len(tree.leaves):
+        raise ValueError(f"demand must be ({len(tree.leaves)}, K, T), got shape {demand.shape}")
+    n_projects, n_clusters, n_periods = demand.shape
+    available = _shaped(available, (n_clusters, n_periods), "available")
+    remaining = _shaped(headroom, (n_projects,), "headroom").copy()
+    planned_usage = _shaped(planned_usage, (n_projects, n_periods), "planned_usage")
+    past_usage = np.asarray(past_usage, dtype=np.float64)
+    if past_usage.ndim != 2 or past_usage.shape[0] != n_projects:
+        raise ValueError(f"past_usage must be ({n_projects}, H), got shape {past_usage.shape}")
+    if np.any(remaining < 0):
+        raise ValueError("headroom must be ≥ 0")
+    n_past = past_usage.shape[1]
+    # usage by period on one axis: the H past periods, then the T planning periods
+    usage = np.concatenate([past_usage, planned_usage], axis=1)
+    targets = np.zeros(demand.shape)
+    for t in range(n_periods):
+        now = n_past + t
+        omega = lookback.weights(now - np.arange(now))  # ages now, now − 1, …, 1
+        seen = np.flatnonzero(omega)
+        offset = usage[:, seen] @ omega[seen]  # (1)
+        capped = np.minimum(demand[:, :, t], remaining[:, None])  # (2)
+        grant = hierarchical_water_fill(tree, available[:, t], capped, offset)  # (3)
+        spent = grant.sum(axis=1)
+        over = np.flatnonzero(spent > remaining)
+        if over.size:  # (4)
+            grant[over] *= (remaining[over] / spent[over])[:, None]
+            spent[over] = grant[over].sum(axis=1)
+        targets[:, :, t] = grant
+        usage[:, now] += spent
+        # (5); the floor only absorbs rounding of (4): spent ≤ remaining up to an ulp
+        remaining = np.maximum(remaining - spent, 0.0)
+    return targets
+
+
+def _shaped(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite")
+    return array

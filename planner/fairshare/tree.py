@@ -1,0 +1,237 @@
+"""The org tree: institute → areas → teams → projects, any depth.
+
+Indices
+    i ∈ N  nodes, in ``org.csv`` row order (positions into :attr:`OrgTree.ids`)
+    p ∈ P  projects, the leaves, in ``org.csv`` row order — the project axis used
+           everywhere (:attr:`OrgTree.leaves`)
+
+Data
+    parent[i]   parent node of i, −1 for a top-level node (a child of the virtual root)
+    weight[i]   i's share among its siblings (> 0)
+    depth[i]    0 for top-level nodes, depth[parent] + 1 below
+
+Subtree sums (:meth:`OrgTree.subtree_sum`): for values v_p on the leaves,
+
+    V_i = Σ_{p ∈ leaves under i} v_p     (V_p = v_p for a leaf)
+
+computed bottom-up one depth at a time, each depth a single segmented sum.
+
+The tree is immutable: its arrays are read-only and derived structures are
+computed once, on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True, eq=False)
+class SiblingBatch:
+    """Sibling groups filled together: one row per parent, children padded to a width.
+
+    ``parents[g]`` is the parent node of group g (−1: the virtual root);
+    ``children[g, j]`` its j-th child in org order, or ``n_nodes`` (a pad) where
+    ``mask[g, j]`` is False.
+    """
+
+    parents: np.ndarray  # (G,) int
+    children: np.ndarray  # (G, M) int, padded with n_nodes
+    mask: np.ndarray  # (G, M) bool, True for a real child
+
+
+@dataclass(frozen=True, eq=False)
+class OrgTree:
+    """An immutable org tree; build it with :meth:`OrgTree.from_frame`."""
+
+    ids: tuple[str, ...]
+    parent: np.ndarray  # (N,) int64, −1 for top level
+    weight: np.ndarray  # (N,) float64, > 0
+
+    @classmethod
+    def from_frame(cls, org: pd.DataFrame) -> OrgTree:
+        """The tree of a validated ``org`` frame: columns id, parent ("" = top level), weight.
+
+        Raises ``ValueError`` for duplicate ids, unknown parents and cycles (the input
+        should be validated before; this only refuses to build a wrong tree).
+        """
+        ids = tuple(str(i) for i in org["id"])
+        index = {node: i for i, node in enumerate(ids)}
+        if len(index) != len(ids):
+            raise ValueError("org: ids are not unique")
+        parent = np.full(len(ids), -1, dtype=np.int64)
+        for i, name in enumerate(org["parent"]):
+            if pd.isna(name) or str(name) == "":
+                continue
+            if str(name) not in index:
+                raise ValueError(f"org: parent {name!r} of {ids[i]!r} is not an id")
+            parent[i] = index[str(name)]
+        weight = org["weight"].to_numpy(dtype=np.float64).copy()
+        if not np.all(weight > 0):
+            raise ValueError("org: every weight must be > 0")
+        parent.setflags(write=False)
+        weight.setflags(write=False)
+        tree = cls(ids, parent, weight)
+        _ = tree.depth  # raises on a cycle
+        return tree
+
+    # -- structure ---------------------------------------------------------------------
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes N."""
+        return len(self.ids)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Node id → position in :attr:`ids`."""
+        return {node: i for i, node in enumerate(self.ids)}
+
+    @cached_property
+    def _children(self) -> tuple[tuple[int, ...], ...]:
+        kids: list[list[int]] = [[] for _ in self.ids]
+        for i, up in enumerate(self.parent):
+            if up >= 0:
+                kids[up].append(i)
+        return tuple(tuple(k) for k in kids)
+
+    @cached_property
+    def top(self) -> tuple[int, ...]:
+        """The top-level nodes (children of the virtual root), in org order."""
+        return tuple(int(i) for i in np.flatnonzero(self.parent < 0))
+
+    def children(self, i: int) -> tuple[int, ...]:
+        """Positions of node ``i``'s children, in org order (``()`` for a leaf)."""
+        return self._children[i]
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        """(N,) depth of each node: 0 at top level."""
+        depth = np.full(self.n_nodes, -1, dtype=np.int64)
+        for start in range(self.n_nodes):
+            path = []
+            i = start
+            while i >= 0 and depth[i] < 0:
+                path.append(i)
+                if len(path) > self.n_nodes:
+                    raise ValueError(f"org: {self.ids[start]!r} is on a cycle")
+                i = int(self.parent[i])
+            below = -1 if i < 0 else int(depth[i])
+            for step, node in enumerate(reversed(path), start=1):
+                depth[node] = below + step
+        depth.setflags(write=False)
+        return depth
+
+    @cached_property
+    def is_leaf(self) -> np.ndarray:
+        """(N,) True for nodes without children (projects)."""
+        leaf = np.ones(self.n_nodes, dtype=bool)
+        leaf[self.parent[self.parent >= 0]] = False
+        leaf.setflags(write=False)
+        return leaf
+
+    @cached_property
+    def leaf_nodes(self) -> np.ndarray:
+        """(P,) node position of each leaf, in org order."""
+        nodes = np.flatnonzero(self.is_leaf)
+        nodes.setflags(write=False)
+        return nodes
+
+    @cached_property
+    def leaves(self) -> tuple[str, ...]:
+        """Leaf (project) ids in org row order: the project axis P."""
+        return tuple(self.ids[i] for i in self.leaf_nodes)
+
+    @cached_property
+    def leaf_index(self) -> dict[str, int]:
+        """Project id → position in :attr:`leaves`."""
+        return {p: j for j, p in enumerate(self.leaves)}
+
+    def ancestors(self, node: str) -> tuple[str, ...]:
+        """The path up from ``node``: its parent, grandparent, … the top-level node.
+
+        Empty for a top-level node; ``node`` itself is not included.
+        """
+        path = []
+        i = int(self.parent[self.index[node]])
+        while i >= 0:
+            path.append(self.ids[i])
+            i = int(self.parent[i])
+        return tuple(path)
+
+    def top_level(self, node: str) -> str:
+        """The top-level node (area) above ``node`` (``node`` itself if top level)."""
+        up = self.ancestors(node)
+        return up[-1] if up else node
+
+    @cached_property
+    def top_down(self) -> tuple[int, ...]:
+        """Internal nodes, parents before children: by depth, then org order."""
+        internal = np.flatnonzero(~self.is_leaf)
+        order = np.lexsort((internal, self.depth[internal]))
+        return tuple(int(i) for i in internal[order])
+
+    # -- sums over subtrees --------------------------------------------------------------
+
+    @cached_property
+    def _bottom_up(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+        """Per depth, deepest first: (children sorted by parent, their parents, segment starts)."""
+        steps = []
+        for d in range(int(self.depth.max(initial=0)), 0, -1):
+            nodes = np.flatnonzero(self.depth == d)
+            nodes = nodes[np.argsort(self.parent[nodes], kind="stable")]
+            ups, starts = np.unique(self.parent[nodes], return_index=True)
+            steps.append((nodes, ups, starts))
+        return tuple(steps)
+
+    def subtree_sum(self, values_by_leaf: np.ndarray) -> np.ndarray:
+        """V_i = Σ of ``values_by_leaf`` over the leaves under i, for every node.
+
+        ``values_by_leaf`` has the leaf axis P first and any trailing shape; the
+        result has the node axis N first and the same trailing shape.
+        """
+        values = np.asarray(values_by_leaf)
+        if values.shape[:1] != (len(self.leaf_nodes),):
+            raise ValueError(f"expected a leading leaf axis of {len(self.leaf_nodes)}, "
+                             f"got shape {values.shape}")
+        out = np.zeros((self.n_nodes, *values.shape[1:]),
+                       dtype=np.result_type(values.dtype, np.float64))
+        out[self.leaf_nodes] = values
+        for nodes, ups, starts in self._bottom_up:
+            out[ups] += np.add.reduceat(out[nodes], starts, axis=0)
+        return out
+
+    # -- the order of the water-filling --------------------------------------------------
+
+    @cached_property
+    def sibling_batches(self) -> tuple[SiblingBatch, ...]:
+        """Sibling groups in top-down order, batched for vectorised water-filling.
+
+        First the virtual root's group (the top-level nodes), then, depth by depth,
+        the children of every internal node. Groups of one depth are independent;
+        they are batched by child count (rounded up to a power of two, to keep the
+        padding small). Every parent's batch comes after its own parent's.
+        """
+        n = self.n_nodes
+        if not self.top:
+            return ()
+        batches = [_batch(np.array([-1]), [self.top], n)]
+        internal = list(self.top_down)
+        for d in sorted({int(self.depth[i]) for i in internal}):
+            at_depth = [i for i in internal if self.depth[i] == d]
+            width = {i: 1 << (len(self.children(i)) - 1).bit_length() for i in at_depth}
+            for w in sorted(set(width.values())):
+                parents = [i for i in at_depth if width[i] == w]
+                batches.append(_batch(np.array(parents), [self.children(i) for i in parents], n))
+        return tuple(batches)
+
+
+def _batch(parents: np.ndarray, kids: list[tuple[int, ...]], pad: int) -> SiblingBatch:
+    width = max(len(k) for k in kids)
+    children = np.full((len(kids), width), pad, dtype=np.int64)
+    for g, k in enumerate(kids):
+        children[g, : len(k)] = k
+    return SiblingBatch(parents.astype(np.int64), children, children != pad)
