@@ -72,7 +72,8 @@ def _run(args, console: Console, err: Console) -> ExitCode:
         progress("writing")
         written = write_outputs(result, Path(args.out))
     if not args.quiet:
-        console.print(run_summary(result), markup=False, highlight=False, end="")
+        console.print(run_summary(result), markup=False, highlight=False, end="",
+                      soft_wrap=True)
         console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False,
                       highlight=False)
     return ExitCode.OK

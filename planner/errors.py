@@ -41,7 +41,8 @@ class InputError(Exception):
     """Raised when inputs are invalid; carries every problem found."""
 
     def __init__(self, problems: list[InputProblem]):
-        self.problems = sorted(problems, key=lambda p: (p.file, p.row or 0, p.column or "", p.message))
+        self.problems = sorted(
+            problems, key=lambda p: (p.file, p.row or 0, p.column or "", p.message))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -178,7 +178,7 @@ def test_checker_catches_a_deliberately_broken_plan():
                              if not (a["project"] == "q" and a["period_start"].startswith(
                                  "2026-11-03"))]      # rule 5: idle GPUs while q waits
     broken["allocations"].append({"project": "p", "cluster": "c1", "gpu_hours": 500.0,
-                                  "period_start": "2026-11-03T00:00:00Z",
+                                  "period_start": "2026-11-01T00:00:00Z",
                                   "kind": "guaranteed"})  # rule 4: p beyond budget
     rules = {v.rule for v in check_plan(broken, sc)}
     assert {1, 2, 3, 4, 5} <= rules

@@ -16,8 +16,10 @@ def ts(text: str) -> pd.Timestamp:
 def frame(rows: list[tuple], columns: list[str], dates: tuple[str, ...] = ()) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=columns)
     for column in dates:
-        df[column] = pd.to_datetime(df[column], utc=True) if len(df) else pd.Series(
-            [], dtype="datetime64[ns, UTC]")
+        if len(df):
+            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601")
+        else:
+            df[column] = pd.Series([], dtype="datetime64[ns, UTC]")
     for column in df.columns:
         if column in ("nodes", "gpus_per_node"):
             df[column] = df[column].astype("int64")

@@ -135,6 +135,10 @@ def overlap_hours(
     return np.clip(np.minimum(re, be) - np.maximum(rs, bs), 0, None) / 3600.0
 
 
+def _iso(stamp: pd.Timestamp) -> str:
+    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _to_datetime64(stamps: list[pd.Timestamp]) -> np.ndarray:
     return np.array([s.tz_convert(None).to_datetime64() for s in stamps], dtype="datetime64[s]")
 
@@ -243,8 +247,8 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
                 and all(ends[u] - starts[u] == step for u in range(s, s + length)))
             if not allowed_starts:
                 reason = (f"window too short for {length} periods of {ph:g} h between "
-                          f"{max(row.earliest_start, cfg.as_of).isoformat()} and "
-                          f"{min(row.deadline, cfg.quarter_end).isoformat()}")
+                          f"{_iso(max(row.earliest_start, cfg.as_of))} and "
+                          f"{_iso(min(row.deadline, cfg.quarter_end))}")
         out.append(Request(row.request_id, projects[row.project], k, int(row.nodes),
                            float(row.hours), length, allowed_starts, reason, gpu_hours,
                            gpu_hours * float(rate[k])))

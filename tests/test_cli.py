@@ -1,0 +1,116 @@
+"""The command line, in-process: exit codes, nothing written on bad input, outputs, schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from planner.check import check_plan
+from planner.cli import main
+from planner.inputs.load import load_scenario
+from planner.run import SAMPLE, plan_schema
+from tests.scenario_factory import write_scenario, write_workbook
+
+
+def test_run_writes_a_schema_valid_plan_with_no_violation(tmp_path: Path, capsys):
+    folder = write_scenario(tmp_path / "sc")
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    jsonschema.validate(plan, plan_schema())
+    assert check_plan(plan, load_scenario(folder)) == []
+    assert (out / "summary.txt").read_text().startswith("plan for tiny")
+    printed = capsys.readouterr().out
+    assert "research" in printed and "reservations:" in printed
+
+
+def test_run_is_byte_identical_and_the_workbook_form_plans_the_same(tmp_path: Path):
+    folder = write_scenario(tmp_path / "sc")
+    book = write_workbook(tmp_path / "sc.xlsx", folder)
+    for name, source in (("a", folder), ("b", folder), ("c", book)):
+        assert main(["run", str(source), "--out", str(tmp_path / name), "--quiet"]) == 0
+    a, b, c = ((tmp_path / n / "plan.json").read_text() for n in "abc")
+    assert a == b
+    strip = lambda text: {k: v for k, v in json.loads(text).items() if k != "input_digest"}  # noqa: E731
+    assert strip(a) == strip(c)
+
+
+def test_bad_input_exits_2_names_file_row_column_and_writes_nothing(tmp_path: Path, capsys):
+    folder = write_scenario(tmp_path / "sc", budgets="project,gpu_hours,clusters\np1,lots,\n")
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "budgets.csv, row 2, column gpu_hours" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_validate_lists_every_problem(tmp_path: Path, capsys):
+    folder = write_scenario(tmp_path / "sc", budgets="project,gpu_hours,clusters\np1,-5,\n",
+                            clusters="cluster,gpu_type,nodes,gpus_per_node\nh100-a,H100,0,8\n"
+                                     "a100-b,A100,2,8\n")
+    assert main(["validate", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "budgets.csv, row 2, column gpu_hours" in err
+    assert "clusters.csv, row 2, column nodes" in err
+    assert main(["validate", str(write_scenario(tmp_path / "ok"))]) == 0
+
+
+def test_as_of_outside_the_quarter_is_bad_input(tmp_path: Path, capsys):
+    folder = write_scenario(tmp_path / "sc")
+    assert main(["run", str(folder), "--out", str(tmp_path / "o"), "--as-of", "2027-02-01"]) == 2
+    assert "--as-of" in capsys.readouterr().err
+
+
+def test_previous_plan_keeps_running_reservations(tmp_path: Path):
+    folder = write_scenario(tmp_path / "sc")
+    first = tmp_path / "first"
+    assert main(["run", str(folder), "--out", str(first), "--quiet"]) == 0
+    plan = json.loads((first / "plan.json").read_text())
+    running = plan["reservations"][0]
+    # replan from a day after it started: it must keep its planned end (rule 6)
+    later = (running["start"][:10])
+    import pandas as pd
+
+    as_of = (pd.Timestamp(later) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
+    second = tmp_path / "second"
+    assert main(["run", str(folder), "--out", str(second), "--quiet", "--as-of", as_of,
+                 "--previous", str(first / "plan.json")]) == 0
+    replanned = json.loads((second / "plan.json").read_text())
+    kept = {r["request_id"]: r for r in replanned["reservations"]}[running["request_id"]]
+    assert (kept["start"], kept["end"], kept["kept"]) == (running["start"], running["end"], True)
+    sc = load_scenario(folder).with_as_of(pd.Timestamp(as_of, tz="UTC"))
+    assert check_plan(replanned, sc, plan) == []
+
+
+@pytest.mark.parametrize("edit", [
+    lambda p: p.update(schema_version=2),
+    lambda p: p["allocations"].append({"project": "p1"}),
+    lambda p: p.update(as_of="yesterday"),
+])
+def test_a_bad_previous_plan_is_refused_before_anything_is_written(tmp_path: Path, edit, capsys):
+    folder = write_scenario(tmp_path / "sc")
+    assert main(["run", str(folder), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    plan = json.loads((tmp_path / "a" / "plan.json").read_text())
+    edit(plan)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(plan))
+    out = tmp_path / "b"
+    assert main(["run", str(folder), "--out", str(out), "--previous", str(bad)]) == 2
+    assert "bad.json" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_sample_plan_validates_against_the_schema_and_has_no_violation(tmp_path: Path):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--quiet"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    jsonschema.validate(plan, plan_schema())
+    assert check_plan(plan, load_scenario(SAMPLE)) == []
+    assert plan["solver"]["status"] in ("optimal", "feasible")
+    assert plan["solver"]["mip_gap"] <= 0.005
+    assert len(plan["reservations"]) >= 40
+    assert plan["unplaced"], "the sample has impossible requests"
