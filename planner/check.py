@@ -53,15 +53,26 @@ def _tables(plan: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     return periods, alloc, res
 
 
+def _spread(rows: pd.DataFrame, periods: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Cross rows with periods: ``keys``, period ``start`` and overlap ``hours`` (> 0)."""
+    if rows.empty:
+        return pd.DataFrame(columns=[*keys, "period", "hours", "row"])
+    cross = rows.reset_index(drop=True).reset_index(names="row").merge(
+        periods[["start", "end"]].rename(columns={"start": "p_start", "end": "p_end"}),
+        how="cross")
+    lo = cross[["start", "p_start"]].max(axis=1)
+    hi = cross[["end", "p_end"]].min(axis=1)
+    cross["hours"] = (hi - lo).dt.total_seconds().clip(lower=0) / 3600
+    cross = cross[cross["hours"] > 0]
+    return cross.rename(columns={"p_start": "period"})[[*keys, "period", "hours", "row"]]
+
+
 def _demand_hours(scenario: Scenario, periods: pd.DataFrame) -> dict[tuple, float]:
-    out: dict[tuple, float] = {}
-    for row in scenario.demand.itertuples(index=False):
-        for p in periods.itertuples(index=False):
-            h = _overlap_hours(row.start, row.end, p.start, p.end)
-            if h > 0:
-                key = (row.project, row.cluster, p.start)
-                out[key] = out.get(key, 0.0) + h * float(row.gpus)
-    return out
+    demand = scenario.demand
+    cross = _spread(demand, periods, ["project", "cluster"])
+    cross["gpu_hours"] = cross["hours"] * demand["gpus"].to_numpy(dtype=float)[
+        cross["row"].to_numpy(dtype=int)]
+    return cross.groupby(["project", "cluster", "period"])["gpu_hours"].sum().to_dict()
 
 
 def _reserved_hours(res: pd.DataFrame, clusters: pd.DataFrame,
@@ -172,15 +183,17 @@ def check_budget(scenario, plan, alloc, res, demand) -> list[Violation]:
                                     f"{row['planned']:.1f} NGH > budget {row['budget']:.1f}"))
     within = set(state.index[state["slack"] > 1.0])
     opp = alloc[alloc["kind"] == "opportunistic"]
-    total = alloc.groupby(["project", "cluster", "period_start"])["gpu_hours"].sum().to_dict()
-    for (cluster, start), _ in opp.groupby(["cluster", "period_start"]):
-        for (project, c, s), asked in demand.items():
-            if c == cluster and s == start and project in within:
-                unmet = asked - total.get((project, c, s), 0.0)
-                if unmet > 1.0:
-                    out.append(Violation(4, f"opportunistic work on {cluster} {start} while "
-                                            f"{project} (within budget) lacks {unmet:.1f} "
-                                            f"GPU-hours there"))
+    total = alloc.groupby(["project", "cluster", "period_start"])["gpu_hours"].sum()
+    wants = pd.Series(demand, dtype=float)
+    if len(wants):
+        wants.index.names = ["project", "cluster", "period_start"]
+        unmet = (wants - total.reindex(wants.index, fill_value=0.0)).reset_index(name="unmet")
+        unmet = unmet[(unmet["unmet"] > 1.0) & unmet["project"].isin(within)]
+        cells = opp[["cluster", "period_start"]].drop_duplicates()
+        for r in unmet.merge(cells, on=["cluster", "period_start"]).itertuples(index=False):
+            out.append(Violation(4, f"opportunistic work on {r.cluster} {r.period_start} while "
+                                    f"{r.project} (within budget) lacks {r.unmet:.1f} "
+                                    f"GPU-hours there"))
     for a in opp.itertuples(index=False):
         if a.project in within:
             out.append(Violation(4, f"{a.project} has budget left yet got opportunistic "

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from planner.model.lp import INF, LpBuilder
+from planner.model.lp import INF, LpBuilder, new_highs
 from planner.model.problem import Problem
 from planner.model.result import SolverStatus, StageResult
 
@@ -195,11 +195,7 @@ def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
     """Solve with HiGHS; return g, o (P, K, T), the budget duals (P,) and the outcome."""
     opts = problem.model.solver
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("threads", int(opts.threads))
-    highs.setOptionValue("random_seed", int(opts.random_seed))
-    highs.setOptionValue("time_limit", float(max(1.0, time_limit)))
+    highs = new_highs(opts.threads, opts.random_seed, max(1.0, time_limit))
     started = time.perf_counter()
     highs.passModel(built.lp.to_highs(maximize=True))
     highs.run()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from planner.model.elastic import (
@@ -34,7 +33,7 @@ from planner.model.elastic import (
     add_pacing,
     elastic_triples,
 )
-from planner.model.lp import INF, LpBuilder
+from planner.model.lp import INF, LpBuilder, new_highs
 from planner.model.problem import Problem
 from planner.model.reservations import fixed_nodes, reference_start
 from planner.model.solve import budget_headroom
@@ -124,9 +123,7 @@ def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.n
 def solve_joint_model(built: JointModel, time_limit: float, mip_gap: float = 1e-6
                       ) -> tuple[float, float, str]:
     """Objective, best bound and status of the joint MIP."""
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("time_limit", float(time_limit))
+    highs = new_highs(time_limit=time_limit)
     highs.setOptionValue("mip_rel_gap", float(mip_gap))
     highs.passModel(built.lp.to_highs(maximize=True))
     highs.run()

@@ -8,12 +8,33 @@ one helper, :func:`names`, and are made only when asked for (``debug_names``).
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
 
 INF = highspy.kHighsInf
+
+
+def new_highs(threads: int = 1, seed: int = 0, time_limit: float | None = None) -> highspy.Highs:
+    """A silent HiGHS instance (its banner goes to the C-level stdout, so park fd 1)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", int(threads))
+    highs.setOptionValue("random_seed", int(seed))
+    if time_limit is not None:
+        highs.setOptionValue("time_limit", float(time_limit))
+    return highs
 
 
 def names(family: str, keys: list[tuple]) -> list[str]:
