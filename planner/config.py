@@ -29,6 +29,7 @@ class ObjectiveWeights:
     pacing: float = 0.5  # penalty per NGH ahead of even budget pace, averaged over periods
     churn: float = 0.25  # penalty per GPU-hour taken away from the previous plan
     reservation_lateness: float = 0.001  # share of a reservation's value lost per period of delay
+    reservation_displacement: float = 0.1  # weight of elastic GPU-hours a start pushes out
 
 
 @dataclass(frozen=True)

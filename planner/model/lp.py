@@ -30,6 +30,7 @@ def new_highs(threads: int = 1, seed: int = 0, time_limit: float | None = None) 
         os.dup2(saved, 1)
         os.close(saved)
     highs.setOptionValue("output_flag", False)
+    # HiGHS keeps one thread scheduler per process: every caller passes the model's count
     highs.setOptionValue("threads", int(threads))
     highs.setOptionValue("random_seed", int(seed))
     if time_limit is not None:

@@ -15,7 +15,10 @@ Variables: x_r ∈ {0,1} placed; s_r ∈ S_r start; an optional interval
     (R2) budget_p:      Σ_{r of p} e_r x_r ≤ H_p                            ∀ p
     (R3) window:        s_r ∈ S_r  (whole periods, contiguous, exact length, inside window)
 
-    max  Σ_r v_r x_r − λ Σ_r v_r |s_r − s⁰_r|
+    (R4) displaced_r:   δ_r(s_r) = δ × elastic GPU-hours start s_r pushes out of
+                        contended periods (see :func:`displacement`)
+
+    max  Σ_r v_r x_r − λ Σ_r v_r |s_r − s⁰_r| − Σ_r δ_r(s_r)
 
 Whole nodes and exact lengths (rule 3) hold by construction: an interval has
 exactly L_r periods and n_r integral nodes.
@@ -117,6 +120,24 @@ def add_budget(model: cp_model.CpModel, problem: Problem, requests: list[Request
     return rows
 
 
+def displacement(problem: Problem, request: Request) -> np.ndarray:
+    """δ × elastic GPU-hours (× SCALE) each allowed start would push out of contended periods.
+
+    In period t the request holds h = n_r · gpn · hours_t GPU-hours; where total elastic
+    demand D exceeds what is left (cap − h), min(h, D − (cap − h)) GPU-hours of elastic
+    work lose their place. Other reservations are ignored: it is a tie-breaker.
+    """
+    k = request.cluster
+    demand = problem.dem[:, k, :].sum(axis=0)
+    held = request.nodes * problem.gpus_per_node[k] * problem.hours
+    lost = np.minimum(held, np.maximum(0.0, demand - (problem.cap[k] - held)))
+    window = np.cumsum(np.concatenate([[0.0], lost]))
+    starts = np.array(request.starts)
+    per_start = window[starts + request.length] - window[starts]
+    weight = problem.model.objective.reservation_displacement
+    return np.round(per_start * weight * SCALE).astype(np.int64)
+
+
 def build_reservation_model(problem: Problem, headroom: np.ndarray) -> ReservationModel:
     """The CP-SAT model (R1)–(R3) and its objective; ``headroom`` is H_p."""
     model = cp_model.CpModel()
@@ -137,6 +158,18 @@ def build_reservation_model(problem: Problem, headroom: np.ndarray) -> Reservati
             distance = model.new_int_var(0, r.starts[-1] - r.starts[0], f"moved[{r.request_id}]")
             model.add_abs_equality(distance, s - s0)
             objective.append(-late * distance)
+        displaced = displacement(problem, r)
+        if len(r.starts) > 1 and displaced.max() > displaced.min():
+            # (R4): the elastic GPU-hours this start would push out, as a tie-breaker
+            lo, hi = r.starts[0], r.starts[-1]
+            table = np.full(hi - lo + 1, int(displaced.max()))
+            table[np.array(r.starts) - lo] = displaced
+            cost = model.new_int_var(int(table.min()), int(table.max()),
+                                     f"displaced[{r.request_id}]")
+            offset = model.new_int_var(0, hi - lo, f"offset[{r.request_id}]")
+            model.add(offset == s - lo)
+            model.add_element(offset, [int(v) for v in table], cost)
+            objective.append(-cost)
     add_cumulative(model, problem, intervals, fixed_nodes(problem))
     budget_rows = add_budget(model, problem, requests, present, headroom)
     model.maximize(sum(objective))
