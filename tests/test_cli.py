@@ -114,3 +114,6 @@ def test_sample_plan_validates_against_the_schema_and_has_no_violation(tmp_path:
     assert plan["solver"]["mip_gap"] <= 0.005
     assert len(plan["reservations"]) >= 40
     assert plan["unplaced"], "the sample has impossible requests"
+    again = tmp_path / "again"
+    assert main(["run", "--out", str(again), "--quiet"]) == 0
+    assert (again / "plan.json").read_bytes() == (out / "plan.json").read_bytes()

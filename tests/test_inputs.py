@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scenario_factory import FILES, write_scenario, write_workbook
 
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario, load_scenario, schema_markdown, validate_scenario
 from planner.inputs.schema import CONFIG, DTYPES, TABLES
+from tests.scenario_factory import FILES, write_scenario, write_workbook
 
 TABLE_NAMES = list(TABLES)
 
