@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from planner import __version__
+from planner.check import check_plan
 from planner.config import load_model
 from planner.errors import ExitCode, InputError, SolverError
 from planner.inputs.load import load_scenario, validate_scenario
@@ -43,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
+    check = sub.add_parser("check", help="check a plan against its scenario's hard rules")
+    check.add_argument("plan", help="plan.json")
+    check.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                       help="the scenario it was planned from (default: the bundled sample)")
+    check.add_argument("--previous", help="the plan it replanned (for rule 6)")
     return parser
 
 
@@ -87,6 +93,18 @@ def _validate(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _check(args, console: Console) -> ExitCode:
+    plan = load_previous(Path(args.plan))
+    scenario = load_scenario(args.scenario)
+    scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
+    previous = load_previous(Path(args.previous)) if args.previous else None
+    violations = check_plan(plan, scenario, previous)
+    for violation in violations:
+        console.print(str(violation), markup=False, highlight=False)
+    console.print(f"{args.plan}: {len(violations)} violation(s)", markup=False, highlight=False)
+    return ExitCode.FAILURE if violations else ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -95,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return int(_run(args, console, err))
+        if args.command == "check":
+            return int(_check(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

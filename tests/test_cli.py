@@ -117,3 +117,16 @@ def test_sample_plan_validates_against_the_schema_and_has_no_violation(tmp_path:
     again = tmp_path / "again"
     assert main(["run", "--out", str(again), "--quiet"]) == 0
     assert (again / "plan.json").read_bytes() == (out / "plan.json").read_bytes()
+
+
+def test_check_command_passes_a_good_plan_and_fails_a_broken_one(tmp_path: Path, capsys):
+    folder = write_scenario(tmp_path / "sc")
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out), "--quiet"]) == 0
+    assert main(["check", str(out / "plan.json"), str(folder)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    plan["allocations"][0]["gpu_hours"] += 1e6
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(plan))
+    assert main(["check", str(broken), str(folder)]) == 1
+    assert "rule 1" in capsys.readouterr().out
