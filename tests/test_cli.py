@@ -130,3 +130,21 @@ def test_check_command_passes_a_good_plan_and_fails_a_broken_one(tmp_path: Path,
     broken.write_text(json.dumps(plan))
     assert main(["check", str(broken), str(folder)]) == 1
     assert "rule 1" in capsys.readouterr().out
+
+
+def test_a_reservation_that_ran_to_its_end_is_not_placed_again(tmp_path: Path):
+    import pandas as pd
+
+    folder = write_scenario(tmp_path / "sc")
+    first = tmp_path / "first"
+    assert main(["run", str(folder), "--out", str(first), "--quiet"]) == 0
+    plan = json.loads((first / "plan.json").read_text())
+    done = min(plan["reservations"], key=lambda r: r["end"])
+    after = (pd.Timestamp(done["end"]) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
+    second = tmp_path / "second"
+    assert main(["run", str(folder), "--out", str(second), "--quiet", "--as-of", after,
+                 "--previous", str(first / "plan.json")]) == 0
+    replanned = json.loads((second / "plan.json").read_text())
+    ids = {r["request_id"] for r in replanned["reservations"]} | {
+        u["request_id"] for u in replanned["unplaced"]}
+    assert done["request_id"] not in ids

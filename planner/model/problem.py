@@ -31,6 +31,7 @@ from planner.config import ModelConfig
 from planner.fairshare.lookback import Lookback
 from planner.fairshare.tree import OrgTree
 from planner.inputs import Scenario
+from planner.times import iso
 
 HOUR = pd.Timedelta(hours=1)
 
@@ -133,10 +134,6 @@ def overlap_hours(
     bs = bin_start.astype("datetime64[s]").astype(np.int64)[None, :]
     be = bin_end.astype("datetime64[s]").astype(np.int64)[None, :]
     return np.clip(np.minimum(re, be) - np.maximum(rs, bs), 0, None) / 3600.0
-
-
-def _iso(stamp: pd.Timestamp) -> str:
-    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _to_datetime64(stamps: list[pd.Timestamp]) -> np.ndarray:
@@ -247,8 +244,8 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
                 and all(ends[u] - starts[u] == step for u in range(s, s + length)))
             if not allowed_starts:
                 reason = (f"window too short for {length} periods of {ph:g} h between "
-                          f"{_iso(max(row.earliest_start, cfg.as_of))} and "
-                          f"{_iso(min(row.deadline, cfg.quarter_end))}")
+                          f"{iso(max(row.earliest_start, cfg.as_of))} and "
+                          f"{iso(min(row.deadline, cfg.quarter_end))}")
         out.append(Request(row.request_id, projects[row.project], k, int(row.nodes),
                            float(row.hours), length, allowed_starts, reason, gpu_hours,
                            gpu_hours * float(rate[k])))
@@ -326,8 +323,12 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     used, past = _usage_arrays(scenario, p_index, k_index, rate,
                                _lookback_periods(lookback, scenario))
     fixed = _fixed(scenario, model, previous, p_index, k_index, starts)
+    # requests kept from the previous plan, or already run to their end under it, are not
+    # placed again
+    done = {r["request_id"] for r in (previous or {}).get("reservations", [])
+            if pd.Timestamp(r["end"]) <= scenario.config.as_of}
     requests = _requests(scenario, model, p_index, k_index, nodes, gpn, rate, starts, ends,
-                         {f.request_id for f in fixed})
+                         {f.request_id for f in fixed} | done)
     prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts)
     return Problem(scenario, model, tree, projects, clusters, tuple(cl["gpu_type"]), nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,

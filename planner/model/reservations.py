@@ -71,16 +71,20 @@ def fixed_ngh(problem: Problem) -> np.ndarray:
     return out
 
 
-def reference_start(problem: Problem, request: Request) -> int:
-    """s⁰_r: the previous plan's start when it is allowed, else the earliest allowed start."""
+def _previous_start(problem: Problem, request: Request) -> int | None:
+    """The previous plan's start period of ``request`` when it is still allowed."""
     prev = problem.previous
     if prev is not None and request.request_id in prev.starts:
         when = prev.starts[request.request_id]
-        if when in problem.period_start:
-            t = problem.period_of(when)
-            if t in request.starts:
-                return t
-    return request.starts[0]
+        if when in problem.period_start and problem.period_of(when) in request.starts:
+            return problem.period_of(when)
+    return None
+
+
+def reference_start(problem: Problem, request: Request) -> int:
+    """s⁰_r: the previous plan's start when it is allowed, else the earliest allowed start."""
+    warm = _previous_start(problem, request)
+    return request.starts[0] if warm is None else warm
 
 
 def add_window(model: cp_model.CpModel, request: Request, name: str) -> tuple:
@@ -147,6 +151,10 @@ def build_reservation_model(problem: Problem, headroom: np.ndarray) -> Reservati
     lateness = problem.model.objective.reservation_lateness
     for r in requests:
         x, s, interval = add_window(model, r, r.request_id)
+        warm = _previous_start(problem, r)
+        if warm is not None:  # warm start from --previous
+            model.add_hint(x, True)
+            model.add_hint(s, warm)
         present.append(x)
         start.append(s)
         intervals.setdefault(r.cluster, []).append((interval, r.nodes))

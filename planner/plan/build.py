@@ -12,13 +12,9 @@ from planner import __version__
 from planner.model.problem import Problem
 from planner.model.result import Solution
 from planner.model.solve import budget_headroom
+from planner.times import iso
 
 SCHEMA_VERSION = 1
-
-
-def iso(stamp: pd.Timestamp) -> str:
-    """``2026-11-02T00:00:00Z``."""
-    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def num(value: float) -> float:
