@@ -33,6 +33,11 @@ def _ts(value: str) -> pd.Timestamp:
     return pd.Timestamp(value).tz_convert("UTC")
 
 
+def _ts_column(values: pd.Series) -> pd.Series:
+    """UTC timestamps with a datetime dtype even when empty (so merges line up)."""
+    return pd.to_datetime(values, utc=True, format="ISO8601").astype("datetime64[us, UTC]")
+
+
 def _overlap_hours(start: pd.Timestamp, end: pd.Timestamp, lo: pd.Timestamp,
                    hi: pd.Timestamp) -> float:
     return max(0.0, (min(end, hi) - max(start, lo)).total_seconds() / 3600.0)
@@ -45,11 +50,11 @@ def _tables(plan: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     periods["hours"] = (periods["end"] - periods["start"]).dt.total_seconds() / 3600
     alloc = pd.DataFrame(plan["allocations"],
                          columns=["project", "cluster", "period_start", "gpu_hours", "kind"])
-    alloc["period_start"] = alloc["period_start"].map(_ts)
+    alloc["period_start"] = _ts_column(alloc["period_start"])
     res = pd.DataFrame(plan["reservations"],
                        columns=["request_id", "project", "cluster", "nodes", "start", "end"])
-    res["start"] = res["start"].map(_ts)
-    res["end"] = res["end"].map(_ts)
+    res["start"] = _ts_column(res["start"])
+    res["end"] = _ts_column(res["end"])
     return periods, alloc, res
 
 
@@ -189,6 +194,7 @@ def check_budget(scenario, plan, alloc, res, demand) -> list[Violation]:
         wants.index.names = ["project", "cluster", "period_start"]
         unmet = (wants - total.reindex(wants.index, fill_value=0.0)).reset_index(name="unmet")
         unmet = unmet[(unmet["unmet"] > 1.0) & unmet["project"].isin(within)]
+        unmet["period_start"] = _ts_column(unmet["period_start"])
         cells = opp[["cluster", "period_start"]].drop_duplicates()
         for r in unmet.merge(cells, on=["cluster", "period_start"]).itertuples(index=False):
             out.append(Violation(4, f"opportunistic work on {r.cluster} {r.period_start} while "

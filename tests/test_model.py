@@ -186,3 +186,14 @@ def test_checker_catches_a_deliberately_broken_plan():
     previous["reservations"][0]["start"] = "2026-10-31T00:00:00Z"
     previous["reservations"][0]["end"] = "2026-11-02T00:00:00Z"
     assert {v.rule for v in check_plan(run.plan.body, sc, previous)} == {6}
+
+
+def test_formula_like_ids_survive_verbatim_into_the_plan():
+    odd = "=HYPERLINK(\"x\")"
+    sc = scenario(clusters=ONE_BIG_NODE, org=[("A", "", 1.0), (odd, "A", 1.0), ("+1", "A", 1.0)],
+                  budgets=[(odd, BIG), ("+1", BIG)],
+                  demand=[(odd, "c1", "2026-11-02", "2026-11-03", 30),
+                          ("+1", "c1", "2026-11-02", "2026-11-03", 30)])
+    run = plan_scenario(sc, MODEL)
+    assert grants(run) == pytest.approx({(odd, "2026-11-02"): 720.0, ("+1", "2026-11-02"): 720.0})
+    assert odd in plan_bytes(run.plan).decode().replace('\\"', '"')
