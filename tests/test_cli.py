@@ -13,6 +13,7 @@ from planner.cli import main
 from planner.inputs.load import load_scenario
 from planner.run import SAMPLE, plan_schema
 from tests.scenario_factory import write_scenario, write_workbook
+from tests.test_inputs import DEFECTS
 
 
 def test_run_writes_a_schema_valid_plan_with_no_violation(tmp_path: Path, capsys):
@@ -148,3 +149,19 @@ def test_a_reservation_that_ran_to_its_end_is_not_placed_again(tmp_path: Path):
     ids = {r["request_id"] for r in replanned["reservations"]} | {
         u["request_id"] for u in replanned["unplaced"]}
     assert done["request_id"] not in ids
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [(o, e) for _, o, e in DEFECTS[::2]],
+                         ids=[case for case, _, _ in DEFECTS[::2]])
+def test_every_other_defect_exits_2_from_the_cli_naming_file_row_column(
+        tmp_path: Path, capsys, overrides: dict, expected: tuple):
+    file, row, column = expected
+    folder = write_scenario(tmp_path / "sc", **overrides)
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    where = file + (f", row {row}" if row is not None else "") + (
+        f", column {column}" if column is not None else "")
+    assert where in err
+    assert "Traceback" not in err
+    assert not out.exists()
