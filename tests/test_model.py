@@ -197,3 +197,23 @@ def test_formula_like_ids_survive_verbatim_into_the_plan():
     run = plan_scenario(sc, MODEL)
     assert grants(run) == pytest.approx({(odd, "2026-11-02"): 720.0, ("+1", "2026-11-02"): 720.0})
     assert odd in plan_bytes(run.plan).decode().replace('\\"', '"')
+
+
+def test_a_limit_hit_before_any_placement_still_gives_a_valid_plan(monkeypatch):
+    # CP-SAT stopped by its limit with no solution (UNKNOWN): placing nothing is valid,
+    # the plan says "feasible" with the gap against the bound, and the LP still fills GPUs.
+    from ortools.sat.python import cp_model
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, model: cp_model.UNKNOWN)
+    monkeypatch.setattr(cp_model.CpSolver, "best_objective_bound", property(lambda self: 1e6))
+    sc = scenario(clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
+                  org=[("t", "", 1.0), ("p", "t", 1.0)], budgets=[("p", BIG)],
+                  demand=[("p", "c1", "2026-11-01", "2026-11-04", 32)],
+                  reservations=[("r1", "p", "c1", 2, 24, "2026-11-01", "2026-11-04")])
+    run = plan_scenario(sc, MODEL)
+    solver = run.plan.body["solver"]
+    assert solver["status"] == "feasible" and solver["mip_gap"] == 1.0
+    assert run.plan.reservations == []
+    assert run.plan.body["unplaced"][0]["reason"].startswith("not placed before the reservation")
+    assert sum(a["gpu_hours"] for a in run.plan.allocations) == pytest.approx(3 * 768.0)
+    assert check_plan(run.plan.body, sc) == []

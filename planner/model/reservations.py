@@ -200,6 +200,12 @@ def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap:
         return {}, StageResult("cp-sat", SolverStatus.OPTIMAL, 0.0, 0.0, 0.0, 0.0)
     code = solver.solve(built.model)
     seconds = time.perf_counter() - started
+    if code == cp_model.UNKNOWN:
+        # the limit hit before any placement was found: placing none is always valid,
+        # and its gap against the bound is said, not hidden
+        bound = solver.best_objective_bound
+        return {}, StageResult("cp-sat", SolverStatus.FEASIBLE, 0.0, bound / SCALE, 1.0,
+                               seconds)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return {}, StageResult("cp-sat", SolverStatus.from_cp_sat(code), float("nan"),
                                float("nan"), float("inf"), seconds)

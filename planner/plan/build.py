@@ -10,7 +10,7 @@ import pandas as pd
 
 from planner import __version__
 from planner.model.problem import Problem
-from planner.model.result import Solution
+from planner.model.result import Solution, SolverStatus
 from planner.model.solve import budget_headroom
 from planner.times import iso
 
@@ -85,6 +85,9 @@ def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
             reason = (f"budget: needs {r.ngh:.0f} NGH, project has "
                       f"{max(0.0, left[r.project]):.0f} NGH left after usage and its "
                       f"other reservations")
+        elif not reason and solution.stages[0].status is not SolverStatus.OPTIMAL:
+            reason = (f"not placed before the reservation search stopped at its limit "
+                      f"(gap {100 * solution.stages[0].gap:.1f} %)")
         elif not reason:
             reason = (f"no room: {problem.clusters[r.cluster]} has no {r.nodes} free nodes "
                       f"for {r.length} periods inside the window (other reservations hold them)")
