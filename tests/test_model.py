@@ -217,3 +217,25 @@ def test_a_limit_hit_before_any_placement_still_gives_a_valid_plan(monkeypatch):
     assert run.plan.body["unplaced"][0]["reason"].startswith("not placed before the reservation")
     assert sum(a["gpu_hours"] for a in run.plan.allocations) == pytest.approx(3 * 768.0)
     assert check_plan(run.plan.body, sc) == []
+
+
+def test_replan_keeps_the_frozen_period_and_moves_the_rest():
+    # Two periods; first plan with A weighted 2:1, then leadership flips to 1:2 and we replan
+    # from the same as_of with --previous: period 1 is frozen (contract.frozen_periods = 1),
+    # period 2 follows the new weights (B gets more than before).
+    demand = [(p, "c1", "2026-11-02", "2026-11-04", g) for p, g in
+              (("a1", 10), ("a2", 80), ("b1", 60))]
+    budgets = [("a1", BIG), ("a2", BIG), ("b1", BIG)]
+    first = plan_scenario(scenario(clusters=ONE_BIG_NODE, org=ORG, demand=demand,
+                                   budgets=budgets, quarter_end="2026-11-04"), MODEL)
+    flipped = [("A", "", 1.0), ("B", "", 2.0)] + ORG[2:]
+    sc = scenario(clusters=ONE_BIG_NODE, org=flipped, demand=demand, budgets=budgets,
+                  quarter_end="2026-11-04")
+    fresh = plan_scenario(sc, MODEL)
+    replanned = plan_scenario(sc, MODEL, previous=first.plan.body)
+    before, fresh_g, after = grants(first), grants(fresh), grants(replanned)
+    for p in ("a1", "a2", "b1"):
+        assert after[(p, "2026-11-02")] == pytest.approx(before[(p, "2026-11-02")], abs=1e-6)
+    assert fresh_g[("b1", "2026-11-02")] > before[("b1", "2026-11-02")]  # weights matter
+    assert after[("b1", "2026-11-03")] > before[("b1", "2026-11-03")]
+    assert check_plan(replanned.plan.body, sc, first.plan.body) == []

@@ -61,7 +61,8 @@ def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return p, k, t
 
 
-def frozen_lower_bounds(problem: Problem, e, available: np.ndarray) -> tuple[np.ndarray, ...]:
+def frozen_lower_bounds(problem: Problem, e, available: np.ndarray,
+                        headroom: np.ndarray) -> tuple[np.ndarray, ...]:
     """(6) Grants kept from the previous plan in its frozen periods, within today's room."""
     p, k, t = e
     zeros = np.zeros(len(p))
@@ -77,7 +78,12 @@ def frozen_lower_bounds(problem: Problem, e, available: np.ndarray) -> tuple[np.
     load = np.zeros_like(available)
     np.add.at(load, (k, t), lo_g + lo_o)
     factor = np.where(load > available, available / np.maximum(load, 1e-12), 1.0)[k, t]
-    return lo_g * factor, lo_o * factor
+    lo_g, lo_o = lo_g * factor, lo_o * factor
+    spend = np.zeros(len(headroom))
+    np.add.at(spend, p, lo_g * problem.rate[k])
+    room = np.maximum(headroom, 0.0)
+    shrink = np.where(spend > room, room / np.maximum(spend, 1e-12), 1.0)[p]
+    return lo_g * shrink, lo_o
 
 
 def add_grant_columns(lp: LpBuilder, problem: Problem, e, lower: tuple) -> tuple:
@@ -174,7 +180,8 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours)."""
     e = elastic_triples(problem)
     lp = LpBuilder()
-    g, o = add_grant_columns(lp, problem, e, frozen_lower_bounds(problem, e, available))
+    g, o = add_grant_columns(lp, problem, e,
+                             frozen_lower_bounds(problem, e, available, headroom))
     add_capacity(lp, e, g, o, available)
     add_demand(lp, problem, e, g, o)
     budget_projects = add_budget(lp, problem, e, g, headroom)
