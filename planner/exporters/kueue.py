@@ -1,0 +1,190 @@
+"""Kueue manifests (v0.19.2, stored version ``kueue.x-k8s.io/v1beta2``) from a plan.
+
+One multi-document YAML file per exported period, ``kueue-<period start>.yaml``, and an
+``index.yaml`` listing them with their validity windows. Per period:
+
+- a ``ResourceFlavor`` per cluster, selecting nodes by cluster name and GPU type;
+- a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
+  tree, ``spec.fairSharing.weight`` = the org weight, so idle quota is borrowed inside the
+  tree first;
+- a ``ClusterQueue`` per project, ``spec.cohortName`` = its team, one resource group over
+  ``nvidia.com/gpu`` with a flavor per cluster it holds anything on in the period:
+
+  - ``nominalQuota`` = floor(guaranteed GPU-hours ÷ period hours) + the GPUs of its
+    reservations that run during the period (dedicated quota for their window);
+  - ``borrowingLimit`` = floor(guaranteed + opportunistic GPUs) − floor(guaranteed GPUs),
+    what it may take opportunistically beyond its own quota (0: no borrowing);
+  - ``lendingLimit`` = the non-reserved part of the quota, where a reservation runs, so the
+    reserved GPUs are never lent out and so never reclaimed from a borrower;
+  - preemption: ``reclaimWithinCohort: Any`` (a queue inside its nominal quota takes back
+    what borrowers hold: opportunistic work is reclaimed first), ``borrowWithinCohort:
+    Never`` (borrowed, i.e. opportunistic, work never preempts anyone),
+    ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable, so no other queue
+    ever runs on it and nothing within a queue's nominal quota is reclaimed: reservations
+    are not preempted.
+- a ``LocalQueue`` per project in the project's namespace.
+
+Names are DNS-1123 labels (:func:`planner.exporters.common.safe_name`); the original id is
+kept in the ``gpu-planner.io/id`` annotation. Output is a pure function of the inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from planner.exporters.common import (
+    OrgTree,
+    cells,
+    cluster_info,
+    floor_gpus,
+    overlaps,
+    period_bounds,
+    quantity,
+    safe_name,
+)
+
+API = "kueue.x-k8s.io/v1beta2"
+GPU = "nvidia.com/gpu"
+ANN = "gpu-planner.io"
+CLUSTER_LABEL = f"{ANN}/cluster"
+GPU_LABEL = "nvidia.com/gpu.product"
+
+
+def _label_value(text: str) -> str:
+    """A label value (≤ 63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-_.")
+    return value
+
+
+def _meta(name: str, original: str, window: dict[str, str], namespace: str | None = None
+          ) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["annotations"] = {f"{ANN}/id": original, **window}
+    return meta
+
+
+def _flavors(plan: dict[str, Any], window: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for c in sorted(plan["clusters"], key=lambda c: c["cluster"]):
+        out.append({"apiVersion": API, "kind": "ResourceFlavor",
+                    "metadata": _meta(safe_name(c["cluster"]), c["cluster"], window),
+                    "spec": {"nodeLabels": {CLUSTER_LABEL: _label_value(c["cluster"]),
+                                            GPU_LABEL: _label_value(c["gpu_type"])}}})
+    return out
+
+
+def _cohorts(tree: OrgTree, window: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for node in tree.internal:
+        spec: dict[str, Any] = {}
+        if tree.parent.get(node):
+            spec["parentName"] = safe_name(tree.parent[node])
+        spec["fairSharing"] = {"weight": quantity(tree.weight.get(node, 1.0))}
+        out.append({"apiVersion": API, "kind": "Cohort",
+                    "metadata": _meta(safe_name(node), node, window), "spec": spec})
+    return out
+
+
+def project_quotas(plan: dict[str, Any], start: str, end: str
+                   ) -> dict[str, dict[str, dict[str, int]]]:
+    """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved."""
+    info = cluster_info(plan)
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for (project, cluster), cell in cells(plan, start).items():
+        guaranteed = floor_gpus(cell["guaranteed"])
+        total = floor_gpus(cell["guaranteed"] + cell["opportunistic"])
+        out.setdefault(project, {})[cluster] = {"nominal": guaranteed,
+                                                "borrowing": total - guaranteed,
+                                                "reserved": 0}
+    for r in plan["reservations"]:
+        if overlaps(r, start, end):
+            q = out.setdefault(r["project"], {}).setdefault(
+                r["cluster"], {"nominal": 0, "borrowing": 0, "reserved": 0})
+            gpus = int(r["nodes"]) * int(info[r["cluster"]]["gpus_per_node"])
+            q["nominal"] += gpus
+            q["reserved"] += gpus
+    return out
+
+
+def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
+                   window: dict[str, str]) -> dict[str, Any]:
+    team = tree.parent.get(project, "")
+    flavors = []
+    for cluster in sorted(quotas):
+        q = quotas[cluster]
+        resource: dict[str, Any] = {"name": GPU, "nominalQuota": q["nominal"]}
+        if team:  # borrowing and lending limits need a cohort
+            resource["borrowingLimit"] = q["borrowing"]
+            if q["reserved"]:
+                resource["lendingLimit"] = q["nominal"] - q["reserved"]
+        flavors.append({"name": safe_name(cluster), "resources": [resource]})
+    namespace = safe_name(project)
+    spec: dict[str, Any] = {}
+    if team:
+        spec["cohortName"] = safe_name(team)
+    spec["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    spec["queueingStrategy"] = "BestEffortFIFO"
+    spec["resourceGroups"] = ([{"coveredResources": [GPU], "flavors": flavors}]
+                              if flavors else [])
+    spec["preemption"] = {"reclaimWithinCohort": "Any",
+                          "borrowWithinCohort": {"policy": "Never"},
+                          "withinClusterQueue": "LowerPriority"}
+    spec["fairSharing"] = {"weight": quantity(tree.weight.get(project, 1.0))}
+    return {"apiVersion": API, "kind": "ClusterQueue",
+            "metadata": _meta(safe_name(project), project, window), "spec": spec}
+
+
+def _local_queue(project: str, window: dict[str, str]) -> dict[str, Any]:
+    name = safe_name(project)
+    return {"apiVersion": API, "kind": "LocalQueue",
+            "metadata": _meta(name, project, window, namespace=name),
+            "spec": {"clusterQueue": name}}
+
+
+def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str
+                   ) -> list[dict[str, Any]]:
+    """Every Kueue object in force during [start, end)."""
+    window = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
+              f"{ANN}/plan-as-of": plan["as_of"],
+              f"{ANN}/input-digest": plan.get("input_digest", "")}
+    quotas = project_quotas(plan, start, end)
+    projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
+    objects = _flavors(plan, window) + _cohorts(tree, window)
+    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
+    objects += [_local_queue(p, window) for p in projects]
+    return objects
+
+
+def _dump(objects: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False,
+                              explicit_start=True, allow_unicode=True, width=100)
+
+
+def file_name(start: str) -> str:
+    """``kueue-2026-11-16T00-00-00Z.yaml`` for a period start."""
+    return f"kueue-{start.replace(':', '-')}.yaml"
+
+
+def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1) -> dict[str, str]:
+    """File name -> YAML text: one file per period (the first ``periods``) and an index."""
+    tree = OrgTree.from_frame(org)
+    files: dict[str, str] = {}
+    index = []
+    for start, end in period_bounds(plan, periods):
+        objects = period_objects(plan, tree, start, end)
+        name = file_name(start)
+        files[name] = _dump(objects)
+        index.append({"file": name, "valid_from": start, "valid_until": end,
+                      "objects": len(objects)})
+    files["index.yaml"] = yaml.safe_dump(
+        {"format": "gpu-planner kueue index, version 1", "kueue_api": API,
+         "scenario": plan["scenario"],
+         "as_of": plan["as_of"], "input_digest": plan.get("input_digest", ""),
+         "periods": index}, sort_keys=False)
+    return files

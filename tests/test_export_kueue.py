@@ -1,0 +1,114 @@
+"""Kueue manifests: every object valid against the real v0.19.2 CRDs, quotas = the plan's."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from planner.exporters.common import safe_name
+from planner.exporters.kueue import export_kueue, file_name
+from tests.export_fixtures import ORG, PLAN
+
+KUEUE_DIR = Path(os.environ.get(
+    "GPU_PLANNER_KUEUE_CRDS",
+    Path(__file__).resolve().parents[2] / "shared" / "schemas" / "kueue"))
+CRDS = {"ClusterQueue": "clusterqueues", "Cohort": "cohorts",
+        "ResourceFlavor": "resourceflavors", "LocalQueue": "localqueues"}
+
+needs_crds = pytest.mark.skipif(
+    not (KUEUE_DIR / "kueue.x-k8s.io_clusterqueues.yaml").exists(),
+    reason=f"Kueue CRDs not found in {KUEUE_DIR} (set GPU_PLANNER_KUEUE_CRDS)")
+
+
+@functools.cache
+def schema(kind: str) -> dict:
+    crd = yaml.safe_load((KUEUE_DIR / f"kueue.x-k8s.io_{CRDS[kind]}.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def objects(files: dict[str, str], name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(files[name]) if d is not None]
+
+
+@needs_crds
+def test_every_object_validates_against_its_crd_in_the_sample(sample_plan):
+    plan, org = sample_plan
+    files = export_kueue(plan, org, periods=3)
+    assert len(files) == 4 and "index.yaml" in files
+    seen = set()
+    for name in files:
+        if name == "index.yaml":
+            continue
+        for obj in objects(files, name):
+            assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+            jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+            seen.add(obj["kind"])
+            assert len(obj["metadata"]["name"]) <= 63
+    assert seen == set(CRDS)
+
+
+@needs_crds
+def test_hand_plan_quotas_equal_the_plan():
+    files = export_kueue(PLAN, ORG, periods=2)
+    first = {(o["kind"], o["metadata"]["name"]): o
+             for o in objects(files, file_name("2026-11-16T00:00:00Z"))}
+    for obj in first.values():
+        jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+    # Cohorts: the area and both teams, the tree by parentName, weights from the org
+    assert first[("Cohort", "area")]["spec"] == {"fairSharing": {"weight": "3"}}
+    assert first[("Cohort", "team-a")]["spec"]["parentName"] == "area"
+    assert first[("Cohort", "team-a")]["spec"]["fairSharing"]["weight"] == "2"
+    # p1: 10.5 guaranteed GPUs on c1 -> 10 nominal; 10.5 + 4.75 = 15.25 -> borrow 15 - 10 = 5;
+    # on c2 its reservation r1 (1 node x 8 GPUs) runs in period 1: nominal 8, all of it reserved
+    p1 = first[("ClusterQueue", "p1")]["spec"]
+    assert p1["cohortName"] == "team-a"
+    (group,) = p1["resourceGroups"]
+    assert group["coveredResources"] == ["nvidia.com/gpu"]
+    quota = {f["name"]: f["resources"][0] for f in group["flavors"]}
+    assert quota["c1"] == {"name": "nvidia.com/gpu", "nominalQuota": 10, "borrowingLimit": 5}
+    assert quota["c2"] == {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 0,
+                           "lendingLimit": 0}
+    assert p1["preemption"]["reclaimWithinCohort"] == "Any"
+    assert p1["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
+    # the odd id "=P 3" is a valid DNS label once sanitized, its id kept in an annotation
+    odd = safe_name("=P 3")
+    cq = first[("ClusterQueue", odd)]
+    assert cq["metadata"]["annotations"]["gpu-planner.io/id"] == "=P 3"
+    lq = first[("LocalQueue", odd)]
+    assert lq["metadata"]["namespace"] == odd and lq["spec"]["clusterQueue"] == odd
+    # period 2: r1 has ended, p1 keeps only its elastic grant
+    second = {(o["kind"], o["metadata"]["name"]): o
+              for o in objects(files, file_name("2026-11-17T00:00:00Z"))}
+    flavors = second[("ClusterQueue", "p1")]["spec"]["resourceGroups"][0]["flavors"]
+    assert [f["name"] for f in flavors] == ["c1"]
+    assert flavors[0]["resources"][0]["nominalQuota"] == math.floor(20.0)
+    assert second[("ClusterQueue", "p1")]["metadata"]["annotations"][
+        "gpu-planner.io/valid-from"] == "2026-11-17T00:00:00Z"
+
+
+def test_output_is_deterministic_and_indexed():
+    a = export_kueue(PLAN, ORG, periods=2)
+    b = export_kueue(json.loads(json.dumps(PLAN)), ORG.iloc[::-1].reset_index(drop=True), 2)
+    assert a == b
+    index = yaml.safe_load(a["index.yaml"])
+    assert [p["valid_from"] for p in index["periods"]] == ["2026-11-16T00:00:00Z",
+                                                          "2026-11-17T00:00:00Z"]
+
+
+def test_safe_names_are_dns_labels_and_distinct():
+    import re
+
+    ids = ["Team_A", "team-a", "=SUM(A1)", "007", "-x-", "a" * 80, "ÄÖ"]
+    names = [safe_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    for n in names:
+        assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", n) and len(n) <= 63
+    assert safe_name("007") == "007" and safe_name("team-a") == "team-a"
