@@ -1,0 +1,184 @@
+"""A Slurm apply script (``sacctmgr`` / ``scontrol``) from a plan, idempotent by construction.
+
+What it sets:
+
+- **accounts**: the org tree, one account per node (parent = its org parent, ``root`` at
+  the top), ``fairshare`` = round(100 × org weight), at least 1 (Slurm shares are integers);
+- **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
+  quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
+  the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
+  nothing is planned). Its ``RawUsage`` is reset, because the limit already nets out usage;
+- **reservations**: every planned reservation, ``ReservationName=<request id>``, whole nodes
+  (``NodeCnt`` in ``PartitionName=<cluster>``), ``Accounts=<project account>``,
+  ``Flags=IGNORE_JOBS`` (created even while jobs still run on the nodes it will take).
+
+Every command is guarded so that re-running converges and never duplicates: an account or
+QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values;
+a reservation is updated in place when ``scontrol show reservation`` finds it, created
+otherwise, deleted only if it exists. Times are UTC (``TZ=UTC`` for scontrol's parser).
+
+With ``previous`` (the plan this one replans), only what changed is emitted: created,
+moved/resized and dropped reservations, and QOS whose limit changed. Accounts come from the
+org, not the plan: they are emitted in replan mode only when ``previous_org`` is given and
+differs (accounts are never deleted: they hold usage history).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any
+
+import pandas as pd
+
+from planner.exporters.common import OrgTree, cluster_info, safe_name
+
+FLAGS = "IGNORE_JOBS"
+_SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def fairshare(weight: float) -> int:
+    """Slurm's integer share for an org weight."""
+    return max(1, round(100 * float(weight)))
+
+
+def account(node: str) -> str:
+    """The Slurm account of an org node (lower case, as sacctmgr stores it)."""
+    return safe_name(node)
+
+
+def qos_name(project: str) -> str:
+    """The QOS holding a project's budget."""
+    return f"gp-{account(project)}"
+
+
+def reservation_name(request_id: str) -> str:
+    """``ReservationName``: the request id where Slurm takes it verbatim."""
+    return request_id if _SLURM_SAFE.fullmatch(request_id) else safe_name(request_id)
+
+
+def _slurm_time(stamp: str) -> str:
+    return stamp.rstrip("Z")
+
+
+def _duration(start: str, end: str) -> str:
+    seconds = int((pd.Timestamp(end) - pd.Timestamp(start)).total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    return f"{days}-{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def budget_minutes(plan: dict[str, Any]) -> dict[str, int]:
+    """Project -> GrpTRESMins gres/gpu: remaining budget in raw GPU-minutes."""
+    info = cluster_info(plan)
+    raw: dict[str, float] = {}
+    ngh: dict[str, float] = {}
+    for a in plan["allocations"]:
+        if a["kind"] == "guaranteed":
+            raw[a["project"]] = raw.get(a["project"], 0.0) + a["gpu_hours"]
+            ngh[a["project"]] = ngh.get(a["project"], 0.0) + \
+                a["gpu_hours"] * info[a["cluster"]]["rate"]
+    as_of = pd.Timestamp(plan["as_of"])
+    for r in plan["reservations"]:
+        start = max(pd.Timestamp(r["start"]), as_of)
+        hours = (pd.Timestamp(r["end"]) - start).total_seconds() / 3600
+        gpu_hours = r["nodes"] * info[r["cluster"]]["gpus_per_node"] * hours
+        raw[r["project"]] = raw.get(r["project"], 0.0) + gpu_hours
+        ngh[r["project"]] = ngh.get(r["project"], 0.0) + gpu_hours * info[r["cluster"]]["rate"]
+    out = {}
+    for b in plan["budgets"]:
+        p = b["project"]
+        per_ngh = raw[p] / ngh[p] if ngh.get(p, 0.0) > 0 else 1.0
+        out[p] = max(0, math.floor(60 * max(0.0, b["budget"] - b["used"]) * per_ngh + 1e-6))
+    return out
+
+
+def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
+    lines = []
+    for node in nodes:
+        name, parent = account(node), account(tree.parent[node]) if tree.parent[node] else "root"
+        share = fairshare(tree.weight[node])
+        desc = shlex.quote(f"org:{node}")
+        lines.append(f"sacctmgr -n show account {name} | grep -q . || sacctmgr -i add account "
+                     f"{name} parent={parent} fairshare={share} Description={desc}")
+        lines.append(f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
+    return lines
+
+
+def _qos_lines(project: str, minutes: int) -> list[str]:
+    q, acct = qos_name(project), account(project)
+    return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
+            f"sacctmgr -i modify qos {q} set GrpTRESMins=gres/gpu={minutes} RawUsage=0",
+            f"sacctmgr -i modify account {acct} set qos+={q}"]
+
+
+def _exists(name: str) -> str:
+    return f"scontrol -o show reservation {name} 2>/dev/null | grep -q 'ReservationName={name} '"
+
+
+def _reservation_line(r: dict[str, Any], as_of: str) -> str:
+    name = reservation_name(r["request_id"])
+    common = f"Accounts={account(r['project'])} NodeCnt={r['nodes']}"
+    if r["start"] < as_of:  # running: its start cannot move any more, only its end
+        when_update = f"EndTime={_slurm_time(r['end'])}"
+        when_create = f"StartTime=now EndTime={_slurm_time(r['end'])}"
+    else:
+        when_update = when_create = (f"StartTime={_slurm_time(r['start'])} "
+                                     f"Duration={_duration(r['start'], r['end'])}")
+    return (f"if {_exists(name)}; then scontrol update ReservationName={name} {when_update} "
+            f"{common}; else scontrol create reservation ReservationName={name} {when_create} "
+            f"{common} PartitionName={r['cluster']} Flags={FLAGS}; fi")
+
+
+def _delete_line(request_id: str) -> str:
+    name = reservation_name(request_id)
+    return f"if {_exists(name)}; then scontrol delete ReservationName={name}; fi"
+
+
+def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
+    nodes = sorted(tree.parent, key=lambda n: (tree.depth(n), n))
+    if before is None:
+        return nodes
+    return [n for n in nodes if (before.parent.get(n), before.weight.get(n))
+            != (tree.parent[n], tree.weight[n])]
+
+
+def _reservation_key(r: dict[str, Any]) -> tuple:
+    return (r["project"], r["cluster"], r["nodes"], r["start"], r["end"])
+
+
+def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, Any] | None = None,
+                 previous_org: pd.DataFrame | None = None) -> str:
+    """The bash script that makes Slurm hold what the plan says (see the module docstring)."""
+    tree = OrgTree.from_frame(org)
+    head = ["#!/usr/bin/env bash",
+            f"# gpu-planner: Slurm state for plan {plan['scenario']} as of {plan['as_of']} "
+            f"(input {plan.get('input_digest', '')})",
+            f"# valid from {plan['periods'][0]['start']} until {plan['quarter_end']}"
+            if "quarter_end" in plan else f"# valid from {plan['periods'][0]['start']}",
+            "# idempotent: every command is guarded; re-running converges",
+            "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
+            "set -eu", "export TZ=UTC", ""]
+    lines: list[str] = []
+    if previous is None or previous_org is not None:
+        before = OrgTree.from_frame(previous_org) if previous_org is not None else None
+        accounts = _account_lines(tree, _changed_nodes(tree, before))
+        if accounts:
+            lines += ["# accounts: the org tree, fairshare from the weights", *accounts, ""]
+    minutes = budget_minutes(plan)
+    old_minutes = budget_minutes(previous) if previous is not None else {}
+    qos = [line for p in sorted(minutes) if old_minutes.get(p) != minutes[p]
+           for line in _qos_lines(p, minutes[p])]
+    if qos:
+        lines += ["# budgets: remaining GPU-minutes per project", *qos, ""]
+    old = {r["request_id"]: r for r in (previous or {}).get("reservations", [])}
+    new = {r["request_id"]: r for r in plan["reservations"]}
+    changes = [_reservation_line(new[i], plan["as_of"]) for i in sorted(new)
+               if i not in old or _reservation_key(old[i]) != _reservation_key(new[i])]
+    changes += [_delete_line(i) for i in sorted(set(old) - set(new))]
+    if changes:
+        lines += ["# reservations: whole nodes for their accounts", *changes, ""]
+    if not lines:
+        lines = ["# nothing changed since the previous plan", ""]
+    return "\n".join(head + lines)
