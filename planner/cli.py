@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from planner import __version__
 from planner.check import check_plan
 from planner.config import load_model
-from planner.errors import ExitCode, InputError, SolverError
+from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.inputs.load import load_scenario, validate_scenario
 from planner.run import (
     SAMPLE,
@@ -49,6 +50,19 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("scenario", nargs="?", default=str(SAMPLE),
                        help="the scenario it was planned from (default: the bundled sample)")
     check.add_argument("--previous", help="the plan it replanned (for rule 6)")
+    export = sub.add_parser("export", help="turn a plan into Kueue manifests, a Slurm script "
+                                           "or the executor view")
+    export.add_argument("plan", help="plan.json")
+    export.add_argument("--to", required=True, choices=("kueue", "slurm", "json"),
+                        help="target executor")
+    export.add_argument("--out", required=True, help="output folder")
+    export.add_argument("--periods", type=int, default=1,
+                        help="Kueue: how many periods from the first to export (default 1)")
+    export.add_argument("--scenario", default=str(SAMPLE),
+                        help="the scenario the plan was made from, for its org tree "
+                             "(default: the bundled sample)")
+    export.add_argument("--previous",
+                        help="Slurm: the plan this one replans; emit only what changed")
     return parser
 
 
@@ -105,6 +119,36 @@ def _check(args, console: Console) -> ExitCode:
     return ExitCode.FAILURE if violations else ExitCode.OK
 
 
+def _export(args, console: Console) -> ExitCode:
+    from planner.exporters.executor_json import executor_view
+    from planner.exporters.kueue import export_kueue
+    from planner.exporters.slurm import export_slurm
+    from planner.exporters.validate import export_problems
+    from planner.plan.write import write_files
+
+    if args.periods < 1:
+        raise InputError([InputProblem("--periods", None, None, "must be at least 1")])
+    plan = load_previous(Path(args.plan))
+    org = load_scenario(args.scenario).org if args.to != "json" else None
+    problems = export_problems(plan, Path(args.plan).name, org)
+    previous = None
+    if args.previous:
+        previous = load_previous(Path(args.previous))
+        problems += export_problems(previous, Path(args.previous).name, org)
+    if problems:
+        raise InputError(problems)
+    if args.to == "kueue":
+        files = {k: v.encode() for k, v in export_kueue(plan, org, args.periods).items()}
+    elif args.to == "slurm":
+        files = {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}
+    else:
+        text = json.dumps(executor_view(plan), indent=1, ensure_ascii=False) + "\n"
+        files = {"executor-view.json": text.encode()}
+    written = write_files(Path(args.out), files)
+    console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -115,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_run(args, console, err))
         if args.command == "check":
             return int(_check(args, console))
+        if args.command == "export":
+            return int(_export(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

@@ -1,0 +1,87 @@
+"""``planner export``: writes each target; refuses bad plans with exit 2, writing nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.cli import main
+
+
+@pytest.fixture
+def plan_file(tmp_path: Path, sample_plan) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(sample_plan[0]))
+    return path
+
+
+@pytest.mark.parametrize(("target", "names"), [
+    ("kueue", {"index.yaml", "kueue-2026-11-16T00-00-00Z.yaml",
+               "kueue-2026-11-17T00-00-00Z.yaml"}),
+    ("slurm", {"slurm-apply.sh"}),
+    ("json", {"executor-view.json"}),
+])
+def test_export_writes_the_target(tmp_path: Path, plan_file: Path, target: str, names: set):
+    out = tmp_path / "out"
+    assert main(["export", str(plan_file), "--to", target, "--out", str(out),
+                 "--periods", "2"]) == 0
+    assert {p.name for p in out.iterdir()} == names
+    if target == "kueue":
+        assert len(yaml.safe_load((out / "index.yaml").read_text())["periods"]) == 2
+
+
+def test_export_slurm_with_previous_emits_only_changes(tmp_path: Path, plan_file: Path):
+    out = tmp_path / "out"
+    assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),
+                 "--previous", str(plan_file)]) == 0
+    assert "nothing changed" in (out / "slurm-apply.sh").read_text()
+
+
+def _broken(plan: dict, how: str) -> dict:
+    bad = copy.deepcopy(plan)
+    if how == "schema":
+        del bad["periods"]
+    elif how == "version":
+        bad["schema_version"] = 2
+    elif how == "alloc-cluster":
+        bad["allocations"][0]["cluster"] = "nowhere"
+    elif how == "reservation-cluster":
+        bad["reservations"][0]["cluster"] = "nowhere"
+    elif how == "project":
+        bad["allocations"][0]["project"] = "ghost"
+    return bad
+
+
+@pytest.mark.parametrize(("how", "needle"), [
+    ("schema", "'periods' is a required property"),
+    ("version", "schema_version"),
+    ("alloc-cluster", "allocations/0/cluster: unknown cluster 'nowhere'"),
+    ("reservation-cluster", "reservations/0/cluster: unknown cluster 'nowhere'"),
+    ("project", "allocations/0/project: project 'ghost' is not in the scenario's org tree"),
+])
+@pytest.mark.parametrize("target", ["kueue", "slurm", "json"])
+def test_bad_plan_exits_2_and_writes_nothing(tmp_path: Path, sample_plan, capsys, how: str,
+                                             needle: str, target: str):
+    if how == "project" and target == "json":
+        pytest.skip("the executor view needs no org tree")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_broken(sample_plan[0], how)))
+    out = tmp_path / "out"
+    assert main(["export", str(path), "--to", target, "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+    assert needle in err and "nothing written" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_not_json_and_bad_periods_exit_2(tmp_path: Path, plan_file: Path, capsys):
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    assert main(["export", str(junk), "--to", "kueue", "--out", str(tmp_path / "o")]) == 2
+    assert main(["export", str(plan_file), "--to", "kueue", "--out", str(tmp_path / "o"),
+                 "--periods", "0"]) == 2
+    assert not (tmp_path / "o").exists()
+    assert "--periods" in capsys.readouterr().err
