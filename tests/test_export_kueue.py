@@ -34,6 +34,23 @@ def schema(kind: str) -> dict:
     return version["schema"]["openAPIV3Schema"]
 
 
+def validate(obj: dict) -> None:
+    """The CRD's openAPIV3Schema, and by hand its x-kubernetes-validations (CEL) rules."""
+    jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+    spec = obj["spec"]
+    if obj["kind"] in ("ClusterQueue", "Cohort"):
+        for group in spec.get("resourceGroups", []):
+            assert all(len(f["resources"]) == len(group["coveredResources"])
+                       for f in group["flavors"])
+    if obj["kind"] == "ClusterQueue":
+        limits = [key for g in spec["resourceGroups"] for f in g["flavors"]
+                  for r in f["resources"] for key in r if key.endswith("Limit")]
+        assert "cohortName" in spec or not limits, "borrowing/lending limits need a cohort"
+        for r in (r for g in spec["resourceGroups"] for f in g["flavors"]
+                  for r in f["resources"]):
+            assert 0 <= r.get("lendingLimit", 0) <= r["nominalQuota"]
+
+
 def objects(files: dict[str, str], name: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(files[name]) if d is not None]
 
@@ -49,7 +66,7 @@ def test_every_object_validates_against_its_crd_in_the_sample(sample_plan):
             continue
         for obj in objects(files, name):
             assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta2"
-            jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+            validate(obj)
             seen.add(obj["kind"])
             assert len(obj["metadata"]["name"]) <= 63
     assert seen == set(CRDS)
@@ -61,7 +78,7 @@ def test_hand_plan_quotas_equal_the_plan():
     first = {(o["kind"], o["metadata"]["name"]): o
              for o in objects(files, file_name("2026-11-16T00:00:00Z"))}
     for obj in first.values():
-        jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+        validate(obj)
     # Cohorts: the area and both teams, the tree by parentName, weights from the org
     assert first[("Cohort", "area")]["spec"] == {"fairSharing": {"weight": "3"}}
     assert first[("Cohort", "team-a")]["spec"]["parentName"] == "area"
@@ -112,3 +129,20 @@ def test_safe_names_are_dns_labels_and_distinct():
     for n in names:
         assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", n) and len(n) <= 63
     assert safe_name("007") == "007" and safe_name("team-a") == "team-a"
+
+
+@needs_crds
+def test_a_top_level_project_has_no_cohort_and_no_limits():
+    import pandas as pd
+
+    org = pd.concat([ORG, pd.DataFrame({"id": ["solo"], "parent": [""], "weight": [1.0]})])
+    plan = json.loads(json.dumps(PLAN))
+    plan["allocations"].append({"project": "solo", "cluster": "c1",
+                                "period_start": "2026-11-16T00:00:00Z", "gpu_hours": 48.0,
+                                "kind": "opportunistic", "gpus": 2.0})
+    docs = objects(export_kueue(plan, org), file_name("2026-11-16T00:00:00Z"))
+    (solo,) = [d for d in docs if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "solo"]
+    validate(solo)
+    assert "cohortName" not in solo["spec"]
+    assert solo["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
+        {"name": "nvidia.com/gpu", "nominalQuota": 0}]
