@@ -100,3 +100,61 @@ def test_script_is_valid_bash():
 @pytest.mark.skip(reason="needs slurm-wlm; see issue 4")
 def test_real_slurm():
     """Apply the script twice to a real slurmctld/slurmdbd and read the state back."""
+
+
+class FakeSlurm:
+    """Runs apply scripts against tests/fake_slurm.py put first on PATH."""
+
+    def __init__(self, root):
+        import os
+        import sys
+        from pathlib import Path
+
+        self.bin = root / "bin"
+        self.bin.mkdir(parents=True)
+        fake = Path(__file__).with_name("fake_slurm.py")
+        for tool in ("sacctmgr", "scontrol"):
+            wrapper = self.bin / tool
+            wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {tool} "$@"\n')
+            wrapper.chmod(0o755)
+        self.state, self.log = root / "state.json", root / "calls.log"
+        self.env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
+                    "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log)}
+
+    def apply(self, script: str) -> dict:
+        import json
+
+        done = subprocess.run(["bash"], input=script, text=True, env=self.env,
+                              capture_output=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(self.state.read_text())
+
+    def calls(self, prefix: str) -> int:
+        return sum(line.startswith(prefix) for line in self.log.read_text().splitlines())
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tmp_path):
+    slurm = FakeSlurm(tmp_path / "a")
+    once = slurm.apply(export_slurm(PLAN, ORG))
+    assert set(once["account"]) == {"area", "team-a", "team-b", "p1", "p2",
+                                    "p-3-8aff7f51"}
+    assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "200",
+                                          "description": "org:p1", "qos": "gp-p1"}
+    assert once["qos"]["gp-p1"]["grptresmins"] == "gres/gpu=127217"
+    assert once["reservation"]["r2"] == {
+        "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
+        "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
+    twice = slurm.apply(export_slurm(PLAN, ORG))
+    assert twice == once
+    assert slurm.calls("sacctmgr -i add") == 6 + 3  # each added once, never again
+    assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 2
+    # replan: r2 moves a day, r1 is dropped, p1 has used more
+    moved = plan_copy()
+    moved["reservations"] = [moved["reservations"][1] | {"start": D3,
+                                                         "end": "2026-11-19T00:00:00Z"}]
+    moved["budgets"][0]["used"] = 300.0
+    replanned = slurm.apply(export_slurm(moved, ORG, previous=PLAN))
+    fresh = FakeSlurm(tmp_path / "b").apply(export_slurm(moved, ORG))
+    assert replanned == fresh
+    assert set(replanned["reservation"]) == {"r2"}
