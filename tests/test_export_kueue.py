@@ -146,3 +146,45 @@ def test_a_top_level_project_has_no_cohort_and_no_limits():
     assert "cohortName" not in solo["spec"]
     assert solo["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
         {"name": "nvidia.com/gpu", "nominalQuota": 0}]
+
+
+def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
+    import pandas as pd
+
+    plan, org = sample_plan
+    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
+    docs = objects(export_kueue(plan, org), file_name(start))
+    got = {}
+    for d in docs:
+        if d["kind"] == "ClusterQueue":
+            for g in d["spec"]["resourceGroups"]:
+                for f in g["flavors"]:
+                    got[(d["metadata"]["annotations"]["gpu-planner.io/id"], f["name"])] = \
+                        f["resources"][0]
+    # expected, recomputed with pandas from the plan: floor of the period's GPUs
+    alloc = pd.DataFrame(plan["allocations"])
+    alloc = alloc[alloc["period_start"] == start]
+    wide = alloc.pivot_table(index=["project", "cluster"], columns="kind", values="gpus",
+                             aggfunc="sum", fill_value=0.0)
+    res = pd.DataFrame(plan["reservations"])
+    res = res[(res["start"] < end) & (res["end"] > start)]
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    reserved = {(r.project, r.cluster): 0 for r in res.itertuples()}
+    for r in res.itertuples():
+        reserved[(r.project, r.cluster)] += r.nodes * gpn[r.cluster]
+    assert len(res) > 0 and (wide.get("opportunistic", 0) > 0).any()
+    keys = set(wide.index) | set(reserved)
+    assert set(got) == keys
+    for key in keys:
+        g = wide["guaranteed"].get(key, 0.0) if "guaranteed" in wide else 0.0
+        o = wide["opportunistic"].get(key, 0.0) if "opportunistic" in wide else 0.0
+        q = got[key]
+        assert q["nominalQuota"] == math.floor(g + 1e-6) + reserved.get(key, 0)
+        assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
+        assert q.get("lendingLimit") == (q["nominalQuota"] - reserved[key]
+                                         if key in reserved else None)
+    # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster
+    for c in plan["clusters"]:
+        used = sum(q["nominalQuota"] + q["borrowingLimit"]
+                   for (_, k), q in got.items() if k == c["cluster"])
+        assert used <= c["nodes"] * c["gpus_per_node"]
