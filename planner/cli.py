@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -13,7 +12,10 @@ from planner import __version__
 from planner.check import check_plan
 from planner.config import load_model
 from planner.errors import ExitCode, InputError, InputProblem, SolverError
+from planner.exporters.files import TARGETS, export_files
+from planner.exporters.validate import export_problems
 from planner.inputs.load import load_scenario, validate_scenario
+from planner.plan.write import write_files
 from planner.run import (
     SAMPLE,
     load_previous,
@@ -43,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mip-gap", dest="mip_gap", type=float,
                      help="relative gap to stop reservation placement at (overrides the model)")
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
+    run.add_argument("--export", help="also export the first period to these targets, "
+                                      "comma-separated (kueue,slurm,json), into DIR/<target>/")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     check = sub.add_parser("check", help="check a plan against its scenario's hard rules")
@@ -78,6 +82,7 @@ def _with_solver_overrides(model, args):
 
 
 def _run(args, console: Console, err: Console) -> ExitCode:
+    targets = _export_targets(args.export)
     with err.status("loading the scenario", spinner="dots") as status:
         def progress(message: str) -> None:
             if not args.quiet:
@@ -88,9 +93,16 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
         previous = load_previous(Path(args.previous)) if args.previous else None
+        if previous is not None and "slurm" in targets:
+            problems = export_problems(previous, Path(args.previous).name, scenario.org)
+            if problems:
+                raise InputError(problems)
         result = plan_scenario(scenario, model, previous, progress)
         progress("writing")
         written = write_outputs(result, Path(args.out))
+        for target in targets:  # the plan was checked, its org is the scenario's
+            written += write_files(Path(args.out) / target, export_files(
+                result.plan.body, target, scenario.org, 1, previous))
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)
@@ -120,12 +132,6 @@ def _check(args, console: Console) -> ExitCode:
 
 
 def _export(args, console: Console) -> ExitCode:
-    from planner.exporters.executor_json import executor_view
-    from planner.exporters.kueue import export_kueue
-    from planner.exporters.slurm import export_slurm
-    from planner.exporters.validate import export_problems
-    from planner.plan.write import write_files
-
     if args.periods < 1:
         raise InputError([InputProblem("--periods", None, None, "must be at least 1")])
     plan = load_previous(Path(args.plan))
@@ -137,16 +143,20 @@ def _export(args, console: Console) -> ExitCode:
         problems += export_problems(previous, Path(args.previous).name, org)
     if problems:
         raise InputError(problems)
-    if args.to == "kueue":
-        files = {k: v.encode() for k, v in export_kueue(plan, org, args.periods).items()}
-    elif args.to == "slurm":
-        files = {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}
-    else:
-        text = json.dumps(executor_view(plan), indent=1, ensure_ascii=False) + "\n"
-        files = {"executor-view.json": text.encode()}
+    files = export_files(plan, args.to, org, args.periods, previous)
     written = write_files(Path(args.out), files)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK
+
+
+def _export_targets(text: str | None) -> list[str]:
+    targets = [t.strip() for t in (text or "").split(",") if t.strip()]
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise InputError([InputProblem("--export", None, None,
+                                       f"unknown target(s) {', '.join(unknown)}; "
+                                       f"choose from {', '.join(TARGETS)}")])
+    return sorted(set(targets), key=TARGETS.index)
 
 
 def main(argv: list[str] | None = None) -> int:

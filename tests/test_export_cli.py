@@ -85,3 +85,19 @@ def test_not_json_and_bad_periods_exit_2(tmp_path: Path, plan_file: Path, capsys
                  "--periods", "0"]) == 2
     assert not (tmp_path / "o").exists()
     assert "--periods" in capsys.readouterr().err
+
+
+def test_run_with_export_writes_each_target_beside_the_plan(tmp_path: Path):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--quiet", "--export", "kueue,slurm,json"]) == 0
+    assert (out / "plan.json").exists()
+    assert (out / "kueue" / "index.yaml").exists()
+    assert (out / "slurm" / "slurm-apply.sh").exists()
+    assert (out / "json" / "executor-view.json").exists()
+
+
+def test_run_with_an_unknown_export_target_exits_2_before_planning(tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--quiet", "--export", "kueue,lsf"]) == 2
+    assert "unknown target(s) lsf" in capsys.readouterr().err
+    assert not out.exists()

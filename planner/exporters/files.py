@@ -1,0 +1,27 @@
+"""Each export target's files, as bytes ready for :func:`planner.plan.write.write_files`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from planner.exporters.executor_json import executor_view
+from planner.exporters.kueue import export_kueue
+from planner.exporters.slurm import export_slurm
+
+TARGETS = ("kueue", "slurm", "json")
+
+
+def export_files(plan: dict[str, Any], target: str, org: pd.DataFrame | None, periods: int = 1,
+                 previous: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """File name -> bytes for one target (``org`` is needed for kueue and slurm)."""
+    if target == "kueue":
+        return {k: v.encode() for k, v in export_kueue(plan, org, periods).items()}
+    if target == "slurm":
+        return {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}
+    if target == "json":
+        text = json.dumps(executor_view(plan), indent=1, ensure_ascii=False) + "\n"
+        return {"executor-view.json": text.encode()}
+    raise ValueError(f"unknown export target {target!r}")
