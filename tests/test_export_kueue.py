@@ -80,7 +80,13 @@ def test_hand_plan_quotas_equal_the_plan():
     for obj in first.values():
         validate(obj)
     # Cohorts: the area and both teams, the tree by parentName, weights from the org
-    assert first[("Cohort", "area")]["spec"] == {"fairSharing": {"weight": "3"}}
+    assert first[("Cohort", "area")]["spec"] == {"parentName": "gpu-planner-pool",
+                                                 "fairSharing": {"weight": "3"}}
+    # the pool owns what no project holds: c1 32 - 10 - 16 = 6; c2 16 - 8 (r1) - 8 = 0
+    assert first[("Cohort", "gpu-planner-pool")]["spec"] == {"resourceGroups": [
+        {"coveredResources": ["nvidia.com/gpu"],
+         "flavors": [{"name": "c1", "resources": [{"name": "nvidia.com/gpu",
+                                                   "nominalQuota": 6}]}]}]}
     assert first[("Cohort", "team-a")]["spec"]["parentName"] == "area"
     assert first[("Cohort", "team-a")]["spec"]["fairSharing"]["weight"] == "2"
     # p1: 10.5 guaranteed GPUs on c1 -> 10 nominal; 10.5 + 4.75 = 15.25 -> borrow 15 - 10 = 5;
@@ -132,7 +138,7 @@ def test_safe_names_are_dns_labels_and_distinct():
 
 
 @needs_crds
-def test_a_top_level_project_has_no_cohort_and_no_limits():
+def test_a_top_level_project_sits_under_the_pool():
     import pandas as pd
 
     org = pd.concat([ORG, pd.DataFrame({"id": ["solo"], "parent": [""], "weight": [1.0]})])
@@ -143,9 +149,9 @@ def test_a_top_level_project_has_no_cohort_and_no_limits():
     docs = objects(export_kueue(plan, org), file_name("2026-11-16T00:00:00Z"))
     (solo,) = [d for d in docs if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "solo"]
     validate(solo)
-    assert "cohortName" not in solo["spec"]
+    assert solo["spec"]["cohortName"] == "gpu-planner-pool"
     assert solo["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 0}]
+        {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 2}]
 
 
 def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
@@ -183,8 +189,13 @@ def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
         assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
         assert q.get("lendingLimit") == (q["nominalQuota"] - reserved[key]
                                          if key in reserved else None)
-    # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster
+    # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster, and the
+    # pool holds the rest of it
+    (pool,) = [d for d in docs if d["metadata"]["name"] == "gpu-planner-pool"]
+    free = {f["name"]: f["resources"][0]["nominalQuota"]
+            for g in pool["spec"].get("resourceGroups", []) for f in g["flavors"]}
     for c in plan["clusters"]:
-        used = sum(q["nominalQuota"] + q["borrowingLimit"]
-                   for (_, k), q in got.items() if k == c["cluster"])
-        assert used <= c["nodes"] * c["gpus_per_node"]
+        mine = [q for (_, k), q in got.items() if k == c["cluster"]]
+        capacity = c["nodes"] * c["gpus_per_node"]
+        assert sum(q["nominalQuota"] + q["borrowingLimit"] for q in mine) <= capacity
+        assert sum(q["nominalQuota"] for q in mine) + free.get(c["cluster"], 0) == capacity

@@ -4,10 +4,13 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
 ``index.yaml`` listing them with their validity windows. Per period:
 
 - a ``ResourceFlavor`` per cluster, selecting nodes by cluster name and GPU type;
+- a root ``Cohort`` ``gpu-planner-pool`` owning, per cluster, the GPUs no project holds as
+  nominal quota (what opportunistic grants borrow from, with idle nominal quota);
 - a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
-  tree, ``spec.fairSharing.weight`` = the org weight, so idle quota is borrowed inside the
-  tree first;
-- a ``ClusterQueue`` per project, ``spec.cohortName`` = its team, one resource group over
+  tree (top-level nodes under the pool), ``spec.fairSharing.weight`` = the org weight, so
+  idle quota is borrowed inside the tree first;
+- a ``ClusterQueue`` per project, ``spec.cohortName`` = its team (the pool for a top-level
+  project), one resource group over
   ``nvidia.com/gpu`` with a flavor per cluster it holds anything on in the period:
 
   - ``nominalQuota`` = floor(guaranteed GPU-hours ÷ period hours) + the GPUs of its
@@ -52,6 +55,7 @@ GPU = "nvidia.com/gpu"
 ANN = "gpu-planner.io"
 CLUSTER_LABEL = f"{ANN}/cluster"
 GPU_LABEL = "nvidia.com/gpu.product"
+POOL = "gpu-planner-pool"
 
 
 def _label_value(text: str) -> str:
@@ -79,12 +83,38 @@ def _flavors(plan: dict[str, Any], window: dict[str, str]) -> list[dict[str, Any
     return out
 
 
+def pool_name(tree: OrgTree) -> str:
+    """The root Cohort's name, distinct from every org node's."""
+    names = {safe_name(n) for n in tree.parent}
+    name = POOL
+    while name in names:
+        name += "-root"
+    return name
+
+
+def _pool(plan: dict[str, Any], tree: OrgTree, quotas: dict[str, dict[str, dict[str, int]]],
+          window: dict[str, str]) -> dict[str, Any]:
+    """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
+    flavors = []
+    for c in sorted(plan["clusters"], key=lambda c: c["cluster"]):
+        held = sum(q[c["cluster"]]["nominal"] for q in quotas.values() if c["cluster"] in q)
+        free = int(c["nodes"]) * int(c["gpus_per_node"]) - held
+        if free > 0:
+            flavors.append({"name": safe_name(c["cluster"]),
+                            "resources": [{"name": GPU, "nominalQuota": free}]})
+    spec: dict[str, Any] = {}
+    if flavors:
+        spec["resourceGroups"] = [{"coveredResources": [GPU], "flavors": flavors}]
+    name = pool_name(tree)
+    return {"apiVersion": API, "kind": "Cohort", "metadata": _meta(name, name, window),
+            "spec": spec}
+
+
 def _cohorts(tree: OrgTree, window: dict[str, str]) -> list[dict[str, Any]]:
     out = []
     for node in tree.internal:
-        spec: dict[str, Any] = {}
-        if tree.parent.get(node):
-            spec["parentName"] = safe_name(tree.parent[node])
+        spec: dict[str, Any] = {"parentName": safe_name(tree.parent[node])
+                                if tree.parent.get(node) else pool_name(tree)}
         spec["fairSharing"] = {"weight": quantity(tree.weight.get(node, 1.0))}
         out.append({"apiVersion": API, "kind": "Cohort",
                     "metadata": _meta(safe_name(node), node, window), "spec": spec})
@@ -114,20 +144,17 @@ def project_quotas(plan: dict[str, Any], start: str, end: str
 
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
                    window: dict[str, str]) -> dict[str, Any]:
-    team = tree.parent.get(project, "")
+    team = tree.parent.get(project) or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
         q = quotas[cluster]
         resource: dict[str, Any] = {"name": GPU, "nominalQuota": q["nominal"]}
-        if team:  # borrowing and lending limits need a cohort
-            resource["borrowingLimit"] = q["borrowing"]
-            if q["reserved"]:
-                resource["lendingLimit"] = q["nominal"] - q["reserved"]
+        resource["borrowingLimit"] = q["borrowing"]
+        if q["reserved"]:
+            resource["lendingLimit"] = q["nominal"] - q["reserved"]
         flavors.append({"name": safe_name(cluster), "resources": [resource]})
     namespace = safe_name(project)
-    spec: dict[str, Any] = {}
-    if team:
-        spec["cohortName"] = safe_name(team)
+    spec: dict[str, Any] = {"cohortName": safe_name(team)}
     spec["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
     spec["queueingStrategy"] = "BestEffortFIFO"
     spec["resourceGroups"] = ([{"coveredResources": [GPU], "flavors": flavors}]
@@ -155,7 +182,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str
               f"{ANN}/input-digest": plan.get("input_digest", "")}
     quotas = project_quotas(plan, start, end)
     projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
-    objects = _flavors(plan, window) + _cohorts(tree, window)
+    objects = _flavors(plan, window) + [_pool(plan, tree, quotas, window)]
+    objects += _cohorts(tree, window)
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
     objects += [_local_queue(p, window) for p in projects]
     return objects
