@@ -11,7 +11,7 @@ from rich.console import Console
 from planner import __version__
 from planner.check import check_plan
 from planner.config import load_model
-from planner.errors import ExitCode, InputError, SolverError
+from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.inputs.load import load_scenario, validate_scenario
 from planner.run import (
     SAMPLE,
@@ -49,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("scenario", nargs="?", default=str(SAMPLE),
                        help="the scenario it was planned from (default: the bundled sample)")
     check.add_argument("--previous", help="the plan it replanned (for rule 6)")
+    report = sub.add_parser("report", help="leadership's quarterly report: .xlsx or .html")
+    report.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                        help="scenario folder or .xlsx workbook (default: the bundled sample)")
+    report.add_argument("--plan", help="plan.json to report on (default: plan the scenario now)")
+    report.add_argument("--model", default="default",
+                        help="planning model for a fresh plan (default: default)")
+    report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
     return parser
 
 
@@ -105,6 +112,33 @@ def _check(args, console: Console) -> ExitCode:
     return ExitCode.FAILURE if violations else ExitCode.OK
 
 
+def _report(args, console: Console) -> ExitCode:
+    out = Path(args.out)
+    suffix = out.suffix.lower()
+    if suffix not in (".xlsx", ".html"):
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{args.out!r}: the report is FILE.xlsx or FILE.html")])
+    scenario = load_scenario(args.scenario)
+    if args.plan:
+        plan = load_previous(Path(args.plan))
+        scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
+    else:
+        plan = plan_scenario(scenario, load_model(args.model)).plan.body
+    if not out.parent.is_dir():
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{str(out.parent)!r} is not a folder")])
+    if suffix == ".xlsx":
+        from planner.reports.workbook import write_workbook
+
+        written = write_workbook(plan, scenario, out)
+    else:
+        from planner.reports.html import write_html
+
+        written = write_html(plan, scenario, out)
+    console.print(f"wrote {written}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -115,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_run(args, console, err))
         if args.command == "check":
             return int(_check(args, console))
+        if args.command == "report":
+            return int(_report(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

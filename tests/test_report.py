@@ -191,3 +191,73 @@ def test_tables_are_written_in_schema_order(sample):
     for name, table in TABLES.items():
         first = next(wb[name].iter_rows(max_row=1, values_only=True))
         assert tuple(first) == table.columns
+
+
+# --------------------------------------------------------------------------- HTML and CLI
+
+
+def test_html_escapes_a_script_project_name(tmp_path):
+    from planner.reports.html import render_html
+
+    nasty = "<script>alert(1)</script>"
+    folder = write_scenario(tmp_path / "sc",
+                            org=f"id,parent,weight\nresearch,,1\n{nasty},research,1\np2,research,1\n",
+                            budgets=f"project,gpu_hours,clusters\n{nasty},100,\np2,50,\n",
+                            demand=None, reservations=None, usage=None)
+    scenario = load_scenario(folder)
+    plan = plan_scenario(scenario, load_model("default")).plan.body
+    html = render_html(plan, scenario)
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_html_report_of_the_sample(sample):
+    from planner.reports.html import render_html
+
+    scenario, plan, _, _ = sample
+    started = time.perf_counter()
+    html = render_html(plan, scenario)
+    print(f"sample HTML rendered in {time.perf_counter() - started:.3f} s")
+    assert html.count("<rect ") == 3 * 4  # budget, used, planned for 4 areas
+    for b in plan["budgets"]:
+        assert f">{b['project']}</td>" in html
+    for u in plan["unplaced"]:
+        assert u["request_id"] in html
+    assert "<link" not in html and "src=" not in html  # self-contained
+
+
+def test_cli_report_writes_xlsx_and_html_and_bad_input_exits_2(tmp_path, capsys):
+    from planner.cli import main
+
+    folder = write_scenario(tmp_path / "sc")
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = tmp_path / "out" / "plan.json"
+    assert main(["report", str(folder), "--plan", str(plan), "--out",
+                 str(tmp_path / "r.xlsx")]) == 0
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert load_scenario(tmp_path / "r.xlsx").config.name == "tiny"
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.pdf")]) == 2
+    assert main(["report", str(folder), "--plan", str(tmp_path / "none.json"),
+                 "--out", str(tmp_path / "x.xlsx")]) == 2
+    bad = write_scenario(tmp_path / "bad", budgets="project,gpu_hours,clusters\np1,lots,\n")
+    assert main(["report", str(bad), "--out", str(tmp_path / "y.xlsx")]) == 2
+    assert not (tmp_path / "x.xlsx").exists() and not (tmp_path / "y.xlsx").exists()
+    assert "budgets.csv, row 2, column gpu_hours" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="headless Chromium (chromium) is not on PATH: no screenshot taken")
+def test_chromium_renders_a_screenshot(sample, tmp_path):  # pragma: no cover
+    import subprocess
+
+    from planner.reports.html import write_html
+
+    scenario, plan, _, _ = sample
+    page = write_html(plan, scenario, tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                    f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+                   check=True, timeout=120)
+    assert shot.stat().st_size > 0
