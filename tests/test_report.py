@@ -128,6 +128,16 @@ def test_summary_and_reservations_sheets(sample):
     assert list(res["nodes"]) == [r["nodes"] for r in plan["reservations"]]
 
 
+def test_used_per_cluster_adds_up_to_the_plans_used_budget(sample):
+    from planner.reports.content import build_report
+
+    scenario, plan, _, _ = sample
+    report = build_report(plan, scenario)
+    used_ngh = sum(c.used_gpu_h * c.rate for c in report.clusters)
+    assert used_ngh == pytest.approx(sum(b["used"] for b in plan["budgets"]), rel=1e-9)
+    assert all(0 <= c.used_share <= 1 + 1e-9 for c in report.clusters)
+
+
 def test_workbook_scenario_sheets_plan_the_same_as_the_csv_scenario(sample):
     _, plan, book, _ = sample
     again = load_scenario(book)
