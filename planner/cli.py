@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
                              "(default: the bundled sample)")
     export.add_argument("--previous",
                         help="Slurm: the plan this one replans; emit only what changed")
+    report = sub.add_parser("report", help="leadership's quarterly report: .xlsx or .html")
+    report.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                        help="scenario folder or .xlsx workbook (default: the bundled sample)")
+    report.add_argument("--plan", help="plan.json to report on (default: plan the scenario now)")
+    report.add_argument("--model", default="default",
+                        help="planning model for a fresh plan (default: default)")
+    report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
     return parser
 
 
@@ -159,6 +166,33 @@ def _export_targets(text: str | None) -> list[str]:
     return sorted(set(targets), key=TARGETS.index)
 
 
+def _report(args, console: Console) -> ExitCode:
+    out = Path(args.out)
+    suffix = out.suffix.lower()
+    if suffix not in (".xlsx", ".html"):
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{args.out!r}: the report is FILE.xlsx or FILE.html")])
+    scenario = load_scenario(args.scenario)
+    if args.plan:
+        plan = load_previous(Path(args.plan))
+        scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
+    else:
+        plan = plan_scenario(scenario, load_model(args.model)).plan.body
+    if not out.parent.is_dir():
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{str(out.parent)!r} is not a folder")])
+    if suffix == ".xlsx":
+        from planner.reports.workbook import write_workbook
+
+        written = write_workbook(plan, scenario, out)
+    else:
+        from planner.reports.html import write_html
+
+        written = write_html(plan, scenario, out)
+    console.print(f"wrote {written}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -171,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_check(args, console))
         if args.command == "export":
             return int(_export(args, console))
+        if args.command == "report":
+            return int(_report(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

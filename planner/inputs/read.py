@@ -30,6 +30,7 @@ from planner.inputs.schema import (
     CONFIG_FIELDS,
     CONFIG_FILE,
     CONFIG_SHEET,
+    REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
     TableSchema,
@@ -289,7 +290,7 @@ def read_workbook(path: Path) -> RawScenario:
         return raw
     names = set(TABLES) | {CONFIG_SHEET}
     for sheet in book.sheetnames:
-        if sheet not in names:
+        if sheet not in names and sheet not in REPORT_SHEETS:
             raw.problems.append(InputProblem(
                 f"{path.name}[{sheet}]", None, None,
                 f"unknown sheet; the sheets are {', '.join(sorted(names))}: rename it or "

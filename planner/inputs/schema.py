@@ -255,6 +255,10 @@ CONFIG_FIELDS: Mapping[str, Field] = MappingProxyType({f.name: f for f in CONFIG
 
 SCENARIO_SHEET_COLUMNS = ("key", "value")
 
+#: Sheets of the quarterly report (``planner report``) that a workbook scenario may also
+#: hold; reading skips them. None equals an input sheet ignoring case.
+REPORT_SHEETS = ("Summary", "Budget tree", "Reservation plan", "Next quarter", "About")
+
 
 def _default_text(f: Field) -> str:
     if f.required:
@@ -283,7 +287,9 @@ def schema_markdown() -> str:
     out = ["# Scenario inputs", "",
            "A scenario is a folder of `scenario.toml` and CSV files, or one `.xlsx` "
            "workbook with a sheet per CSV name (same columns) and a `scenario` sheet of "
-           "`key`, `value` rows (rates as `gpu_rates.H100`). Dates are ISO 8601, UTC.",
+           "`key`, `value` rows (rates as `gpu_rates.H100`). Dates are ISO 8601, UTC. "
+           "The sheets of a `planner report` workbook "
+           f"({', '.join(REPORT_SHEETS)}) are skipped, so that report is a scenario too.",
            "", f"## `{CONFIG_FILE}`", ""]
     out += _table_markdown(CONFIG, "key")
     for table in TABLES.values():

@@ -1,0 +1,424 @@
+"""The quarterly report as an Excel workbook (openpyxl).
+
+Sheets: *Summary* (capacity, utilization, budget vs. used vs. planned per area, a bar
+chart, headline risks), *Budget tree* (the org tree with outline levels and live
+``SUM`` subtotals), *Reservation plan* (placed and unplaced), *Next quarter* (how to
+edit and re-plan), *About* (provenance), and then the scenario itself in the workbook
+form ``planner run`` reads (sheets ``scenario``, ``clusters``, ``org``, ``budgets``,
+``demand``, ``reservations``, ``usage``), pre-filled from this quarter.
+
+The report's sheets are named so that none equals an input sheet ignoring case
+(Excel refuses two sheets ``Budgets`` and ``budgets``); the loader skips them
+(:data:`planner.inputs.schema.REPORT_SHEETS`).
+
+Every user-provided string is written as a text cell (:func:`put_text`): an id such as
+``=HYPERLINK("x")`` stays inert. The file's bytes depend only on the plan and the
+scenario: document dates and zip entry times are the plan's ``as_of``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import zipfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from openpyxl import Workbook
+from openpyxl.cell.cell import Cell
+from openpyxl.chart import BarChart, Reference
+from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.worksheet import Worksheet
+from openpyxl.writer.excel import ExcelWriter
+
+from planner.inputs import Scenario
+from planner.inputs.schema import (
+    CONFIG_SHEET,
+    LIST_SEPARATOR,
+    REPORT_SHEETS,
+    SCENARIO_SHEET_COLUMNS,
+    TABLES,
+)
+from planner.reports.content import OVER, UNDER, Report, build_report
+from planner.times import iso
+
+SUMMARY, BUDGETS, RESERVATIONS, NEXT, ABOUT = REPORT_SHEETS
+
+NGH = "#,##0"
+PCT = "0.0%"
+DATE = "yyyy-mm-dd hh:mm"
+BOLD = Font(bold=True)
+HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
+TITLE = Font(bold=True, size=14)
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def put_text(cell: Cell, text: str) -> Cell:
+    """Write ``text`` as a string cell, never a formula (``=…`` stays text)."""
+    cell.value = text
+    cell.data_type = "s"
+    return cell
+
+
+def put(ws: Worksheet, row: int, col: int, value: Any, fmt: str | None = None) -> Cell:
+    """Write a value; strings always as text, timestamps as naive UTC datetimes."""
+    cell = ws.cell(row=row, column=col)
+    if isinstance(value, str):
+        return put_text(cell, value)
+    if isinstance(value, pd.Timestamp):
+        value = value.tz_convert("UTC").tz_localize(None).to_pydatetime()
+    cell.value = value
+    if fmt:
+        cell.number_format = fmt
+    return cell
+
+
+def put_formula(ws: Worksheet, row: int, col: int, formula: str, fmt: str | None = None) -> Cell:
+    """Write a formula the report made itself (never one built from user text)."""
+    cell = ws.cell(row=row, column=col)
+    cell.value = formula
+    if fmt:
+        cell.number_format = fmt
+    return cell
+
+
+def header(ws: Worksheet, row: int, names: Sequence[str], col: int = 1) -> None:
+    """A bold, shaded header row."""
+    for j, name in enumerate(names):
+        cell = put(ws, row, col + j, name)
+        cell.font = BOLD
+        cell.fill = HEADER_FILL
+
+
+def widths(ws: Worksheet, values: Sequence[float]) -> None:
+    """Column widths in characters, from column A."""
+    for j, w in enumerate(values, start=1):
+        ws.column_dimensions[get_column_letter(j)].width = w
+
+
+def _stamp(text: str) -> pd.Timestamp:
+    return pd.Timestamp(text)
+
+
+def _ref_runs(col: str, rows: Iterable[int]) -> str:
+    """``C5:C7,C9`` for rows 5, 6, 7, 9: contiguous runs as ranges."""
+    rows = sorted(rows)
+    parts = []
+    i = 0
+    while i < len(rows):
+        j = i
+        while j + 1 < len(rows) and rows[j + 1] == rows[j] + 1:
+            j += 1
+        parts.append(f"{col}{rows[i]}" if i == j else f"{col}{rows[i]}:{col}{rows[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+# --------------------------------------------------------------------------- sheets
+
+
+def _summary(ws: Worksheet, report: Report) -> None:
+    plan = report.plan
+    put(ws, 1, 1, f"Quarterly GPU report: {report.quarter}").font = TITLE
+    facts = [("Quarter", report.quarter),
+             ("Quarter start", _stamp(plan["quarter_start"])),
+             ("Quarter end", _stamp(plan["quarter_end"])),
+             ("As of", _stamp(plan["as_of"])),
+             ("Scenario", plan["scenario"]),
+             ("Planning periods", f"{len(plan['periods'])} × {plan['period_hours']:g} h")]
+    for i, (key, value) in enumerate(facts, start=2):
+        put(ws, i, 1, key).font = BOLD
+        put(ws, i, 2, value, DATE)
+
+    row = len(facts) + 3
+    put(ws, row, 1, "Capacity and utilization").font = BOLD
+    row += 1
+    cols = ["cluster", "GPU type", "GPUs", "NGH rate",
+            "capacity GPU-h (as of → end)", "planned GPU-h", "planned %",
+            "capacity NGH", "planned NGH",
+            "capacity GPU-h (start → as of)", "used GPU-h", "used %"]
+    header(ws, row, cols)
+    first = row + 1
+    for i, c in enumerate(report.clusters, start=first):
+        values = [c.cluster, c.gpu_type, c.gpus, c.rate, c.capacity_gpu_h, c.planned_gpu_h,
+                  c.planned_share, c.capacity_gpu_h * c.rate, c.planned_gpu_h * c.rate,
+                  c.elapsed_capacity_gpu_h, c.used_gpu_h, c.used_share]
+        fmts = [None, None, "#,##0", "0.00", NGH, NGH, PCT, NGH, NGH, NGH, NGH, PCT]
+        for j, (v, f) in enumerate(zip(values, fmts, strict=True), start=1):
+            put(ws, i, j, v, f)
+    last = first + len(report.clusters) - 1
+    total = last + 1
+    put(ws, total, 1, "all clusters").font = BOLD
+    for j in (3, 5, 6, 8, 9, 10, 11):
+        letter = get_column_letter(j)
+        put_formula(ws, total, j, f"=SUM({letter}{first}:{letter}{last})", NGH).font = BOLD
+    put_formula(ws, total, 7, f"=IF(E{total}>0,F{total}/E{total},0)", PCT).font = BOLD
+    put_formula(ws, total, 12, f"=IF(J{total}>0,K{total}/J{total},0)", PCT).font = BOLD
+
+    row = total + 2
+    put(ws, row, 1, "Budget vs. used vs. planned per area (NGH)").font = BOLD
+    row += 1
+    header(ws, row, ["area", "budget", "used", "planned", "forecast (used + planned)",
+                     "forecast % of budget"])
+    area_first = row + 1
+    for i, a in enumerate(report.areas, start=area_first):
+        put(ws, i, 1, a.node)
+        for j, v in enumerate((a.budget, a.used, a.planned, a.forecast), start=2):
+            put(ws, i, j, v, NGH)
+        put(ws, i, 6, a.share if a.share is not None else 0.0, PCT)
+    area_last = area_first + len(report.areas) - 1
+    area_total = area_last + 1
+    put(ws, area_total, 1, "institute").font = BOLD
+    for j in range(2, 6):
+        letter = get_column_letter(j)
+        put_formula(ws, area_total, j, f"=SUM({letter}{area_first}:{letter}{area_last})",
+                    NGH).font = BOLD
+    put_formula(ws, area_total, 6, f"=IF(B{area_total}>0,E{area_total}/B{area_total},0)",
+                PCT).font = BOLD
+
+    chart = BarChart()
+    chart.type = "col"
+    chart.title = "Budget, used and planned per area (NGH)"
+    chart.y_axis.title = "NGH"
+    chart.y_axis.numFmt = "#,##0"
+    data = Reference(ws, min_col=2, max_col=4, min_row=area_first - 1, max_row=area_last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=area_first, max_row=area_last))
+    chart.height, chart.width = 8, 18
+    ws.add_chart(chart, f"H{area_first - 1}")
+
+    row = area_total + 2
+    put(ws, row, 1, f"Headline risks (forecast over {100 * OVER:.0f} % or under "
+                    f"{100 * UNDER:.0f} % of budget; unplaced reservations)").font = BOLD
+    row += 1
+    header(ws, row, ["risk", "project / request", "detail"])
+    for i, risk in enumerate(report.risks, start=row + 1):
+        put(ws, i, 1, risk.kind)
+        put(ws, i, 2, risk.subject)
+        put(ws, i, 3, risk.detail)
+    if not report.risks:
+        put(ws, row + 1, 1, "none")
+    widths(ws, [28, 14, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
+    ws.freeze_panes = "A2"
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+
+
+BUDGET_COLUMNS = ("node", "level", "budget NGH", "used NGH", "planned NGH",
+                  "forecast NGH", "forecast % of budget", "weight")
+LEVELS = ("area", "team")
+
+
+def budget_tree_rows(report: Report) -> dict[str, int]:
+    """The sheet row of each org node on the *Budget tree* sheet (header = row 1)."""
+    return {r.node: i for i, r in enumerate(report.budget_rows, start=2)}
+
+
+def _budgets(ws: Worksheet, report: Report) -> None:
+    header(ws, 1, BUDGET_COLUMNS)
+    at = budget_tree_rows(report)
+    for r in report.budget_rows:
+        i = at[r.node]
+        put(ws, i, 1, r.node).alignment = Alignment(indent=2 * r.depth)
+        put(ws, i, 2, "project" if r.is_project else LEVELS[min(r.depth, 1)])
+        if r.is_project:
+            for j, v in enumerate((r.budget, r.used, r.planned, r.forecast), start=3):
+                put(ws, i, j, v, NGH)
+        else:
+            kids = [at[k] for k in r.children]
+            for j in range(3, 7):
+                letter = get_column_letter(j)
+                put_formula(ws, i, j, f"=SUM({_ref_runs(letter, kids)})", NGH).font = BOLD
+            ws.cell(row=i, column=1).font = BOLD
+        put_formula(ws, i, 7, f'=IF(C{i}>0,F{i}/C{i},"")', PCT)
+        put(ws, i, 8, r.weight, "0.00")
+        if r.depth:
+            ws.row_dimensions[i].outline_level = min(r.depth, 7)
+    ws.sheet_properties.outlinePr.summaryBelow = False
+    last = len(report.budget_rows) + 1
+    ws.freeze_panes = "B2"
+    ws.auto_filter.ref = f"A1:H{last}"
+    widths(ws, [36, 9, 14, 14, 14, 14, 12, 8])
+    ws.print_title_rows = "1:1"
+    ws.page_setup.orientation = "landscape"
+
+
+def _reservations(ws: Worksheet, report: Report) -> None:
+    plan = report.plan
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
+    cols = ["request", "project", "cluster", "nodes", "start", "end", "hours", "GPU-hours",
+            "NGH", "kept from previous plan"]
+    header(ws, 1, cols)
+    for i, r in enumerate(plan["reservations"], start=2):
+        start, end = _stamp(r["start"]), _stamp(r["end"])
+        hours = (end - start).total_seconds() / 3600
+        gpu_h = r["nodes"] * gpn[r["cluster"]] * hours
+        values = [r["request_id"], r["project"], r["cluster"], r["nodes"], start, end, hours,
+                  gpu_h, gpu_h * rate[r["cluster"]], "yes" if r["kept"] else "no"]
+        fmts = [None, None, None, "0", DATE, DATE, "0.#", NGH, NGH, None]
+        for j, (v, f) in enumerate(zip(values, fmts, strict=True), start=1):
+            put(ws, i, j, v, f)
+    last = len(plan["reservations"]) + 1
+    ws.auto_filter.ref = f"A1:J{max(last, 1)}"
+    row = last + 2
+    put(ws, row, 1, f"Unplaced requests ({len(plan['unplaced'])})").font = BOLD
+    header(ws, row + 1, ["request", "project", "reason"])
+    for i, u in enumerate(plan["unplaced"], start=row + 2):
+        put(ws, i, 1, u["request_id"])
+        put(ws, i, 2, u["project"])
+        put(ws, i, 3, u["reason"])
+    ws.freeze_panes = "A2"
+    widths(ws, [12, 30, 12, 7, 17, 17, 8, 12, 12, 10])
+    ws.page_setup.orientation = "landscape"
+
+
+def _next_quarter(ws: Worksheet, report: Report) -> None:
+    put(ws, 1, 1, "Next quarter: edit, then re-plan").font = TITLE
+    lines = [
+        "This workbook is also a scenario that `planner run` reads: the sheets "
+        "scenario, clusters, org, budgets, demand, reservations and usage, pre-filled "
+        f"from {report.quarter}.",
+        "1. Edit the sheet `budgets` (project, gpu_hours in NGH, clusters separated by ;) "
+        "and the sheet `org` (id, parent, weight).",
+        "2. In the sheet `scenario`, set quarter_start, quarter_end and as_of to the new "
+        "quarter; infra replaces demand, reservations and usage.",
+        "3. Re-plan: planner run THIS-FILE.xlsx (planner validate THIS-FILE.xlsx lists "
+        "every problem at once). The report sheets (Summary, Budget tree, Reservation "
+        "plan, Next quarter, About) are ignored on input.",
+        "",
+        "This quarter, per project (NGH), for reference:",
+    ]
+    for i, line in enumerate(lines, start=2):
+        put(ws, i, 1, line)
+    row = len(lines) + 2
+    header(ws, row, ["project", "budget", "forecast", "forecast % of budget", "weight"])
+    for i, r in enumerate(report.projects, start=row + 1):
+        put(ws, i, 1, r.node)
+        put(ws, i, 2, r.budget, NGH)
+        put(ws, i, 3, r.forecast, NGH)
+        put(ws, i, 4, r.share if r.share is not None else 0.0, PCT)
+        put(ws, i, 5, r.weight, "0.00")
+    widths(ws, [36, 14, 14, 12, 8])
+
+
+def _about(ws: Worksheet, report: Report) -> None:
+    plan = report.plan
+    solver = plan["solver"]
+    rows = [("scenario", plan["scenario"]), ("model", plan["model"]),
+            ("solver", solver["name"]), ("solver status", solver["status"]),
+            ("MIP gap", solver["mip_gap"]), ("input digest (sha256)", plan["input_digest"]),
+            ("planner version", plan["planner_version"]), ("as of", _stamp(plan["as_of"])),
+            ("plan schema version", plan["schema_version"])]
+    header(ws, 1, ["field", "value"])
+    for i, (key, value) in enumerate(rows, start=2):
+        put(ws, i, 1, key).font = BOLD
+        put(ws, i, 2, value, PCT if key == "MIP gap" else DATE)
+    row = len(rows) + 3
+    header(ws, row, ["stage", "status", "objective", "bound", "gap"])
+    for i, s in enumerate(solver["stages"], start=row + 1):
+        for j, v in enumerate((s["name"], s["status"], s["objective"], s["bound"], s["gap"]),
+                              start=1):
+            put(ws, i, j, v, PCT if j == 5 else None)
+    widths(ws, [24, 70, 14, 14, 10])
+
+
+# --------------------------------------------------------------------------- scenario
+
+
+def _input_value(kind: str, value: Any) -> Any:
+    if kind == "list":
+        return LIST_SEPARATOR.join(value)
+    if kind == "datetime":
+        return iso(value)
+    if kind in ("id", "str"):
+        return str(value)
+    if kind == "int":
+        return int(value)
+    return float(value)
+
+
+def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
+    """The scenario in the workbook form: ``scenario`` key/value rows and a sheet a table."""
+    cfg = scenario.config
+    ws = book.create_sheet(CONFIG_SHEET)
+    header(ws, 1, SCENARIO_SHEET_COLUMNS)
+    entries: list[tuple[str, Any]] = [
+        ("name", cfg.name), ("quarter_start", iso(cfg.quarter_start)),
+        ("quarter_end", iso(cfg.quarter_end)), ("as_of", iso(cfg.as_of)),
+        ("period_hours", cfg.period_hours), ("lookback_days", cfg.lookback_days)]
+    entries += [(f"gpu_rates.{k}", float(v)) for k, v in cfg.gpu_rates.items()]
+    for i, (key, value) in enumerate(entries, start=2):
+        put(ws, i, 1, key)
+        put(ws, i, 2, value)
+    widths(ws, [22, 24])
+    ws.freeze_panes = "A2"
+    for name, table in TABLES.items():
+        ws = book.create_sheet(name)
+        header(ws, 1, table.columns)
+        frame = getattr(scenario, name)
+        kinds = [f.kind for f in table.fields]
+        columns = [frame[c].tolist() for c in table.columns]
+        for i, values in enumerate(zip(*columns, strict=True), start=2):
+            for j, (kind, value) in enumerate(zip(kinds, values, strict=True), start=1):
+                put(ws, i, j, _input_value(kind, value))
+        ws.freeze_panes = "A2"
+        ws.auto_filter.ref = f"A1:{get_column_letter(len(table.columns))}{len(frame) + 1}"
+        widths(ws, [24 if k in ("id", "str") else 21 if k == "datetime" else 12
+                    for k in kinds])
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def build_workbook(report: Report, scenario: Scenario) -> Workbook:
+    """The workbook in memory."""
+    book = Workbook()
+    book.remove(book.active)
+    for name, fill in ((SUMMARY, _summary), (BUDGETS, _budgets), (RESERVATIONS, _reservations),
+                       (NEXT, _next_quarter), (ABOUT, _about)):
+        fill(book.create_sheet(name), report)
+    _scenario_sheets(book, scenario)
+    stamp = _stamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None).to_pydatetime()
+    book.properties.created = stamp
+    book.properties.modified = stamp
+    book.properties.creator = "gpu-planner"
+    book.properties.title = f"GPU report {report.quarter}"
+    return book
+
+
+def workbook_bytes(book: Workbook, stamp: dt.datetime) -> bytes:
+    """The .xlsx bytes with fixed document and zip entry times (same inputs, same bytes)."""
+    raw = io.BytesIO()
+    with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as archive:
+        ExcelWriter(book, archive).save()  # openpyxl's save() would stamp the clock time
+    out = io.BytesIO()
+    when = (max(stamp.year, 1980), stamp.month, stamp.day, stamp.hour, stamp.minute,
+            stamp.second)
+    with zipfile.ZipFile(raw) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            entry = zipfile.ZipInfo(info.filename, date_time=when)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            dst.writestr(entry, src.read(info.filename))
+    return out.getvalue()
+
+
+def write_workbook(plan: dict[str, Any], scenario: Scenario,
+                   path: str | os.PathLike[str]) -> Path:
+    """Write the report workbook of ``plan`` (planned from ``scenario``) to ``path``."""
+    report = build_report(plan, scenario)
+    book = build_workbook(report, scenario)
+    data = workbook_bytes(book, book.properties.created)
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
