@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pandas as pd
 import pytest
 
 from planner.check import check_plan
@@ -66,21 +67,24 @@ def test_as_of_outside_the_quarter_is_bad_input(tmp_path: Path, capsys):
     assert "--as-of" in capsys.readouterr().err
 
 
-def test_previous_plan_keeps_running_reservations(tmp_path: Path):
+def plan_then_replan(tmp_path: Path, pick, days_after: str) -> tuple[Path, dict, dict, dict, str]:
+    """Plan the tiny scenario, then replan a day after ``pick(reservations)[days_after]``."""
     folder = write_scenario(tmp_path / "sc")
     first = tmp_path / "first"
     assert main(["run", str(folder), "--out", str(first), "--quiet"]) == 0
     plan = json.loads((first / "plan.json").read_text())
-    running = plan["reservations"][0]
-    # replan from a day after it started: it must keep its planned end (rule 6)
-    later = (running["start"][:10])
-    import pandas as pd
-
-    as_of = (pd.Timestamp(later) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
+    chosen = pick(plan["reservations"])
+    as_of = (pd.Timestamp(chosen[days_after][:10]) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
     second = tmp_path / "second"
     assert main(["run", str(folder), "--out", str(second), "--quiet", "--as-of", as_of,
                  "--previous", str(first / "plan.json")]) == 0
-    replanned = json.loads((second / "plan.json").read_text())
+    return folder, plan, chosen, json.loads((second / "plan.json").read_text()), as_of
+
+
+def test_previous_plan_keeps_running_reservations(tmp_path: Path):
+    # replan from a day after it started: it must keep its planned end (rule 6)
+    folder, plan, running, replanned, as_of = plan_then_replan(
+        tmp_path, lambda rs: rs[0], "start")
     kept = {r["request_id"]: r for r in replanned["reservations"]}[running["request_id"]]
     assert (kept["start"], kept["end"], kept["kept"]) == (running["start"], running["end"], True)
     sc = load_scenario(folder).with_as_of(pd.Timestamp(as_of, tz="UTC"))
@@ -134,18 +138,8 @@ def test_check_command_passes_a_good_plan_and_fails_a_broken_one(tmp_path: Path,
 
 
 def test_a_reservation_that_ran_to_its_end_is_not_placed_again(tmp_path: Path):
-    import pandas as pd
-
-    folder = write_scenario(tmp_path / "sc")
-    first = tmp_path / "first"
-    assert main(["run", str(folder), "--out", str(first), "--quiet"]) == 0
-    plan = json.loads((first / "plan.json").read_text())
-    done = min(plan["reservations"], key=lambda r: r["end"])
-    after = (pd.Timestamp(done["end"]) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
-    second = tmp_path / "second"
-    assert main(["run", str(folder), "--out", str(second), "--quiet", "--as-of", after,
-                 "--previous", str(first / "plan.json")]) == 0
-    replanned = json.loads((second / "plan.json").read_text())
+    _, _, done, replanned, _ = plan_then_replan(
+        tmp_path, lambda rs: min(rs, key=lambda r: r["end"]), "end")
     ids = {r["request_id"] for r in replanned["reservations"]} | {
         u["request_id"] for u in replanned["unplaced"]}
     assert done["request_id"] not in ids
