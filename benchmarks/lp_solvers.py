@@ -12,16 +12,13 @@ import argparse
 import statistics
 import time
 
-import numpy as np
-
 from planner.config import load_model
-from planner.fairshare.targets import fair_share_targets
 from planner.inputs.load import load_scenario
 from planner.model.elastic import build_elastic_model
 from planner.model.lp import new_highs
 from planner.model.problem import build_problem
 from planner.model.reservations import build_reservation_model, solve_reservation_model
-from planner.model.solve import budget_headroom, reserved_load
+from planner.model.solve import budget_headroom, elastic_inputs
 
 
 def main() -> None:
@@ -34,13 +31,7 @@ def main() -> None:
     problem = build_problem(load_scenario(args.scenario), model)
     placed, _ = solve_reservation_model(build_reservation_model(problem, budget_headroom(problem)),
                                         30, 0.005, 2, 0)
-    reserved, reserved_ngh = reserved_load(problem, placed)
-    available = np.maximum(problem.cap - reserved, 0.0)
-    headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
-    rate = problem.rate
-    targets = fair_share_targets(problem.tree, available * rate[:, None],
-                                 problem.dem * rate[None, :, None], headroom, problem.past,
-                                 reserved_ngh, problem.lookback) / rate[None, :, None]
+    available, headroom, targets = elastic_inputs(problem, placed)
     lp = build_elastic_model(problem, available, headroom, targets).lp.to_highs()
     print(f"LP: {lp.num_row_} rows, {lp.num_col_} columns")
     for algorithm in ("simplex", "ipm", "pdlp", "choose"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 
-from planner.check import Violation, check_plan
+from planner.check import check_plan
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.inputs import Scenario
@@ -31,8 +31,7 @@ class PlanRun:
 
     problem: Problem
     solution: Solution
-    plan: Plan
-    violations: tuple[Violation, ...]
+    plan: Plan  # checked: a plan with a violation raises instead of being returned
 
 
 def plan_schema() -> dict:
@@ -89,7 +88,7 @@ def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None 
         shown = "\n".join(str(v) for v in violations[:20])
         raise SolverError(f"the plan breaks {len(violations)} hard rule(s); nothing written:\n"
                           f"{shown}")
-    return PlanRun(problem, solution, plan, violations)
+    return PlanRun(problem, solution, plan)
 
 
 def demand_by_cell(run: PlanRun) -> dict[tuple[str, str], float]:

@@ -149,12 +149,11 @@ class SplitLoss:
 
 def compare_with_joint(problem: Problem, time_limit: float = 60.0) -> SplitLoss:
     """Solve ``problem`` by the split and by the joint MIP; value both the same way."""
-    from planner.model.solve import reserved_load, solve
+    from planner.model.solve import elastic_inputs, solve
 
     split = solve(problem)
     weight = 10 * problem.model.objective.guaranteed
-    _, reserved_ngh = reserved_load(problem, split.reservation_start)
-    pace_headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
+    _, pace_headroom, _ = elastic_inputs(problem, split.reservation_start)
     lateness = problem.model.objective.reservation_lateness
     reservation_value = sum(
         weight * r.gpu_hours * (1 - lateness * abs(split.reservation_start[r.request_id]

@@ -54,6 +54,24 @@ def budget_headroom(problem: Problem) -> np.ndarray:
     return problem.budget - problem.used - fixed_ngh(problem)
 
 
+def elastic_inputs(problem: Problem, placed: dict[str, int]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What stage 2 needs once reservations are placed: A_kt, H_p and the targets τ.
+
+    A_kt is the capacity reservations (kept and placed) leave, in GPU-hours; H_p what
+    usage and all reservations leave of the budget (NGH); τ the fair-share targets in
+    GPU-hours (computed in NGH, then divided by the cluster's rate).
+    """
+    reserved_gpu_hours, reserved_ngh = reserved_load(problem, placed)
+    available = np.maximum(problem.cap - reserved_gpu_hours, 0.0)
+    headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
+    rate = problem.rate
+    targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
+                                     problem.dem * rate[None, :, None], headroom,
+                                     problem.past, reserved_ngh, problem.lookback)
+    return available, headroom, targets_ngh / rate[None, :, None]
+
+
 def solve(problem: Problem) -> Solution:
     """Plan: place reservations, compute targets, allocate elastic GPU-hours."""
     opts = problem.model.solver
@@ -69,15 +87,7 @@ def solve(problem: Problem) -> Solution:
     if stage1.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"reservation placement found no valid plan ({stage1.status})")
     tick = time.perf_counter()
-    reserved_gpu_hours, reserved_ngh = reserved_load(problem, placed)
-    available = np.maximum(problem.cap - reserved_gpu_hours, 0.0)
-    # H_p for the LP: what usage and all reservations (kept and placed) leave of the budget
-    elastic_headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
-    rate = problem.rate
-    targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
-                                     problem.dem * rate[None, :, None], elastic_headroom,
-                                     problem.past, reserved_ngh, problem.lookback)
-    targets = targets_ngh / rate[None, :, None]
+    available, elastic_headroom, targets = elastic_inputs(problem, placed)
     elastic_model = build_elastic_model(problem, available, elastic_headroom, targets)
     build += time.perf_counter() - tick
     remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))

@@ -11,7 +11,7 @@ import pandas as pd
 from planner import __version__
 from planner.model.problem import Problem
 from planner.model.result import Solution, SolverStatus
-from planner.model.solve import budget_headroom
+from planner.model.solve import budget_headroom, reserved_load
 from planner.times import iso
 
 SCHEMA_VERSION = 1
@@ -97,20 +97,11 @@ def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
     return out
 
 
-def _budgets(problem: Problem, solution: Solution, reservations: list[dict]) -> list[dict]:
+def _budgets(problem: Problem, solution: Solution) -> list[dict]:
     rate = problem.rate[None, :, None]
     elastic = (solution.guaranteed * rate).sum(axis=(1, 2))
     opportunistic = (solution.opportunistic * rate).sum(axis=(1, 2))
-    reserved = np.zeros(len(problem.projects))
-    p_index = {p: i for i, p in enumerate(problem.projects)}
-    k_index = {c: i for i, c in enumerate(problem.clusters)}
-    as_of = problem.scenario.config.as_of
-    for r in reservations:
-        k = k_index[r["cluster"]]
-        start = max(pd.Timestamp(r["start"]), as_of)
-        hours = (pd.Timestamp(r["end"]) - start).total_seconds() / 3600
-        reserved[p_index[r["project"]]] += r["nodes"] * problem.gpus_per_node[k] * hours * \
-            problem.rate[k]
+    reserved = reserved_load(problem, solution.reservation_start)[1].sum(axis=1)
     return [{"project": name, "budget": num(problem.budget[p]), "used": num(problem.used[p]),
              "planned": num(elastic[p] + reserved[p]), "planned_reserved": num(reserved[p]),
              "planned_opportunistic": num(opportunistic[p]),
@@ -149,6 +140,6 @@ def extract_plan(problem: Problem, solution: Solution) -> Plan:
         "allocations": _allocations(problem, solution),
         "reservations": reservations,
         "unplaced": _unplaced(problem, solution),
-        "budgets": _budgets(problem, solution, reservations),
+        "budgets": _budgets(problem, solution),
     }
     return Plan(body)
