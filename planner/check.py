@@ -83,14 +83,11 @@ def _demand_hours(scenario: Scenario, periods: pd.DataFrame) -> dict[tuple, floa
 def _reserved_hours(res: pd.DataFrame, clusters: pd.DataFrame,
                     periods: pd.DataFrame) -> dict[tuple, float]:
     gpn = dict(zip(clusters["cluster"], clusters["gpus_per_node"], strict=True))
-    out: dict[tuple, float] = {}
-    for r in res.itertuples(index=False):
-        for p in periods.itertuples(index=False):
-            h = _overlap_hours(r.start, r.end, p.start, p.end)
-            if h > 0:
-                key = (r.cluster, p.start)
-                out[key] = out.get(key, 0.0) + h * r.nodes * gpn[r.cluster]
-    return out
+    cross = _spread(res, periods, ["cluster"])
+    rows = cross["row"].to_numpy(dtype=int)
+    nodes = res["nodes"].to_numpy(dtype=float)[rows]
+    cross["gpu_hours"] = cross["hours"] * nodes * cross["cluster"].map(gpn).to_numpy(dtype=float)
+    return cross.groupby(["cluster", "period"])["gpu_hours"].sum().to_dict()
 
 
 def check_capacity(scenario, periods, alloc, res) -> list[Violation]:
