@@ -1,0 +1,26 @@
+"""Gate for tests that need a system tool (LibreOffice, Chromium, Slurm, ...).
+
+Where the tool is missing such a test is skipped with its reason; under
+``PLANNER_SYSTEM_TESTS=required`` (set by ``.ci/run``, which installs the tools) it fails
+instead, so a green CI never hides a system test that did not run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+REQUIRED = os.environ.get("PLANNER_SYSTEM_TESTS") == "required"
+
+
+def need(*tools: str, why: str) -> None:
+    """Skip (or, in CI, fail) the calling test unless every one of ``tools`` is on PATH."""
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not on PATH: {why}"
+    if REQUIRED:
+        pytest.fail(f"{message} (PLANNER_SYSTEM_TESTS=required)")
+    pytest.skip(message)
