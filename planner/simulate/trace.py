@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -121,14 +121,15 @@ def trace_markdown() -> str:
 # --------------------------------------------------------------------------- reading
 
 
-class _Problems:
-    """Problems found so far, added in bulk from a mask over the trace's rows."""
+class Problems:
+    """Problems found so far in one file, added in bulk from a mask over its rows."""
 
     def __init__(self, label: str):
         self.label = label
         self.items: list[InputProblem] = []
 
     def add(self, row: int | None, column: str | None, message: str) -> None:
+        """One problem at ``row`` and ``column`` (``None``: the whole row or file)."""
         self.items.append(InputProblem(self.label, row, column, message))
 
     def where(self, mask: pd.Series, rows: pd.Series, column: str,
@@ -138,7 +139,7 @@ class _Problems:
             self.add(int(rows.iat[i]), column, message(int(i)))
 
 
-def _split(label: str, text: str, problems: _Problems) -> list[list[str]] | None:
+def _split(text: str, problems: Problems, expected: str) -> list[list[str]] | None:
     """CSV records of ``text`` (header first), or ``None`` when it cannot be split."""
     records: list[list[str]] = []
     try:
@@ -147,20 +148,25 @@ def _split(label: str, text: str, problems: _Problems) -> list[list[str]] | None
         problems.add(len(records) + 1, None,
                      f"cannot split the row into values ({err}); check its quotes")
         return None
-    header = ",".join(TRACE_COLUMNS)
     if not records or all(not "".join(r).strip() for r in records):
-        problems.add(None, None, f"empty; the first row must be the header {header}")
+        problems.add(None, None, f"empty; the first row must be the header {expected}")
         return None
     if not "".join(records[0]).strip():
-        problems.add(1, None, f"no header: row 1 is empty; put the header {header} in row 1")
+        problems.add(1, None, f"no header: row 1 is empty; put the header {expected} in row 1")
         return None
     return records
 
 
-def _check_header(header: list[str], body: pd.DataFrame, problems: _Problems) -> bool:
-    """Report unknown, repeated, unnamed and missing columns; whether the file is readable."""
+def check_header(header: list[str], body: pd.DataFrame, problems: Problems,
+                 columns: Mapping[str, str], required: tuple[str, ...],
+                 unknown_allowed: bool = False) -> bool:
+    """Report unknown, repeated, unnamed and missing columns; whether the file is readable.
+
+    ``columns`` maps each known column to its meaning; ``unknown_allowed`` lets other
+    columns pass unread (a foreign format's extras).
+    """
     seen: set[str] = set()
-    known = ", ".join(TRACE_COLUMNS)
+    known = ", ".join(columns)
     readable = True
     for position, name in enumerate(header):
         if not name:
@@ -169,15 +175,15 @@ def _check_header(header: list[str], body: pd.DataFrame, problems: _Problems) ->
                                       f"({known}) or delete it")
         elif name in seen:
             problems.add(1, name, "column appears twice; delete one of them")
-            readable = readable and name not in _BY_NAME
-        elif name not in _BY_NAME:
+            readable = readable and name not in columns
+        elif name not in columns and not unknown_allowed:
             problems.add(1, name, f"unknown column; the columns are {known}: rename or "
                                   "delete it")
         seen.add(name)
-    for name in _REQUIRED:
+    for name in required:
         if name not in seen:
             problems.add(1, name, f"missing column; add a column {name} "
-                                  f"({_BY_NAME[name].meaning.rstrip('.')})")
+                                  f"({columns[name].rstrip('.')})")
             readable = False
     return readable
 
@@ -201,7 +207,7 @@ def _text_frame(records: list[list[str]]) -> tuple[list[str], pd.DataFrame, pd.S
     return header, body, rows
 
 
-def _numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
+def parse_numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Float values of stripped cells in the scenario files' number grammar; bad ones."""
     shaped = stripped.str.fullmatch(_NUMBER.pattern)
     values = pd.Series(np.nan, index=stripped.index, dtype="float64")
@@ -211,12 +217,18 @@ def _numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
     return values, bad
 
 
-def _parse(body: pd.DataFrame, position: dict[str, int], rows: pd.Series,
-           problems: _Problems) -> dict[str, pd.Series]:
-    """Typed columns (``NaN``/``NaT``/``None`` where a cell is wrong); problems reported."""
+def parse_columns(schema: tuple[TraceColumn, ...], table: TextTable,
+                  problems: Problems) -> dict[str, pd.Series]:
+    """Typed columns of ``schema`` (``NaN``/``NaT``/``None`` where a cell is wrong).
+
+    A cell that cannot be read as its column's kind, or a required cell left empty, is
+    a problem; an optional column absent or an optional cell empty takes the default.
+    """
+    body, rows = table.body, table.rows
+    position = table.position(c.name for c in schema)
     n = len(body)
     out: dict[str, pd.Series] = {}
-    for c in TRACE_SCHEMA:
+    for c in schema:
         if c.name not in position:  # an optional column left out: its default
             out[c.name] = pd.Series([c.default] * n, dtype=c.dtype)
             continue
@@ -249,7 +261,7 @@ def _parse(body: pd.DataFrame, position: dict[str, int], rows: pd.Series,
             values[bad] = None
             out[c.name] = values
         else:
-            values, bad_mask = _numbers(stripped)
+            values, bad_mask = parse_numbers(stripped)
             bad = bad_mask.to_numpy() & ~empty
             problems.where(pd.Series(bad), rows, c.name,
                            lambda i, text=text: f"{text.iat[i]!r} is not a number; write a "
@@ -272,7 +284,7 @@ def _iso(stamp: pd.Timestamp) -> str:
 
 
 def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scenario,
-                  problems: _Problems) -> None:
+                  problems: Problems) -> None:
     """The rules between a row's values and the scenario (bounds, references, quarter)."""
     gpus, duration = values["gpus"], values["duration_hours"]
     problems.where(gpus < 1, rows, "gpus",
@@ -346,33 +358,60 @@ def _frame(values: dict[str, pd.Series], cap_hours: float) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class TextTable:
+    """A CSV file as text: its header, its non-blank rows and their row numbers."""
+
+    header: list[str]  # column names, stripped
+    body: pd.DataFrame  # text cells, columns by position (wider than the header if a row is)
+    rows: pd.Series  # spreadsheet row number of each body row (header = row 1)
+
+    def position(self, columns: Iterable[str]) -> dict[str, int]:
+        """The position of each of ``columns`` in the header (absent ones left out)."""
+        return {name: self.header.index(name) for name in columns if name in self.header}
+
+    def check_width(self, problems: Problems) -> None:
+        """Report rows with more non-empty values than the header has columns."""
+        width = len(self.header)
+        for extra in self.body.columns[width:]:
+            problems.where(self.body[extra].str.strip() != "", self.rows, None,
+                           lambda _i: f"more values than the header's {width} columns; "
+                                      "delete the extra values or quote a value that holds "
+                                      "a comma")
+
+
+def read_text_table(path: Path, problems: Problems, expected: str) -> TextTable | None:
+    """The text of the CSV at ``path``, or ``None`` when it cannot be split (a problem says why).
+
+    ``expected`` is the header to suggest when the file has none.
+    """
+    if not path.is_file():
+        problems.add(None, None, f"no such file; pass a CSV file with the header {expected}")
+        return None
+    text, found = decode(path.name, path.read_bytes())
+    problems.items += found
+    if text is None:
+        return None
+    records = _split(text, problems, expected)
+    if records is None:
+        return None
+    return TextTable(*_text_frame(records))
+
+
 def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
                    cap_hours: float = DEFAULT_CAP_HOURS) -> tuple[pd.DataFrame | None,
                                                                   list[InputProblem]]:
     """The trace at ``path`` read against ``scenario``, or ``None`` and every problem."""
     path = Path(path)
-    problems = _Problems(path.name)
-    if not path.is_file():
-        problems.add(None, None, "no such trace file; pass a CSV with the header "
-                                 f"{','.join(TRACE_COLUMNS)}")
+    problems = Problems(path.name)
+    table = read_text_table(path, problems, ",".join(TRACE_COLUMNS))
+    if table is None or not check_header(table.header, table.body, problems,
+                                         {c.name: c.meaning for c in TRACE_SCHEMA},
+                                         _REQUIRED):
         return None, problems.items
-    text, found = decode(path.name, path.read_bytes())
-    if text is None:
-        return None, found
-    records = _split(path.name, text, problems)
-    if records is None:
-        return None, problems.items
-    header, body, rows = _text_frame(records)
-    if not _check_header(header, body, problems):
-        return None, problems.items
-    width = len(header)
-    for extra in body.columns[width:]:
-        problems.where(body[extra].str.strip() != "", rows, None,
-                       lambda _i: f"more values than the header's {width} columns; delete the "
-                                  "extra values or quote a value that holds a comma")
-    position = {name: header.index(name) for name in TRACE_COLUMNS if name in header}
-    values = _parse(body, position, rows, problems)
-    _check_values(values, rows, scenario, problems)
+    table.check_width(problems)
+    values = parse_columns(TRACE_SCHEMA, table, problems)
+    _check_values(values, table.rows, scenario, problems)
     if problems.items:
         return None, problems.items
     return _frame(values, cap_hours), []
@@ -394,6 +433,19 @@ def read_trace(path: Path, scenario: Scenario,
     if frame is None:
         raise InputError(problems)
     return frame
+
+
+def offered_gpu_hours(trace: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> float:
+    """GPU-hours the trace's jobs would run inside ``[start, end)`` if each ran at submit.
+
+    ``Σ gpus × |[submit, submit + duration) ∩ [start, end)|``: the offered load, which
+    divided by the window's hours is the mean number of GPUs wanted.
+    """
+    begin = trace["submit"].clip(lower=start)
+    finish = (trace["submit"] + pd.to_timedelta(trace["duration_hours"], unit="h")).clip(
+        upper=end)
+    hours = ((finish - begin).dt.total_seconds() / 3600.0).clip(lower=0.0)
+    return float((trace["gpus"] * hours).sum())
 
 
 # --------------------------------------------------------------------------- writing
