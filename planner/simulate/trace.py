@@ -27,17 +27,19 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.dtypes import StringDType
 
+from planner.config import ContractTerms
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import decode
 from planner.inputs.scenario import Scenario
-from planner.inputs.validate import _ISO, _NUMBER, DATE_HINT
+from planner.inputs.validate import _ISO, DATE_HINT
 from planner.plan.write import write_files
 
 TraceKind = Literal["id", "datetime", "int", "float", "bool"]
 
 #: The contract's cap on a job's protected runtime (``min_runtime_cap_hours``), hours.
-DEFAULT_CAP_HOURS = 8.0
+DEFAULT_CAP_HOURS = ContractTerms().min_runtime_cap_hours
 
 #: Text read as ``true`` / ``false`` in a bool column (compared ignoring case).
 TRUE_TEXT = ("true", "1")
@@ -132,7 +134,7 @@ class Problems:
         """One problem at ``row`` and ``column`` (``None``: the whole row or file)."""
         self.items.append(InputProblem(self.label, row, column, message))
 
-    def where(self, mask: pd.Series, rows: pd.Series, column: str,
+    def where(self, mask: pd.Series, rows: pd.Series, column: str | None,
               message: Callable[[int], str]) -> None:
         """One problem per row where ``mask`` holds; ``message(i)`` given the position."""
         for i in np.flatnonzero(mask.to_numpy(dtype=bool)):
@@ -157,9 +159,8 @@ def _split(text: str, problems: Problems, expected: str) -> list[list[str]] | No
     return records
 
 
-def check_header(header: list[str], body: pd.DataFrame, problems: Problems,
-                 columns: Mapping[str, str], required: tuple[str, ...],
-                 unknown_allowed: bool = False) -> bool:
+def check_header(table: TextTable, problems: Problems, columns: Mapping[str, str],
+                 required: tuple[str, ...], unknown_allowed: bool = False) -> bool:
     """Report unknown, repeated, unnamed and missing columns; whether the file is readable.
 
     ``columns`` maps each known column to its meaning; ``unknown_allowed`` lets other
@@ -168,9 +169,9 @@ def check_header(header: list[str], body: pd.DataFrame, problems: Problems,
     seen: set[str] = set()
     known = ", ".join(columns)
     readable = True
-    for position, name in enumerate(header):
+    for position, name in enumerate(table.header):
         if not name:
-            if position in body and (body[position].str.strip() != "").any():
+            if not table.empty[position].all():
                 problems.add(1, None, f"column {position + 1} has values but no name; name it "
                                       f"({known}) or delete it")
         elif name in seen:
@@ -188,33 +189,78 @@ def check_header(header: list[str], body: pd.DataFrame, problems: Problems,
     return readable
 
 
-def _text_frame(records: list[list[str]]) -> tuple[list[str], pd.DataFrame, pd.Series]:
-    """Header, non-blank body rows as a frame of text (columns by position), row numbers."""
+@dataclass(frozen=True)
+class TextTable:
+    """A CSV file as text: its header and, per column, its non-blank rows' cells.
+
+    ``cells[j]`` holds column j's text (object array of ``str``, ``""`` where a row is
+    short) and ``empty[j]`` marks the cells that are empty or white space; there are
+    more columns than the header names when a row has extra values.
+    """
+
+    header: list[str]  # column names, stripped
+    cells: list[np.ndarray]  # per column position: (n,) object array of str
+    empty: list[np.ndarray]  # per column position: (n,) bool
+    rows: pd.Series  # spreadsheet row number of each body row (header = row 1)
+
+    def position(self, columns: Iterable[str]) -> dict[str, int]:
+        """The position of each of ``columns`` in the header (absent ones left out)."""
+        return {name: self.header.index(name) for name in columns if name in self.header}
+
+    def check_width(self, problems: Problems) -> None:
+        """Report rows with more non-empty values than the header has columns."""
+        width = len(self.header)
+        extra = np.zeros(len(self.rows), dtype=bool)
+        for empty in self.empty[width:]:
+            extra |= ~empty
+        problems.where(pd.Series(extra), self.rows, None,
+                       lambda _i: f"more values than the header's {width} columns; delete the "
+                                  "extra values or quote a value that holds a comma")
+
+
+def read_text_table(path: Path, problems: Problems, expected: str) -> TextTable | None:
+    """The text of the CSV at ``path``, or ``None`` when it cannot be split (a problem says why).
+
+    ``expected`` is the header to suggest when the file has none.
+    """
+    if not path.is_file():
+        problems.add(None, None, f"no such file; pass a CSV file with the header {expected}")
+        return None
+    text, found = decode(path.name, path.read_bytes())
+    problems.items += found
+    if text is None:
+        return None
+    records = _split(text, problems, expected)
+    if records is None:
+        return None
+    return _text_table(records)
+
+
+def _blank(cells: np.ndarray) -> np.ndarray:
+    """Which cells are empty or white space (numpy string ufuncs, no Python loop)."""
+    text = cells.astype(StringDType())
+    return (np.strings.str_len(text) == 0) | np.strings.isspace(text)
+
+
+def _text_table(records: list[list[str]]) -> TextTable:
+    """Header and non-blank body rows, column by column, with their row numbers."""
     header = [h.strip() for h in records[0]]
     lines = records[1:]
     lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
     width = int(max(len(header), lengths.max(initial=0)))
     if (lengths != width).any():  # short rows: empty cells; long rows: reported later
         lines = [r if len(r) == width else r + [""] * (width - len(r)) for r in lines]
-    body = pd.DataFrame(lines, columns=range(width), dtype="str") if lines else pd.DataFrame(
-        {i: pd.Series([], dtype="str") for i in range(width)})
-    rows = pd.Series(np.arange(2, len(body) + 2, dtype=np.int64))
-    if len(body):
-        joined = body[0].str.cat([body[c] for c in body.columns[1:]]) if width > 1 else body[0]
-        keep = (joined.str.strip() != "").to_numpy()
-        body = body[keep].reset_index(drop=True)
-        rows = rows[keep].reset_index(drop=True)
-    return header, body, rows
-
-
-def parse_numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Float values of stripped cells in the scenario files' number grammar; bad ones."""
-    shaped = stripped.str.fullmatch(_NUMBER.pattern)
-    values = pd.Series(np.nan, index=stripped.index, dtype="float64")
-    if shaped.any():
-        values[shaped] = stripped[shaped].astype("float64")
-    bad = ~shaped | ~np.isfinite(values)
-    return values, bad
+    if lines:
+        cells = [np.array(column, dtype=object) for column in zip(*lines, strict=True)]
+    else:
+        cells = [np.empty(0, dtype=object) for _ in range(width)]
+    empty = [_blank(column) for column in cells]
+    keep = ~np.logical_and.reduce(empty) if lines else np.zeros(0, dtype=bool)
+    rows = np.arange(2, len(lines) + 2, dtype=np.int64)
+    if not keep.all():
+        cells = [column[keep] for column in cells]
+        empty = [column[keep] for column in empty]
+    return TextTable(header, cells, empty, pd.Series(rows[keep]))
 
 
 def parse_columns(schema: tuple[TraceColumn, ...], table: TextTable,
@@ -223,59 +269,62 @@ def parse_columns(schema: tuple[TraceColumn, ...], table: TextTable,
 
     A cell that cannot be read as its column's kind, or a required cell left empty, is
     a problem; an optional column absent or an optional cell empty takes the default.
+    Numbers are read by :func:`pandas.to_numeric` (decimal text, exactly as Python's
+    ``float``; ``nan``, ``inf`` and ``1_000`` are not numbers), dates by the scenario
+    files' ISO 8601 grammar.
     """
-    body, rows = table.body, table.rows
+    rows = table.rows
     position = table.position(c.name for c in schema)
-    n = len(body)
+    n = len(rows)
     out: dict[str, pd.Series] = {}
     for c in schema:
         if c.name not in position:  # an optional column left out: its default
             out[c.name] = pd.Series([c.default] * n, dtype=c.dtype)
             continue
-        text = body[position[c.name]] if position[c.name] in body else pd.Series(
-            [""] * n, dtype="str")
-        stripped = text.str.strip()
-        empty = (stripped == "").to_numpy()
+        text, empty = table.cells[position[c.name]], table.empty[position[c.name]]
         if c.required:
             problems.where(pd.Series(empty), rows, c.name,
                            lambda _i, c=c: f"{c.name} is empty; every row needs one")
         if c.kind == "id":
-            out[c.name] = text.where(~empty, None)
+            out[c.name] = pd.Series(np.where(empty, None, text), dtype="str")
         elif c.kind == "datetime":
+            stripped = pd.Series(text, dtype="str").str.strip()
             shaped = stripped.str.fullmatch(_ISO.pattern)
             stamps = pd.to_datetime(stripped.where(shaped), utc=True, format="ISO8601",
                                     errors="coerce").astype("datetime64[ns, UTC]")
             bad = stamps.isna().to_numpy() & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not an ISO 8601 date; "
+                           lambda i, text=text: f"{text[i]!r} is not an ISO 8601 date; "
                                                 f"{DATE_HINT}")
             out[c.name] = stamps
         elif c.kind == "bool":
-            lowered = stripped.str.lower()
-            true, false = lowered.isin(TRUE_TEXT), lowered.isin(FALSE_TEXT)
-            bad = ~(true | false).to_numpy() & ~empty
+            lowered = np.strings.lower(np.strings.strip(text.astype(StringDType())))
+            true = np.isin(lowered, np.array(TRUE_TEXT, dtype=StringDType()))
+            false = np.isin(lowered, np.array(FALSE_TEXT, dtype=StringDType()))
+            bad = ~(true | false) & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not true or false; "
+                           lambda i, text=text: f"{text[i]!r} is not true or false; "
                                                 "write true or false")
-            values = pd.Series(np.where(empty, bool(c.default), true.to_numpy()), dtype=object)
+            values = pd.Series(np.where(empty, bool(c.default), true), dtype=object)
             values[bad] = None
             out[c.name] = values
         else:
-            values, bad_mask = parse_numbers(stripped)
-            bad = bad_mask.to_numpy() & ~empty
+            values = np.asarray(pd.to_numeric(text, errors="coerce"), dtype=np.float64)
+            bad = ~np.isfinite(values) & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not a number; write a "
+                           lambda i, text=text: f"{text[i]!r} is not a number; write a "
                                                 "decimal number such as 12 or 0.5")
             if c.kind == "int":
-                fraction = ~bad & ~empty & ((values % 1 != 0) | (values.abs() >= 2**63)).to_numpy()
+                with np.errstate(invalid="ignore"):
+                    fraction = ~bad & ~empty & ((values % 1 != 0) | (np.abs(values) >= 2**63))
                 problems.where(pd.Series(fraction), rows, c.name,
-                               lambda i, text=text: f"{text.iat[i]!r} is not a whole number; "
+                               lambda i, text=text: f"{text[i]!r} is not a whole number; "
                                                     "write a whole number such as 4")
                 bad = bad | fraction
             if not c.required:
                 values[empty] = float(c.default)  # type: ignore[arg-type]
             values[bad] = np.nan
-            out[c.name] = values
+            out[c.name] = pd.Series(values)
     return out
 
 
@@ -358,46 +407,6 @@ def _frame(values: dict[str, pd.Series], cap_hours: float) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class TextTable:
-    """A CSV file as text: its header, its non-blank rows and their row numbers."""
-
-    header: list[str]  # column names, stripped
-    body: pd.DataFrame  # text cells, columns by position (wider than the header if a row is)
-    rows: pd.Series  # spreadsheet row number of each body row (header = row 1)
-
-    def position(self, columns: Iterable[str]) -> dict[str, int]:
-        """The position of each of ``columns`` in the header (absent ones left out)."""
-        return {name: self.header.index(name) for name in columns if name in self.header}
-
-    def check_width(self, problems: Problems) -> None:
-        """Report rows with more non-empty values than the header has columns."""
-        width = len(self.header)
-        for extra in self.body.columns[width:]:
-            problems.where(self.body[extra].str.strip() != "", self.rows, None,
-                           lambda _i: f"more values than the header's {width} columns; "
-                                      "delete the extra values or quote a value that holds "
-                                      "a comma")
-
-
-def read_text_table(path: Path, problems: Problems, expected: str) -> TextTable | None:
-    """The text of the CSV at ``path``, or ``None`` when it cannot be split (a problem says why).
-
-    ``expected`` is the header to suggest when the file has none.
-    """
-    if not path.is_file():
-        problems.add(None, None, f"no such file; pass a CSV file with the header {expected}")
-        return None
-    text, found = decode(path.name, path.read_bytes())
-    problems.items += found
-    if text is None:
-        return None
-    records = _split(text, problems, expected)
-    if records is None:
-        return None
-    return TextTable(*_text_frame(records))
-
-
 def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
                    cap_hours: float = DEFAULT_CAP_HOURS) -> tuple[pd.DataFrame | None,
                                                                   list[InputProblem]]:
@@ -405,7 +414,7 @@ def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
     path = Path(path)
     problems = Problems(path.name)
     table = read_text_table(path, problems, ",".join(TRACE_COLUMNS))
-    if table is None or not check_header(table.header, table.body, problems,
+    if table is None or not check_header(table, problems,
                                          {c.name: c.meaning for c in TRACE_SCHEMA},
                                          _REQUIRED):
         return None, problems.items
@@ -459,6 +468,11 @@ def _submit_text(submit: pd.Series) -> pd.Series:
     return whole.where(utc.dt.microsecond == 0, fine).where(utc.dt.nanosecond == 0, fine)
 
 
+def _float_text(values: pd.Series) -> list[str]:
+    """Python's shortest text that reads back as the same float."""
+    return [repr(v) for v in values.to_numpy(dtype=np.float64).tolist()]
+
+
 def trace_text(frame: pd.DataFrame) -> str:
     """The CSV text of a trace frame: :data:`TRACE_COLUMNS` in order, newline line ends.
 
@@ -474,8 +488,8 @@ def trace_text(frame: pd.DataFrame) -> str:
         "cluster": frame["cluster"].astype("str"),
         "submit": _submit_text(frame["submit"]),
         "gpus": frame["gpus"].astype("int64"),
-        "duration_hours": frame["duration_hours"].astype("float64").map(repr),
-        "min_runtime_hours": frame["min_runtime_hours"].astype("float64").map(repr),
+        "duration_hours": _float_text(frame["duration_hours"]),
+        "min_runtime_hours": _float_text(frame["min_runtime_hours"]),
         "resumable": np.where(frame["resumable"].astype(bool), "true", "false"),
     }, columns=list(TRACE_COLUMNS))
     return out.to_csv(index=False, lineterminator="\n")
