@@ -16,8 +16,10 @@ trace (``planner trace philly``) brings the work.
 - **Budgets** (NGH): leadership's strategic split, not the trace's demand: each
   project's share of the whole (the product of normalised weights from its area
   down) times the quarter's capacity (:data:`BUDGET_SHARE` = 1: budgets add up to
-  what the clusters deliver at full occupancy), rounded to whole NGH. About a sixth
-  of the projects may use only one of the two clusters.
+  what the clusters deliver at full occupancy), rounded to whole NGH. Every project
+  may use both clusters: with one GPU type there is no reason to keep it off one, and
+  each cluster then gets the same share of the load (the converter draws a job's
+  cluster in proportion to GPUs).
 
 Usage: ``python data/philly_scenario.py [--philly PHILLY.csv] [--seed S] [--out DIR]``
 (the Philly extract is read only for its load; without it the script stops).
@@ -42,7 +44,6 @@ GPUS_PER_NODE = 8
 GPU_TYPE = "H100"
 LOAD_RATIO = 1.45  # mean offered load ÷ capacity
 BUDGET_SHARE = 1.0  # sum of budgets ÷ the quarter's capacity (NGH)
-RESTRICTED_SHARE = 1 / 6  # of the projects, allowed on one cluster only
 CLUSTER_NAMES = ("h100-a", "h100-b")
 
 # (area, weight, teams)
@@ -108,21 +109,13 @@ def make_org(rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "parent", "weight"])
 
 
-def make_budgets(rng: np.random.Generator, org: pd.DataFrame,
-                 capacity_ngh: float) -> pd.DataFrame:
-    """Each project's strategic share of the quarter's capacity; a few on one cluster."""
+def make_budgets(org: pd.DataFrame, capacity_ngh: float) -> pd.DataFrame:
+    """Each project's strategic share of the quarter's capacity, on every cluster."""
     tree = OrgTree.from_frame(org)
     share = strategic_shares(tree)[tree.leaf_nodes]
     budget = np.round(share * capacity_ngh * BUDGET_SHARE)
-    n = len(tree.leaves)
-    restricted = np.zeros(n, dtype=bool)
-    restricted[rng.choice(n, round(n * RESTRICTED_SHARE), replace=False)] = True
-    only = rng.choice(len(CLUSTER_NAMES), n)
-    return pd.DataFrame({
-        "project": list(tree.leaves),
-        "gpu_hours": budget.astype(np.int64),
-        "clusters": [CLUSTER_NAMES[only[p]] if restricted[p] else "" for p in range(n)],
-    })
+    return pd.DataFrame({"project": list(tree.leaves), "gpu_hours": budget.astype(np.int64),
+                         "clusters": ""})
 
 
 def scenario_toml() -> str:
@@ -139,7 +132,7 @@ def scenario_toml() -> str:
 
 def generate(philly_csv: Path, seed: int, out: Path) -> str:
     """Write the scenario folder ``out``; return a summary of its figures."""
-    rng_org, rng_budget = np.random.default_rng(seed).spawn(2)
+    rng = np.random.default_rng(seed)
     jobs = read_philly(philly_csv)
     load = mean_load(jobs)
     clusters = make_clusters(load)
@@ -149,8 +142,8 @@ def generate(philly_csv: Path, seed: int, out: Path) -> str:
                          f"job ({int(jobs['gpus'].max())} GPUs)")
     gpus = int(sizes.sum())
     capacity = gpus * QUARTER_H  # NGH: one GPU type at rate 1.0
-    org = make_org(rng_org)
-    budgets = make_budgets(rng_budget, org, capacity)
+    org = make_org(rng)
+    budgets = make_budgets(org, capacity)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.toml").write_bytes(scenario_toml().encode("utf-8"))
     for name, table in (("clusters", clusters), ("org", org), ("budgets", budgets)):
@@ -165,8 +158,7 @@ def generate(philly_csv: Path, seed: int, out: Path) -> str:
         f"quarter capacity {capacity:,.0f} NGH; budgets {int(budgets['gpu_hours'].sum()):,} NGH"
         f" = {budgets['gpu_hours'].sum() / capacity:.4f} of it, from "
         f"{int(budgets['gpu_hours'].min()):,} to {int(budgets['gpu_hours'].max()):,}",
-        f"org: {len(AREAS)} areas, {len(teams)} teams, {len(budgets)} projects "
-        f"({int((budgets['clusters'] != '').sum())} on one cluster only); largest Philly job "
+        f"org: {len(AREAS)} areas, {len(teams)} teams, {len(budgets)} projects; largest Philly job "
         f"{int(jobs['gpus'].max())} GPUs, smallest cluster {int(sizes.min())}",
     ])
 
