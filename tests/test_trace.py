@@ -188,7 +188,7 @@ def test_trace_every_problem_is_collected_at_once(tmp_path):
         read_trace(path, tiny())
     got = sorted((p.row, p.column or "") for p in caught.value.problems)
     want = sorted((5 + i, case[3] or "") for i, case in enumerate(BAD_ROWS))
-    # the duplicate of "ok" and the empty job_id are one row each; "j" repeats from row 5
+    # besides its own defect, every later row with job_id "j" repeats the one in row 5
     repeats = [(5 + i, "job_id") for i in range(1, len(BAD_ROWS))
                if BAD_ROWS[i][1].startswith("j,")]
     assert got == sorted(want + repeats)
