@@ -24,6 +24,8 @@ from planner.run import (
     run_summary,
     write_outputs,
 )
+from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, philly_conversion
+from planner.simulate.trace import write_trace
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--model", default="default",
                         help="planning model for a fresh plan (default: default)")
     report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
+    trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True)
+    philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
+    philly.add_argument("scenario", nargs="?", default=str(PHILLY_SCENARIO),
+                        help="scenario to replay on (default: the bundled data/philly)")
+    philly.add_argument("--in", dest="source", metavar="PHILLY.csv",
+                        required=not PHILLY_CSV.is_file(),
+                        default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
+                        help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
+    philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
     return parser
 
 
@@ -193,6 +205,16 @@ def _report(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _trace_philly(args, console: Console) -> ExitCode:
+    scenario = load_scenario(args.scenario)
+    conversion = philly_conversion(Path(args.source), scenario)
+    written = write_trace(conversion.trace, Path(args.out))
+    for line in conversion.lines():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {written}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -207,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_export(args, console))
         if args.command == "report":
             return int(_report(args, console))
+        if args.command == "trace":
+            return int(_trace_philly(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:
