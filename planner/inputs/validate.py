@@ -41,8 +41,8 @@ UTC = dt.UTC
 # --------------------------------------------------------------------------- cells
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}"
-                  r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}"
+              r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
 DATE_HINT = "write 2026-11-02 or 2026-11-02T06:00:00 (UTC; Z or +02:00 allowed)"
 
 
@@ -58,7 +58,7 @@ def parse_number(text: str) -> float | None:
 def parse_datetime(text: str) -> dt.datetime | None:
     """An ISO 8601 date or date-time as an aware UTC datetime (naive = UTC), or ``None``."""
     text = text.strip()
-    if not _ISO.fullmatch(text):
+    if not ISO_DATE.fullmatch(text):
         return None
     try:
         stamp = dt.datetime.fromisoformat(text)

@@ -33,7 +33,7 @@ from planner.config import ContractTerms
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import decode
 from planner.inputs.scenario import Scenario
-from planner.inputs.validate import _ISO, DATE_HINT
+from planner.inputs.validate import DATE_HINT, ISO_DATE
 from planner.plan.write import write_files
 
 TraceKind = Literal["id", "datetime", "int", "float", "bool"]
@@ -289,7 +289,7 @@ def parse_columns(schema: tuple[TraceColumn, ...], table: TextTable,
             out[c.name] = pd.Series(np.where(empty, None, text), dtype="str")
         elif c.kind == "datetime":
             stripped = pd.Series(text, dtype="str").str.strip()
-            shaped = stripped.str.fullmatch(_ISO.pattern)
+            shaped = stripped.str.fullmatch(ISO_DATE.pattern)
             stamps = pd.to_datetime(stripped.where(shaped), utc=True, format="ISO8601",
                                     errors="coerce").astype("datetime64[ns, UTC]")
             bad = stamps.isna().to_numpy() & ~empty
