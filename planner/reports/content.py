@@ -214,11 +214,12 @@ def grants(plan: dict[str, Any]) -> pd.DataFrame:
     the last period)``, the stretch the plan's budgets count.
     """
     as_of = pd.Timestamp(plan["as_of"])
-    ends = {p["start"]: pd.Timestamp(p["end"]) for p in plan["periods"]}
-    horizon_end = max(ends.values(), default=as_of)
+    period = {p["start"]: (pd.Timestamp(p["start"]), pd.Timestamp(p["end"]))
+              for p in plan["periods"]}
+    horizon_end = max((end for _, end in period.values()), default=as_of)
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
-    rows = [(a["project"], a["cluster"], a["kind"], pd.Timestamp(a["period_start"]),
-             ends[a["period_start"]], float(a["gpu_hours"])) for a in plan["allocations"]]
+    rows = [(a["project"], a["cluster"], a["kind"], *period[a["period_start"]],
+             float(a["gpu_hours"])) for a in plan["allocations"]]
     for r in plan["reservations"]:
         start = max(pd.Timestamp(r["start"]), as_of)
         end = min(pd.Timestamp(r["end"]), horizon_end)
@@ -246,13 +247,14 @@ def usage_so_far(plan: dict[str, Any], scenario: Scenario) -> pd.DataFrame:
     return frame[frame["gpu_hours"] > 0].reset_index(drop=True)
 
 
-def cluster_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[ClusterRow, ...]:
-    """Capacity, planned and used GPU-hours per cluster."""
+def cluster_rows(plan: dict[str, Any], granted: pd.DataFrame,
+                 ran: pd.DataFrame) -> tuple[ClusterRow, ...]:
+    """Capacity, planned and used GPU-hours per cluster (from grants and usage_so_far)."""
     as_of, q_start, _ = _stamps(plan)
     horizon = sum(_hours(pd.Timestamp(p["start"]), pd.Timestamp(p["end"]))
                   for p in plan["periods"])
-    planned = grants(plan).groupby("cluster")["gpu_hours"].sum()
-    used = usage_so_far(plan, scenario).groupby("cluster")["gpu_hours"].sum()
+    planned = granted.groupby("cluster")["gpu_hours"].sum()
+    used = ran.groupby("cluster")["gpu_hours"].sum()
     elapsed = _hours(q_start, as_of)
     return tuple(ClusterRow(c["cluster"], c["gpu_type"], c["nodes"] * c["gpus_per_node"],
                             c["rate"], c["nodes"] * c["gpus_per_node"] * horizon,
@@ -296,7 +298,8 @@ def _per_key(keys: pd.Series, values: np.ndarray, order: list[str]) -> np.ndarra
 
 
 def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...],
-           weeks_: tuple[Week, ...]) -> tuple[AreaPace, ...]:
+           weeks_: tuple[Week, ...], granted: pd.DataFrame,
+           ran: pd.DataFrame) -> tuple[AreaPace, ...]:
     """Spend per area by week in NGH: usage, then guaranteed + reserved, and opportunistic."""
     parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
 
@@ -308,9 +311,8 @@ def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...]
     rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     areas = [r.node for r in rows if r.depth == 0]
     out = {}
-    granted = grants(plan)
     charged = granted["kind"] != "opportunistic"
-    for name, frame in (("actual", usage_so_far(plan, scenario)),
+    for name, frame in (("actual", ran),
                         ("planned", granted[charged]),
                         ("opportunistic", granted[~charged])):
         ngh = by_week(frame, weeks_) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
@@ -321,13 +323,11 @@ def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...]
                  for i, a in enumerate(areas))
 
 
-def cluster_weeks(plan: dict[str, Any], scenario: Scenario,
-                  weeks_: tuple[Week, ...]) -> tuple[ClusterWeeks, ...]:
+def cluster_weeks(plan: dict[str, Any], weeks_: tuple[Week, ...], granted: pd.DataFrame,
+                  ran: pd.DataFrame) -> tuple[ClusterWeeks, ...]:
     """Busy GPU-hours and capacity per cluster and week; grants from as_of by kind."""
     names = [c["cluster"] for c in plan["clusters"]]
-    granted = grants(plan)
-    busy = sum(_per_key(f["cluster"], by_week(f, weeks_), names)
-               for f in (usage_so_far(plan, scenario), granted))
+    busy = sum(_per_key(f["cluster"], by_week(f, weeks_), names) for f in (ran, granted))
     kinds = granted.pivot_table(index="cluster", columns="kind", values="gpu_hours",
                                 aggfunc="sum").reindex(index=names, columns=list(GRANT_KINDS))
     kinds = kinds.fillna(0.0)
@@ -397,6 +397,8 @@ def build_report(plan: dict[str, Any], scenario: Scenario) -> Report:
     """The report's content from a plan and the scenario it was planned from."""
     rows = budget_rows(plan, scenario)
     weeks_ = weeks(plan)
+    granted, ran = grants(plan), usage_so_far(plan, scenario)
     return Report(plan, quarter_label(pd.Timestamp(plan["quarter_start"])),
-                  cluster_rows(plan, scenario), rows, risks(plan, rows), weeks_,
-                  pacing(plan, scenario, rows, weeks_), cluster_weeks(plan, scenario, weeks_))
+                  cluster_rows(plan, granted, ran), rows, risks(plan, rows), weeks_,
+                  pacing(plan, scenario, rows, weeks_, granted, ran),
+                  cluster_weeks(plan, weeks_, granted, ran))
