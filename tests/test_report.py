@@ -535,6 +535,45 @@ def test_html_escapes_a_script_project_name(tmp_path):
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
+def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
+    """Two areas named like markup and a formula; usage, demand and reservations."""
+    from planner.reports.html import render_html
+
+    script, formula = "<script>alert(1)</script>", "=1+1"
+    org = (f"id,parent,weight\n{script},,1\n{formula},,1\nvision,{script},2\n"
+           f"language,{formula},1\np1,vision,1\np2,vision,1\np3,language,1\np4,language,0.5\n")
+    folder = write_scenario(tmp_path / "sc", org=org)
+    scenario = load_scenario(folder)
+    plan = plan_scenario(scenario, load_model("default")).plan.body
+    assert plan["reservations"] and len(scenario.usage) == 3
+    book = write_workbook(plan, scenario, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(book)
+    ws = wb[PACING]
+    weeks = _weeks(plan)
+    want = _expected_pacing(plan, scenario)
+    column = {ws.cell(1, j).value: j for j in range(1, ws.max_column + 1)}
+    assert ws.cell(1, column[f"{formula} spend NGH"]).data_type == "s"
+    for name in want.columns:
+        for w in range(1, len(weeks) + 1):
+            got = _evaluate(wb, PACING, f"{get_column_letter(column[name])}{w + 1}")
+            assert got == pytest.approx(want.at[w, name], rel=1e-9, abs=1e-6), (name, w)
+    sums = _subtree_sums(plan, scenario)
+    for a in (script, formula):
+        assert want[f"{a} cumulative NGH"].iat[-1] == pytest.approx(sums[a][1] + sums[a][2])
+    assert list(want["of which actual NGH"] > 0).count(True) == 3  # weeks of j1, j2, j3
+    heat = wb[CLUSTER_USE]
+    weekly = _weekly(plan, scenario)
+    busy = weekly.pivot_table(index="cluster", columns="week", values="gpu_h", aggfunc="sum")
+    for i, c in enumerate(plan["clusters"], start=2):
+        gpus = c["nodes"] * c["gpus_per_node"]
+        for w, (lo, hi) in enumerate(weeks, start=1):
+            assert heat.cell(i, 3 + w).value == pytest.approx(
+                busy.at[c["cluster"], w] / (gpus * (hi - lo).total_seconds() / 3600), abs=1e-12)
+    html = render_html(plan, scenario)
+    assert "<script" not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</title>") == 1
+
+
 def test_html_report_of_the_sample(sample):
     from planner.reports.html import render_html
 
