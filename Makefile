@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 OUT ?= out
 
-.PHONY: run test lint bench sample clean
+.PHONY: run test lint bench sample screenshots clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ test: $(BIN)/.installed lint  ## the whole test suite
 
 bench: $(BIN)/.installed  ## the benchmark behind the README's figures
 	$(BIN)/python benchmarks/bench.py
+
+screenshots: $(BIN)/.installed  ## the README's report pictures (needs soffice, pdftoppm, chromium)
+	$(BIN)/python -m planner.reports.screenshots --out docs
 
 sample: $(BIN)/.installed  ## regenerate the bundled sample
 	$(BIN)/python data/generate.py --out data/sample

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-import shutil
+import re
 import time
 
 import openpyxl
 import pandas as pd
 import pytest
+from openpyxl.chart import LineChart
+from openpyxl.utils import column_index_from_string, get_column_letter
 
 from planner.config import load_model
 from planner.inputs.load import load_scenario
-from planner.inputs.schema import TABLES
-from planner.reports.workbook import BUDGETS, RESERVATIONS, SUMMARY, write_workbook
+from planner.inputs.schema import CONFIG_SHEET, REPORT_SHEETS, TABLES
+from planner.reports.content import build_report
+from planner.reports.workbook import (
+    BUDGETS,
+    CLUSTER_USE,
+    PACING,
+    RESERVATIONS,
+    SUMMARY,
+    cluster_use_rows,
+    write_workbook,
+)
 from planner.run import SAMPLE, plan_scenario
 from tests.scenario_factory import write_scenario
+from tests.system import need
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +42,136 @@ def sample(tmp_path_factory):
 
 def _strip(plan: dict) -> dict:
     return {k: v for k, v in plan.items() if k != "input_digest"}
+
+
+# ------------------------------------------------- independent figures (plain pandas)
+
+
+def _weeks(plan: dict) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """7-day weeks from quarter start, the last one cut at quarter end."""
+    q0, q1 = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["quarter_end"])
+    starts = list(pd.date_range(q0, q1, freq="7D", inclusive="left"))
+    return list(zip(starts, starts[1:] + [q1], strict=True))
+
+
+def _overlap(start: pd.Series, end: pd.Series, lo: pd.Timestamp, hi: pd.Timestamp) -> pd.Series:
+    return ((end.clip(upper=hi) - start.clip(lower=lo)).dt.total_seconds() / 3600).clip(lower=0)
+
+
+def _weekly(plan: dict, scenario) -> pd.DataFrame:
+    """GPU-hours and NGH per (project, cluster, source, week): usage before as_of
+    (``actual``), the plan's grants after it (``guaranteed``, ``opportunistic``,
+    ``reserved``)."""
+    as_of = pd.Timestamp(plan["as_of"])
+    q0 = pd.Timestamp(plan["quarter_start"])
+    usage = scenario.usage
+    alloc = pd.DataFrame(plan["allocations"])
+    periods = pd.DataFrame(plan["periods"])
+    alloc = alloc.merge(periods, left_on="period_start", right_on="start")
+    a_start, a_end = pd.to_datetime(alloc["start"]), pd.to_datetime(alloc["end"])
+    a_hours = (a_end - a_start).dt.total_seconds() / 3600
+    res = pd.DataFrame(plan["reservations"])
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    r_start = pd.to_datetime(res["start"]).clip(lower=as_of)
+    r_end = pd.to_datetime(res["end"])
+    frames = []
+    for w, (lo, hi) in enumerate(_weeks(plan), start=1):
+        frames.append(pd.DataFrame({
+            "project": usage["project"], "cluster": usage["cluster"], "source": "actual",
+            "week": w, "gpu_h": usage["gpus"] * _overlap(usage["start"], usage["end"],
+                                                          max(lo, q0), min(hi, as_of))}))
+        frames.append(pd.DataFrame({
+            "project": alloc["project"], "cluster": alloc["cluster"], "source": alloc["kind"],
+            "week": w, "gpu_h": alloc["gpu_hours"] * _overlap(a_start, a_end, lo, hi) / a_hours}))
+        frames.append(pd.DataFrame({
+            "project": res["project"], "cluster": res["cluster"], "source": "reserved",
+            "week": w, "gpu_h": res["nodes"] * res["cluster"].map(gpn)
+            * _overlap(r_start, r_end, lo, hi)}))
+    out = pd.concat(frames, ignore_index=True)
+    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
+    out["ngh"] = out["gpu_h"] * out["cluster"].map(rate)
+    return out
+
+
+def _area_of(scenario):
+    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+
+    def area(node: str) -> str:
+        while parent[node]:
+            node = parent[node]
+        return node
+
+    return area
+
+
+def _subtree_sums(plan: dict, scenario) -> dict[str, list[float]]:
+    """Budget, used and planned NGH summed over each org node's projects."""
+    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+    sums: dict[str, list[float]] = {}
+    for b in plan["budgets"]:
+        node = parent[b["project"]]
+        while node:
+            acc = sums.setdefault(node, [0.0, 0.0, 0.0])
+            acc[0] += b["budget"]
+            acc[1] += b["used"]
+            acc[2] += b["planned"]
+            node = parent[node]
+    return sums
+
+
+def _expected_pacing(plan: dict, scenario) -> pd.DataFrame:
+    """The Pacing sheet's figures by week, columns named as its header."""
+    weekly = _weekly(plan, scenario)
+    weekly["area"] = weekly["project"].map(_area_of(scenario))
+    charged = weekly[weekly["source"] != "opportunistic"]
+    spend = charged.pivot_table(index="week", columns="area", values="ngh", aggfunc="sum")
+    weeks = _weeks(plan)
+    q0, q1 = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["quarter_end"])
+    elapsed = pd.Series([(hi - q0) / (q1 - q0) for _, hi in weeks], index=spend.index)
+    areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
+    budgets = _subtree_sums(plan, scenario)
+    out = {"quarter elapsed": elapsed}
+    for a in areas:
+        out[f"{a} spend NGH"] = spend[a]
+        out[f"{a} cumulative NGH"] = spend[a].cumsum()
+        out[f"{a} even pace NGH"] = budgets[a][0] * elapsed
+    total = spend[areas].sum(axis=1)
+    out["institute spend NGH"] = total
+    out["institute cumulative NGH"] = total.cumsum()
+    out["institute even pace NGH"] = sum(budgets[a][0] for a in areas) * elapsed
+    by_source = weekly.pivot_table(index="week", columns="source", values="ngh", aggfunc="sum")
+    out["of which actual NGH"] = by_source["actual"]
+    out["opportunistic NGH (beyond budget)"] = by_source["opportunistic"]
+    return pd.DataFrame(out)
+
+
+def _sheet_frame(ws, rows: int) -> pd.DataFrame:
+    """A sheet's table under its header row 1 (values as stored or as recalculated)."""
+    data = list(ws.iter_rows(min_row=1, max_row=rows + 1, values_only=True))
+    return pd.DataFrame(data[1:], columns=data[0], index=range(1, rows + 1))
+
+
+REF = re.compile(r"(?:'([^']+)'!)?\$?([A-Z]{1,3})\$?(\d+)(?::\$?([A-Z]{1,3})\$?(\d+))?")
+
+
+def _evaluate(wb, sheet: str, coordinate: str) -> float:
+    """A cell's value, evaluating the report's own formulas (refs, ranges, SUM, + and *)."""
+    value = wb[sheet][coordinate].value
+    if not (isinstance(value, str) and value.startswith("=")):
+        return float(value)
+
+    def ref(m: re.Match) -> str:
+        where = m.group(1) or sheet
+        first_col, first_row = column_index_from_string(m.group(2)), int(m.group(3))
+        last_col = column_index_from_string(m.group(4)) if m.group(4) else first_col
+        last_row = int(m.group(5)) if m.group(5) else first_row
+        return repr(sum(_evaluate(wb, where, f"{get_column_letter(c)}{r}")
+                        for c in range(first_col, last_col + 1)
+                        for r in range(first_row, last_row + 1)))
+
+    expression = REF.sub(ref, value[1:])
+    assert re.fullmatch(r"[0-9eE.+*(),SUM -]+", expression), value
+    return eval(expression, {"__builtins__": {}}, {"SUM": lambda *xs: sum(xs)})
 
 
 def test_sample_report_is_made_quickly(sample, tmp_path):
@@ -149,9 +291,132 @@ def test_summary_and_reservations_sheets(sample):
     assert list(res["nodes"]) == [r["nodes"] for r in plan["reservations"]]
 
 
-def test_used_per_cluster_adds_up_to_the_plans_used_budget(sample):
-    from planner.reports.content import build_report
+def test_pacing_sheet_equals_usage_and_plan_week_by_week(sample):
+    scenario, plan, book, _ = sample
+    wb = openpyxl.load_workbook(book)
+    ws = wb[PACING]
+    weeks = _weeks(plan)
+    assert len(weeks) == 14  # 2026 Q4: 13 full weeks and Dec 31
+    sheet = _sheet_frame(ws, len(weeks))
+    want = _expected_pacing(plan, scenario)
+    column = {name: j for j, name in enumerate(sheet.columns, start=1)}
+    assert set(want.columns) <= set(column)
+    for name in want.columns:
+        for w in sheet.index:
+            cell = f"{get_column_letter(column[name])}{w + 1}"
+            got = _evaluate(wb, PACING, cell)  # stored value, or the formula evaluated
+            assert got == pytest.approx(want.at[w, name], rel=1e-9, abs=1e-6), (name, w)
+    as_of = pd.Timestamp(plan["as_of"])
+    for w, (lo, hi) in enumerate(weeks, start=1):
+        assert sheet.at[w, "start"] == lo.tz_localize(None)
+        assert sheet.at[w, "end"] == hi.tz_localize(None)
+        basis = "actual" if hi <= as_of else "planned" if lo >= as_of else "actual, then planned"
+        assert sheet.at[w, "basis"] == basis
+    assert list(sheet["basis"]).count("actual, then planned") == 1  # as_of 11-16 is in W7
 
+    # weeks add up to each project's used + planned (its forecast), opportunistic apart
+    weekly = _weekly(plan, scenario)
+    charged = weekly[weekly["source"] != "opportunistic"].groupby("project")["ngh"].sum()
+    actual = weekly[weekly["source"] == "actual"].groupby("project")["ngh"].sum()
+    opportunistic = weekly[weekly["source"] == "opportunistic"].groupby("project")["ngh"].sum()
+    for b in plan["budgets"]:
+        p = b["project"]
+        assert charged.get(p, 0.0) == pytest.approx(b["used"] + b["planned"], rel=1e-9, abs=1e-6)
+        assert actual.get(p, 0.0) == pytest.approx(b["used"], rel=1e-9, abs=1e-6)
+        assert opportunistic.get(p, 0.0) == pytest.approx(b["planned_opportunistic"],
+                                                          rel=1e-9, abs=1e-6)
+    # the last cumulative figure is each area's forecast on the Summary sheet
+    sums = _subtree_sums(plan, scenario)
+    areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
+    for a in areas:
+        last = f"{get_column_letter(column[f'{a} cumulative NGH'])}{len(weeks) + 1}"
+        assert _evaluate(wb, PACING, last) == pytest.approx(sums[a][1] + sums[a][2], rel=1e-9)
+    # the even-pace line reads the area's live subtotal on Budget tree
+    pace = ws.cell(2, column[f"{areas[0]} even pace NGH"]).value
+    assert pace.startswith(f"='{BUDGETS}'!$C$")
+
+    (chart,) = ws._charts
+    assert isinstance(chart, LineChart)
+    assert len(chart.series) == 2 * len(areas)  # cumulative and even pace per area
+    referenced = [s.val.numRef.f for s in chart.series]
+    for a in areas:
+        for name in ("cumulative NGH", "even pace NGH"):
+            letter = get_column_letter(column[f"{a} {name}"])
+            assert f"'{PACING}'!${letter}$2:${letter}${len(weeks) + 1}" in referenced
+    assert ws.freeze_panes == "B2"
+    assert ws.auto_filter.ref == f"A1:{get_column_letter(len(column))}{len(weeks) + 1}"
+    assert ws.print_title_rows == "$1:$1" and ws.page_setup.orientation == "landscape"
+    assert ws.cell(2, column[f"{areas[0]} spend NGH"]).number_format == "#,##0"
+
+
+def test_cluster_use_heat_map_is_busy_over_capacity(sample):
+    scenario, plan, book, _ = sample
+    wb = openpyxl.load_workbook(book)
+    ws = wb[CLUSTER_USE]
+    weeks = _weeks(plan)
+    weekly = _weekly(plan, scenario)
+    busy = weekly.pivot_table(index="cluster", columns="week", values="gpu_h", aggfunc="sum")
+    gpus = {c["cluster"]: c["nodes"] * c["gpus_per_node"] for c in plan["clusters"]}
+    hours = [(hi - lo).total_seconds() / 3600 for lo, hi in weeks]
+    names = [c["cluster"] for c in plan["clusters"]]
+    heat = _sheet_frame(ws, len(names))
+    assert list(heat["cluster"]) == names
+    assert list(heat.columns[3:]) == [f"W{w} {lo:%m-%d}" for w, (lo, _) in
+                                      enumerate(weeks, start=1)]
+    for i, cluster in enumerate(names, start=1):
+        for w, h in enumerate(hours, start=1):
+            share = heat.iat[i - 1, 2 + w]
+            assert share == pytest.approx(busy.at[cluster, w] / (gpus[cluster] * h), abs=1e-12)
+            assert 0 <= share <= 1 + 1e-9
+    rules = [(str(cf.sqref), rule.type) for cf in ws.conditional_formatting for rule in cf.rules]
+    assert rules == [(f"D2:{get_column_letter(3 + len(weeks))}{len(names) + 1}", "colorScale")]
+
+    rows = cluster_use_rows(build_report(plan, scenario))
+    for i, cluster in enumerate(names, start=rows["busy"] + 1):
+        assert ws.cell(i, 1).value == cluster
+        for w in range(1, len(weeks) + 1):
+            assert ws.cell(i, 3 + w).value == pytest.approx(busy.at[cluster, w], rel=1e-9)
+
+    # grants from as_of by kind, straight from the plan's lists
+    elastic = (pd.DataFrame(plan["allocations"])
+               .pivot_table(index="cluster", columns="kind", values="gpu_hours", aggfunc="sum")
+               .reindex(index=names, columns=["guaranteed", "opportunistic"]).fillna(0.0))
+    as_of = pd.Timestamp(plan["as_of"])
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    reserved: dict[str, float] = {}
+    for r in plan["reservations"]:
+        span = pd.Timestamp(r["end"]) - max(pd.Timestamp(r["start"]), as_of)
+        reserved[r["cluster"]] = (reserved.get(r["cluster"], 0.0)
+                                  + r["nodes"] * gpn[r["cluster"]] * span.total_seconds() / 3600)
+    horizon = sum((pd.Timestamp(p["end"]) - pd.Timestamp(p["start"])).total_seconds() / 3600
+                  for p in plan["periods"])
+    assert [ws.cell(rows["kinds"], j).value for j in range(1, 8)][:4] == \
+        ["cluster", "guaranteed GPU-h", "opportunistic GPU-h", "reserved GPU-h"]
+    for i, cluster in enumerate(names, start=rows["kinds"] + 1):
+        assert ws.cell(i, 1).value == cluster
+        want = [float(elastic.at[cluster, k]) for k in ("guaranteed", "opportunistic")]
+        want.append(reserved.get(cluster, 0.0))
+        for j, value in enumerate(want, start=2):
+            assert ws.cell(i, j).value == pytest.approx(value, rel=1e-9, abs=1e-6)
+        assert _evaluate(wb, CLUSTER_USE, f"E{i}") == pytest.approx(sum(want), rel=1e-9)
+        assert ws.cell(i, 6).value == pytest.approx(gpus[cluster] * horizon)
+    assert len(ws._charts) == 1 and len(ws._charts[0].series) == 3
+    assert ws.freeze_panes == "B2"
+    assert ws.auto_filter.ref == f"A1:{get_column_letter(3 + len(weeks))}{len(names) + 1}"
+    assert ws.print_title_rows == "$1:$1" and ws.page_setup.orientation == "landscape"
+
+
+def test_report_sheets_come_first_are_skipped_on_input_and_never_clash(sample):
+    _, _, book, _ = sample
+    wb = openpyxl.load_workbook(book, read_only=True)
+    assert wb.sheetnames[:len(REPORT_SHEETS)] == list(REPORT_SHEETS)
+    inputs = {name.casefold() for name in (*TABLES, CONFIG_SHEET)}
+    assert not {name.casefold() for name in REPORT_SHEETS} & inputs
+    assert {PACING, CLUSTER_USE} <= set(REPORT_SHEETS)
+    assert wb.sheetnames[len(REPORT_SHEETS):] == [CONFIG_SHEET, *TABLES]
+
+
+def test_used_per_cluster_adds_up_to_the_plans_used_budget(sample):
     scenario, plan, _, _ = sample
     report = build_report(plan, scenario)
     used_ngh = sum(c.used_gpu_h * c.rate for c in report.clusters)
@@ -198,22 +463,49 @@ def test_injected_formula_ids_stay_text(tmp_path):
         _strip(plan)
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None,
-                    reason="LibreOffice (soffice) is not on PATH: recalculation and PDF "
-                           "conversion not tested here")
-def test_libreoffice_recalculates_and_converts(sample, tmp_path):  # pragma: no cover
-    import subprocess
+def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tmp_path):
+    need("soffice", "pdftoppm",
+         why="LibreOffice recalculation, PDF conversion and the README's workbook picture")
+    from planner.reports.screenshots import png_size, soffice_convert
 
-    _, plan, book, _ = sample
-    subprocess.run(["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(tmp_path),
-                    str(book)], check=True, timeout=180)
-    assert (tmp_path / "report.pdf").stat().st_size > 0
-    subprocess.run(["soffice", "--headless", "--convert-to", "xlsx", "--outdir",
-                    str(tmp_path / "calc"), str(book)], check=True, timeout=180)
-    ws = openpyxl.load_workbook(tmp_path / "calc" / "report.xlsx", data_only=True)[BUDGETS]
-    total = sum(ws.cell(r, 3).value for r in range(2, ws.max_row + 1)
-                if ws.cell(r, 2).value == "area")
-    assert total == pytest.approx(sum(b["budget"] for b in plan["budgets"]), abs=1e-3)
+    scenario, plan, book, _ = sample
+    started = time.perf_counter()
+    calc = soffice_convert(book, tmp_path / "calc", "xlsx")  # every formula recalculated
+    print(f"LibreOffice recalculated the sample workbook in {time.perf_counter() - started:.1f} s")
+    wb = openpyxl.load_workbook(calc, data_only=True)
+    # Budget tree: each area and team subtotal as LibreOffice computed it
+    tree = wb[BUDGETS]
+    expected = _subtree_sums(plan, scenario)
+    checked = 0
+    for r in range(2, tree.max_row + 1):
+        node = tree.cell(r, 1).value
+        if tree.cell(r, 2).value == "project":
+            continue
+        budget, used, planned = expected[node]
+        for col, want in ((3, budget), (4, used), (5, planned), (6, used + planned)):
+            assert tree.cell(r, col).value == pytest.approx(want, abs=1e-3), (node, col)
+        checked += 1
+    assert checked == 16
+    # Pacing: cumulative spend, even pace and institute columns, recalculated
+    sheet = _sheet_frame(wb[PACING], len(_weeks(plan)))
+    want = _expected_pacing(plan, scenario)
+    for column in want.columns:
+        assert sheet[column].to_numpy() == pytest.approx(want[column].to_numpy(), abs=1e-3), \
+            column
+    started = time.perf_counter()
+    png = _render_workbook_picture(book, tmp_path)
+    print(f"LibreOffice PDF + first page PNG in {time.perf_counter() - started:.1f} s")
+    width, height = png_size(png)
+    assert width > height > 300  # a landscape page at 60 dpi
+    assert png.stat().st_size < 400_000
+
+
+def _render_workbook_picture(book, out_dir):
+    from planner.reports.screenshots import WORKBOOK_PNG, pdf_page_png, soffice_convert
+
+    pdf = soffice_convert(book, out_dir / "pdf", "pdf")
+    assert pdf.read_bytes().startswith(b"%PDF")
+    return pdf_page_png(pdf, out_dir / WORKBOOK_PNG)
 
 
 def test_tables_are_written_in_schema_order(sample):
@@ -243,6 +535,45 @@ def test_html_escapes_a_script_project_name(tmp_path):
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
+def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
+    """Two areas named like markup and a formula; usage, demand and reservations."""
+    from planner.reports.html import render_html
+
+    script, formula = "<script>alert(1)</script>", "=1+1"
+    org = (f"id,parent,weight\n{script},,1\n{formula},,1\nvision,{script},2\n"
+           f"language,{formula},1\np1,vision,1\np2,vision,1\np3,language,1\np4,language,0.5\n")
+    folder = write_scenario(tmp_path / "sc", org=org)
+    scenario = load_scenario(folder)
+    plan = plan_scenario(scenario, load_model("default")).plan.body
+    assert plan["reservations"] and len(scenario.usage) == 3
+    book = write_workbook(plan, scenario, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(book)
+    ws = wb[PACING]
+    weeks = _weeks(plan)
+    want = _expected_pacing(plan, scenario)
+    column = {ws.cell(1, j).value: j for j in range(1, ws.max_column + 1)}
+    assert ws.cell(1, column[f"{formula} spend NGH"]).data_type == "s"
+    for name in want.columns:
+        for w in range(1, len(weeks) + 1):
+            got = _evaluate(wb, PACING, f"{get_column_letter(column[name])}{w + 1}")
+            assert got == pytest.approx(want.at[w, name], rel=1e-9, abs=1e-6), (name, w)
+    sums = _subtree_sums(plan, scenario)
+    for a in (script, formula):
+        assert want[f"{a} cumulative NGH"].iat[-1] == pytest.approx(sums[a][1] + sums[a][2])
+    assert list(want["of which actual NGH"] > 0).count(True) == 3  # weeks of j1, j2, j3
+    heat = wb[CLUSTER_USE]
+    weekly = _weekly(plan, scenario)
+    busy = weekly.pivot_table(index="cluster", columns="week", values="gpu_h", aggfunc="sum")
+    for i, c in enumerate(plan["clusters"], start=2):
+        gpus = c["nodes"] * c["gpus_per_node"]
+        for w, (lo, hi) in enumerate(weeks, start=1):
+            assert heat.cell(i, 3 + w).value == pytest.approx(
+                busy.at[c["cluster"], w] / (gpus * (hi - lo).total_seconds() / 3600), abs=1e-12)
+    html = render_html(plan, scenario)
+    assert "<script" not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</title>") == 1
+
+
 def test_html_report_of_the_sample(sample):
     from planner.reports.html import render_html
 
@@ -250,12 +581,63 @@ def test_html_report_of_the_sample(sample):
     started = time.perf_counter()
     html = render_html(plan, scenario)
     print(f"sample HTML rendered in {time.perf_counter() - started:.3f} s")
-    assert html.count("<rect ") == 3 * 4  # budget, used, planned for 4 areas
+    area_chart = html.split("</svg>")[0]
+    assert area_chart.count("<rect ") == 3 * 4  # budget, used, planned for 4 areas
     for b in plan["budgets"]:
         assert f">{b['project']}</td>" in html
     for u in plan["unplaced"]:
         assert u["request_id"] in html
     assert "<link" not in html and "src=" not in html  # self-contained
+
+
+def test_html_has_the_pacing_chart_and_the_heat_map(sample):
+    from planner.reports.html import render_html
+
+    scenario, plan, _, _ = sample
+    html = render_html(plan, scenario)
+    areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
+    weeks = _weeks(plan)
+    svg = re.search(r'<svg id="pacing-chart".*?</svg>', html, re.S).group(0)
+    lines = re.findall(r'<polyline points="([^"]+)"[^>]*><title>([^<]+)</title>', svg)
+    assert [title for _, title in lines] == [f"{a} {what}" for a in areas
+                                             for what in ("cumulative spend", "even pace")]
+    assert all(len(points.split()) == len(weeks) + 1 for points, _ in lines)  # 0, week ends
+    # the pacing table: cumulative spend and even pace per area, as the workbook has them
+    want = _expected_pacing(plan, scenario)
+    table = re.search(r'<table id="pacing".*?</table>', html, re.S).group(0)
+    rows = re.findall(r"<tr><td>(W\d+) .*?</tr>", table, re.S)
+    assert rows == [f"W{w}" for w in range(1, len(weeks) + 1)]
+    for w, body in enumerate(re.findall(r"<tr><td>W\d+ .*?</tr>", table, re.S), start=1):
+        cells = re.findall(r'<td class="n">([^<]*)</td>', body)
+        expected = [f"{100 * want.at[w, 'quarter elapsed']:.1f} %"]
+        for a in areas:
+            expected += [f"{want.at[w, f'{a} cumulative NGH']:,.0f}",
+                         f"{want.at[w, f'{a} even pace NGH']:,.0f}"]
+        expected.append(f"{want.at[w, 'opportunistic NGH (beyond budget)']:,.0f}")
+        assert cells == expected, w
+    # the heat map: busy ÷ capacity per cluster and week, coloured
+    weekly = _weekly(plan, scenario)
+    busy = weekly.pivot_table(index="cluster", columns="week", values="gpu_h", aggfunc="sum")
+    heat = re.search(r'<table class="heat compact" id="heat-map">.*?</table>', html, re.S).group(0)
+    for c in plan["clusters"]:
+        gpus = c["nodes"] * c["gpus_per_node"]
+        row = re.search(rf"<tr><td>{re.escape(c['cluster'])}</td>.*?</tr>", heat, re.S).group(0)
+        cells = re.findall(r'<td class="u" style="background: (#[0-9a-f]{6})">([^<]+)</td>', row)
+        assert [text for _, text in cells] == [
+            f"{100 * busy.at[c['cluster'], w] / (gpus * (hi - lo).total_seconds() / 3600):.0f} %"
+            for w, (lo, hi) in enumerate(weeks, start=1)]
+    assert heat.count('class="u" style="background: #') == len(plan["clusters"]) * len(weeks)
+
+
+def test_heat_colours_follow_the_workbooks_colour_scale():
+    from planner.reports.html import heat_color
+
+    # stops as the workbook's ColorScaleRule: 0 red F8696B, 0.8 yellow FFEB84, 1 green 63BE7B
+    assert [heat_color(x) for x in (-0.1, 0.0, 0.8, 1.0, 1.2)] == \
+        ["#f8696b", "#f8696b", "#ffeb84", "#63be7b", "#63be7b"]
+    # halfway from yellow to green: (ff+63)/2 = 177 = b1, (eb+be)/2 = 212.5 → 212 = d4,
+    # (84+7b)/2 = 127.5 → 128 = 80 (round half to even)
+    assert heat_color(0.9) == "#b1d480"
 
 
 def test_cli_report_writes_xlsx_and_html_and_bad_input_exits_2(tmp_path, capsys):
@@ -278,17 +660,15 @@ def test_cli_report_writes_xlsx_and_html_and_bad_input_exits_2(tmp_path, capsys)
     assert "budgets.csv, row 2, column gpu_hours" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="headless Chromium (chromium) is not on PATH: no screenshot taken")
-def test_chromium_renders_a_screenshot(sample, tmp_path):  # pragma: no cover
-    import subprocess
-
+def test_chromium_renders_a_screenshot(sample, tmp_path):
+    need("chromium", why="the HTML report's screenshot in headless Chromium")
     from planner.reports.html import write_html
+    from planner.reports.screenshots import HTML_PNG, html_screenshot, png_size
 
     scenario, plan, _, _ = sample
     page = write_html(plan, scenario, tmp_path / "report.html")
-    shot = tmp_path / "report.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
-                   check=True, timeout=120)
-    assert shot.stat().st_size > 0
+    started = time.perf_counter()
+    shot = html_screenshot(page, tmp_path / HTML_PNG)
+    print(f"Chromium screenshot in {time.perf_counter() - started:.1f} s")
+    assert png_size(shot) == (900, 1950)  # 1200 × 2600 CSS pixels at scale 0.75
+    assert 20_000 < shot.stat().st_size < 400_000  # a page drawn, small enough to commit

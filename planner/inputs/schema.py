@@ -256,8 +256,11 @@ CONFIG_FIELDS: Mapping[str, Field] = MappingProxyType({f.name: f for f in CONFIG
 SCENARIO_SHEET_COLUMNS = ("key", "value")
 
 #: Sheets of the quarterly report (``planner report``) that a workbook scenario may also
-#: hold; reading skips them. None equals an input sheet ignoring case.
-REPORT_SHEETS = ("Summary", "Budget tree", "Reservation plan", "Next quarter", "About")
+#: hold; reading skips them. None equals an input sheet ignoring case (Excel refuses two
+#: sheets that differ only in case: hence "Budget tree", not "Budgets", and "Cluster use",
+#: not "Clusters").
+REPORT_SHEETS = ("Summary", "Budget tree", "Pacing", "Cluster use", "Reservation plan",
+                 "Next quarter", "About")
 
 
 def _default_text(f: Field) -> str:

@@ -11,7 +11,16 @@ normalized GPU-hours (``ngh`` = GPU-hours × the GPU type's rate).
 - per org node (areas, teams, projects): budget, used, planned, forecast = used +
   planned, all NGH, from the plan's ``budgets`` rows summed up the org tree;
 - risks: projects forecast over :data:`OVER` or under :data:`UNDER` of their budget,
-  and the unplaced reservations.
+  and the unplaced reservations;
+- by week of the quarter (7-day weeks from ``quarter_start``, the last one short): spend
+  per area (NGH), and per cluster the busy GPU-hours against capacity.
+
+Two sources, used the same way everywhere: :func:`usage_so_far` (what ran, each job
+clipped to ``[quarter_start, as_of)``) and :func:`grants` (what the plan grants from
+``as_of``: elastic allocations spread evenly over their period, reservations clipped to
+``as_of``). Spend charged to a budget is usage plus guaranteed and reserved grants, so a
+project's weeks add up to its ``used + planned`` (the forecast); opportunistic grants are
+beyond budget and shown apart.
 """
 
 from __future__ import annotations
@@ -20,9 +29,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from planner.inputs import Scenario
+from planner.model.problem import overlap_hours
 
 OVER = 1.0  # forecast above this share of the budget: overrun risk
 UNDER = 0.8  # forecast below this share of the budget: budget left unused
@@ -87,6 +98,72 @@ class Risk:
 
 
 @dataclass(frozen=True)
+class Week:
+    """One week of the quarter: ``[start, end)``, 7 days from ``quarter_start`` (last short)."""
+
+    number: int  # 1-based
+    start: pd.Timestamp
+    end: pd.Timestamp
+    actual_share: float  # share of the week before as_of: 1 actual, 0 planned
+    elapsed: float  # share of the quarter elapsed at the week's end
+
+    @property
+    def basis(self) -> str:
+        """Where the week's figures come from: usage, the plan, or both around as_of."""
+        if self.actual_share >= 1.0:
+            return "actual"
+        return "planned" if self.actual_share <= 0.0 else "actual, then planned"
+
+    @property
+    def label(self) -> str:
+        """``W7 11-12``: number and start date."""
+        return f"W{self.number} {self.start:%m-%d}"
+
+
+@dataclass(frozen=True)
+class AreaPace:
+    """One area's spend by week (NGH): actual from usage, planned from the plan."""
+
+    area: str
+    budget: float
+    actual: tuple[float, ...]  # usage in the week (before as_of)
+    planned: tuple[float, ...]  # guaranteed + reserved grants in the week (after as_of)
+    opportunistic: tuple[float, ...]  # opportunistic grants: beyond budget, not spend
+
+    @property
+    def spend(self) -> tuple[float, ...]:
+        """Spend charged to the budget per week: actual + planned."""
+        return tuple(a + p for a, p in zip(self.actual, self.planned, strict=True))
+
+    @property
+    def cumulative(self) -> tuple[float, ...]:
+        """Spend to the end of each week; the last one is the area's forecast."""
+        return tuple(float(x) for x in np.cumsum(self.spend))
+
+    def pace(self, weeks: tuple[Week, ...]) -> tuple[float, ...]:
+        """The even-pace budget line at each week's end: budget × elapsed share."""
+        return tuple(self.budget * w.elapsed for w in weeks)
+
+
+@dataclass(frozen=True)
+class ClusterWeeks:
+    """One cluster by week (GPU-hours), and its grants from as_of by kind."""
+
+    cluster: str
+    gpus: int
+    capacity: tuple[float, ...]  # GPUs × hours of the week
+    busy: tuple[float, ...]  # usage before as_of + all grants after
+    guaranteed: float  # elastic, within budget, as_of → quarter end
+    opportunistic: float  # elastic, beyond budget
+    reserved: float  # whole-node reservations
+
+    @property
+    def utilization(self) -> tuple[float, ...]:
+        """Busy ÷ capacity per week."""
+        return tuple(b / c if c else 0.0 for b, c in zip(self.busy, self.capacity, strict=True))
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the report shows."""
 
@@ -95,6 +172,9 @@ class Report:
     clusters: tuple[ClusterRow, ...]
     budget_rows: tuple[BudgetRow, ...]  # org tree, depth first, parents before children
     risks: tuple[Risk, ...]
+    weeks: tuple[Week, ...]
+    pacing: tuple[AreaPace, ...]  # areas in org order
+    cluster_weeks: tuple[ClusterWeeks, ...]  # clusters in plan order
 
     @property
     def areas(self) -> tuple[BudgetRow, ...]:
@@ -120,33 +200,145 @@ def _hours(a: pd.Timestamp, b: pd.Timestamp) -> float:
     return max(0.0, (b - a).total_seconds() / 3600)
 
 
-def cluster_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[ClusterRow, ...]:
-    """Capacity, planned and used GPU-hours per cluster."""
-    as_of, q_start, q_end = (pd.Timestamp(plan[k]) for k in ("as_of", "quarter_start",
-                                                               "quarter_end"))
+def _stamps(plan: dict[str, Any]) -> tuple[pd.Timestamp, pd.Timestamp, pd.Timestamp]:
+    return tuple(pd.Timestamp(plan[k]) for k in ("as_of", "quarter_start", "quarter_end"))
+
+
+GRANT_KINDS = ("guaranteed", "opportunistic", "reserved")
+
+
+def grants(plan: dict[str, Any]) -> pd.DataFrame:
+    """What the plan grants from as_of: project, cluster, kind, start, end, gpu_hours.
+
+    Elastic allocations hold their period; reservations are clipped to ``[as_of, end of
+    the last period)``, the stretch the plan's budgets count.
+    """
+    as_of = pd.Timestamp(plan["as_of"])
+    period = {p["start"]: (pd.Timestamp(p["start"]), pd.Timestamp(p["end"]))
+              for p in plan["periods"]}
+    horizon_end = max((end for _, end in period.values()), default=as_of)
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    rows = [(a["project"], a["cluster"], a["kind"], *period[a["period_start"]],
+             float(a["gpu_hours"])) for a in plan["allocations"]]
+    for r in plan["reservations"]:
+        start = max(pd.Timestamp(r["start"]), as_of)
+        end = min(pd.Timestamp(r["end"]), horizon_end)
+        rows.append((r["project"], r["cluster"], "reserved", start, end,
+                     r["nodes"] * gpn[r["cluster"]] * _hours(start, end)))
+    frame = pd.DataFrame(rows, columns=["project", "cluster", "kind", "start", "end",
+                                        "gpu_hours"])
+    return frame[frame["end"] > frame["start"]].reset_index(drop=True)
+
+
+def usage_so_far(plan: dict[str, Any], scenario: Scenario) -> pd.DataFrame:
+    """What ran in the quarter so far: project, cluster, start, end, gpu_hours.
+
+    Each usage job is clipped to ``[quarter_start, as_of)``; gpu_hours = GPUs × the
+    clipped hours (the plan's ``used`` counts the same stretch).
+    """
+    as_of, q_start, q_end = _stamps(plan)
+    usage = scenario.usage
+    start = usage["start"].clip(lower=q_start)
+    end = usage["end"].clip(upper=min(as_of, q_end))
+    hours = ((end - start).dt.total_seconds() / 3600).clip(lower=0)
+    frame = pd.DataFrame({"project": usage["project"], "cluster": usage["cluster"],
+                          "start": start, "end": end,
+                          "gpu_hours": usage["gpus"].astype(float) * hours})
+    return frame[frame["gpu_hours"] > 0].reset_index(drop=True)
+
+
+def cluster_rows(plan: dict[str, Any], granted: pd.DataFrame,
+                 ran: pd.DataFrame) -> tuple[ClusterRow, ...]:
+    """Capacity, planned and used GPU-hours per cluster (from grants and usage_so_far)."""
+    as_of, q_start, _ = _stamps(plan)
     horizon = sum(_hours(pd.Timestamp(p["start"]), pd.Timestamp(p["end"]))
                   for p in plan["periods"])
-    planned: dict[str, float] = defaultdict(float)
-    for a in plan["allocations"]:
-        planned[a["cluster"]] += a["gpu_hours"]
-    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
-    for r in plan["reservations"]:
-        hours = _hours(max(pd.Timestamp(r["start"]), as_of), pd.Timestamp(r["end"]))
-        planned[r["cluster"]] += r["nodes"] * gpn[r["cluster"]] * hours
-    used: dict[str, float] = defaultdict(float)
-    usage = scenario.usage
-    if not usage.empty:
-        start = usage["start"].clip(lower=q_start)
-        end = usage["end"].clip(upper=min(as_of, q_end))
-        hours = ((end - start).dt.total_seconds() / 3600).clip(lower=0)
-        for cluster, value in (usage["gpus"] * hours).groupby(usage["cluster"]).sum().items():
-            used[str(cluster)] = float(value)
+    planned = granted.groupby("cluster")["gpu_hours"].sum()
+    used = ran.groupby("cluster")["gpu_hours"].sum()
     elapsed = _hours(q_start, as_of)
     return tuple(ClusterRow(c["cluster"], c["gpu_type"], c["nodes"] * c["gpus_per_node"],
                             c["rate"], c["nodes"] * c["gpus_per_node"] * horizon,
-                            planned[c["cluster"]], c["nodes"] * c["gpus_per_node"] * elapsed,
-                            used[c["cluster"]])
+                            float(planned.get(c["cluster"], 0.0)),
+                            c["nodes"] * c["gpus_per_node"] * elapsed,
+                            float(used.get(c["cluster"], 0.0)))
                  for c in plan["clusters"])
+
+
+def weeks(plan: dict[str, Any]) -> tuple[Week, ...]:
+    """The quarter's weeks: 7 days from ``quarter_start``, the last one ending at quarter end."""
+    as_of, q_start, q_end = _stamps(plan)
+    quarter = _hours(q_start, q_end)
+    out = []
+    start = q_start
+    while start < q_end:
+        end = min(start + pd.Timedelta(days=7), q_end)
+        out.append(Week(len(out) + 1, start, end,
+                        min(1.0, _hours(start, as_of) / _hours(start, end)),
+                        _hours(q_start, end) / quarter))
+        start = end
+    return tuple(out)
+
+
+def by_week(frame: pd.DataFrame, weeks_: tuple[Week, ...]) -> np.ndarray:
+    """Each row's ``gpu_hours`` spread evenly over its ``[start, end)``: (rows, weeks)."""
+    if frame.empty:
+        return np.zeros((0, len(weeks_)))
+    naive = [np.array([getattr(w, k).tz_convert(None).to_datetime64() for w in weeks_],
+                      dtype="datetime64[s]") for k in ("start", "end")]
+    hours = overlap_hours(frame["start"].dt.tz_convert(None), frame["end"].dt.tz_convert(None),
+                          *naive)
+    length = ((frame["end"] - frame["start"]).dt.total_seconds() / 3600).to_numpy()
+    return hours * (frame["gpu_hours"].to_numpy() / length)[:, None]
+
+
+def _per_key(keys: pd.Series, values: np.ndarray, order: list[str]) -> np.ndarray:
+    """Rows of ``values`` summed by ``keys``, in ``order`` (missing keys: zeros)."""
+    summed = pd.DataFrame(values).groupby(keys.to_numpy()).sum()
+    return summed.reindex(order, fill_value=0.0).to_numpy(dtype=float)
+
+
+def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...],
+           weeks_: tuple[Week, ...], granted: pd.DataFrame,
+           ran: pd.DataFrame) -> tuple[AreaPace, ...]:
+    """Spend per area by week in NGH: usage, then guaranteed + reserved, and opportunistic."""
+    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+
+    def area(node: str) -> str:
+        while parent.get(node):
+            node = parent[node]
+        return node
+
+    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
+    areas = [r.node for r in rows if r.depth == 0]
+    out = {}
+    charged = granted["kind"] != "opportunistic"
+    for name, frame in (("actual", ran),
+                        ("planned", granted[charged]),
+                        ("opportunistic", granted[~charged])):
+        ngh = by_week(frame, weeks_) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
+        out[name] = _per_key(frame["project"].map(area), ngh, areas)
+    budget = {r.node: r.budget for r in rows if r.depth == 0}
+    return tuple(AreaPace(a, budget[a], *(tuple(float(x) for x in out[k][i])
+                                         for k in ("actual", "planned", "opportunistic")))
+                 for i, a in enumerate(areas))
+
+
+def cluster_weeks(plan: dict[str, Any], weeks_: tuple[Week, ...], granted: pd.DataFrame,
+                  ran: pd.DataFrame) -> tuple[ClusterWeeks, ...]:
+    """Busy GPU-hours and capacity per cluster and week; grants from as_of by kind."""
+    names = [c["cluster"] for c in plan["clusters"]]
+    busy = sum(_per_key(f["cluster"], by_week(f, weeks_), names) for f in (ran, granted))
+    kinds = granted.pivot_table(index="cluster", columns="kind", values="gpu_hours",
+                                aggfunc="sum").reindex(index=names, columns=list(GRANT_KINDS))
+    kinds = kinds.fillna(0.0)
+    out = []
+    for i, c in enumerate(plan["clusters"]):
+        gpus = c["nodes"] * c["gpus_per_node"]
+        out.append(ClusterWeeks(c["cluster"], gpus,
+                                tuple(gpus * _hours(w.start, w.end) for w in weeks_),
+                                tuple(float(x) for x in busy[i]),
+                                *(float(kinds.at[c["cluster"], k]) for k in GRANT_KINDS)))
+    return tuple(out)
 
 
 def budget_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[BudgetRow, ...]:
@@ -204,5 +396,9 @@ def risks(plan: dict[str, Any], rows: tuple[BudgetRow, ...]) -> tuple[Risk, ...]
 def build_report(plan: dict[str, Any], scenario: Scenario) -> Report:
     """The report's content from a plan and the scenario it was planned from."""
     rows = budget_rows(plan, scenario)
+    weeks_ = weeks(plan)
+    granted, ran = grants(plan), usage_so_far(plan, scenario)
     return Report(plan, quarter_label(pd.Timestamp(plan["quarter_start"])),
-                  cluster_rows(plan, scenario), rows, risks(plan, rows))
+                  cluster_rows(plan, granted, ran), rows, risks(plan, rows), weeks_,
+                  pacing(plan, scenario, rows, weeks_, granted, ran),
+                  cluster_weeks(plan, weeks_, granted, ran))

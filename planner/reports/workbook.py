@@ -2,7 +2,10 @@
 
 Sheets: *Summary* (capacity, utilization, budget vs. used vs. planned per area, a bar
 chart, headline risks), *Budget tree* (the org tree with outline levels and live
-``SUM`` subtotals), *Reservation plan* (placed and unplaced), *Next quarter* (how to
+``SUM`` subtotals), *Pacing* (cumulative spend per area by week against the even-pace
+budget line, live formulas and a line chart), *Cluster use* (utilization per cluster and
+week as a colour-scale heat map; guaranteed, opportunistic and reserved GPU-hours),
+*Reservation plan* (placed and unplaced), *Next quarter* (how to
 edit and re-plan), *About* (provenance), and then the scenario itself in the workbook
 form ``planner run`` reads (sheets ``scenario``, ``clusters``, ``org``, ``budgets``,
 ``demand``, ``reservations``, ``usage``), pre-filled from this quarter.
@@ -29,7 +32,8 @@ from typing import Any
 import pandas as pd
 from openpyxl import Workbook
 from openpyxl.cell.cell import Cell
-from openpyxl.chart import BarChart, Reference
+from openpyxl.chart import BarChart, LineChart, Reference, Series
+from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
@@ -46,7 +50,7 @@ from planner.inputs.schema import (
 from planner.reports.content import OVER, UNDER, Report, build_report
 from planner.times import iso
 
-SUMMARY, BUDGETS, RESERVATIONS, NEXT, ABOUT = REPORT_SHEETS
+SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT = REPORT_SHEETS
 
 NGH = "#,##0"
 PCT = "0.0%"
@@ -54,6 +58,10 @@ DATE = "yyyy-mm-dd hh:mm"
 BOLD = Font(bold=True)
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
 TITLE = Font(bold=True, size=14)
+BASIS_FILL = {"actual": None, "actual, then planned": PatternFill("solid", fgColor="FFF2CC"),
+              "planned": PatternFill("solid", fgColor="E2EFDA")}
+AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377C2",
+               "7F7F7F", "BCBD22", "17BECF")  # one per area, cycled; pace line dashed
 
 
 # --------------------------------------------------------------------------- cells
@@ -204,7 +212,7 @@ def _summary(ws: Worksheet, report: Report) -> None:
         put(ws, i, 3, risk.detail)
     if not report.risks:
         put(ws, row + 1, 1, "none")
-    widths(ws, [28, 14, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
+    widths(ws, [28, 17, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
     ws.freeze_panes = "A2"
     ws.page_setup.orientation = "landscape"
     ws.page_setup.fitToWidth = 1
@@ -251,6 +259,202 @@ def _budgets(ws: Worksheet, report: Report) -> None:
     ws.page_setup.orientation = "landscape"
 
 
+PACING_FIXED = ("week", "start", "end", "basis", "quarter elapsed")
+PACING_PER_AREA = ("spend NGH", "cumulative NGH", "even pace NGH")
+PACING_TOTAL = ("institute spend NGH", "institute cumulative NGH", "institute even pace NGH",
+                "of which actual NGH", "opportunistic NGH (beyond budget)")
+
+
+def pacing_columns(report: Report) -> dict[tuple[str, str], int]:
+    """Column of each (area, figure) on the *Pacing* sheet; area "" for the institute."""
+    at = {}
+    col = len(PACING_FIXED) + 1
+    for a in report.pacing:
+        for name in PACING_PER_AREA:
+            at[(a.area, name)] = col
+            col += 1
+    for name in PACING_TOTAL:
+        at[("", name)] = col
+        col += 1
+    return at
+
+
+def _pacing(ws: Worksheet, report: Report) -> None:
+    """Cumulative spend per area by week against the even-pace line, and a line chart.
+
+    Cumulative and pace cells are live formulas; the pace reads the area's budget
+    subtotal on *Budget tree*.
+    """
+    at = pacing_columns(report)
+    names = list(PACING_FIXED) + [f"{area} {name}" if area else name
+                                  for (area, name) in at]
+    header(ws, 1, names)
+    tree = budget_tree_rows(report)
+    letter = {key: get_column_letter(col) for key, col in at.items()}
+    for i, w in enumerate(report.weeks, start=2):
+        put(ws, i, 1, f"W{w.number}")
+        put(ws, i, 2, w.start, DATE)
+        put(ws, i, 3, w.end, DATE)
+        basis = put(ws, i, 4, w.basis)
+        if BASIS_FILL[w.basis]:
+            basis.fill = BASIS_FILL[w.basis]
+        put(ws, i, 5, w.elapsed, PCT)
+        for a in report.pacing:
+            spend, cum = letter[(a.area, "spend NGH")], letter[(a.area, "cumulative NGH")]
+            put(ws, i, at[(a.area, "spend NGH")], a.spend[w.number - 1], NGH)
+            put_formula(ws, i, at[(a.area, "cumulative NGH")],
+                        f"={spend}{i}" if i == 2 else f"={cum}{i - 1}+{spend}{i}", NGH)
+            put_formula(ws, i, at[(a.area, "even pace NGH")],
+                        f"='{BUDGETS}'!$C${tree[a.area]}*$E{i}", NGH)
+        total, cum = letter[("", PACING_TOTAL[0])], letter[("", PACING_TOTAL[1])]
+        spends = ",".join(f"{letter[(a.area, 'spend NGH')]}{i}" for a in report.pacing)
+        paces = ",".join(f"{letter[(a.area, 'even pace NGH')]}{i}" for a in report.pacing)
+        put_formula(ws, i, at[("", PACING_TOTAL[0])], f"=SUM({spends})", NGH)
+        put_formula(ws, i, at[("", PACING_TOTAL[1])],
+                    f"={total}{i}" if i == 2 else f"={cum}{i - 1}+{total}{i}", NGH)
+        put_formula(ws, i, at[("", PACING_TOTAL[2])], f"=SUM({paces})", NGH)
+        put(ws, i, at[("", PACING_TOTAL[3])],
+            sum(a.actual[w.number - 1] for a in report.pacing), NGH)
+        put(ws, i, at[("", PACING_TOTAL[4])],
+            sum(a.opportunistic[w.number - 1] for a in report.pacing), NGH)
+    last = len(report.weeks) + 1
+    as_of = _stamp(report.plan["as_of"]).strftime("%Y-%m-%d")
+    notes = [
+        f"Spend charged to budgets, NGH: usage up to {as_of} (basis actual), guaranteed and "
+        "reserved grants of the plan after it (basis planned). The last cumulative figure "
+        "is the area's forecast on Summary.",
+        "Even pace: the area's budget (Budget tree) × the share of the quarter elapsed at "
+        "the week's end. Opportunistic grants are beyond budget and not in spend.",
+    ]
+    for k, line in enumerate(notes, start=last + 2):
+        put(ws, k, 1, line)
+
+    chart = LineChart()
+    chart.title = f"Cumulative spend vs. even pace per area (NGH; planned after {as_of})"
+    chart.y_axis.title = "NGH"
+    chart.y_axis.numFmt = "#,##0"
+    chart.x_axis.title = "week of the quarter"
+    for k, a in enumerate(report.pacing):
+        color = AREA_COLORS[k % len(AREA_COLORS)]
+        for name, dash in (("cumulative NGH", None), ("even pace NGH", "dash")):
+            col = at[(a.area, name)]
+            series = Series(Reference(ws, min_col=col, min_row=1, max_row=last),
+                            title_from_data=True)
+            series.graphicalProperties.line.solidFill = color
+            series.graphicalProperties.line.width = 22000 if dash is None else 15000
+            if dash:
+                series.graphicalProperties.line.dashStyle = dash
+            series.marker.symbol = "none"
+            series.smooth = False
+            chart.series.append(series)
+    chart.set_categories(Reference(ws, min_col=1, min_row=2, max_row=last))
+    chart.height, chart.width = 10, 24
+    ws.add_chart(chart, f"A{last + len(notes) + 3}")
+
+    ws.freeze_panes = "B2"
+    ws.auto_filter.ref = f"A1:{get_column_letter(len(names))}{last}"
+    widths(ws, [7, 16, 16, 19, 9] + [14] * (len(names) - len(PACING_FIXED)))
+    ws.row_dimensions[1].height = 45
+    for cell in ws[1]:
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
+    ws.print_title_rows = "1:1"
+    _landscape(ws)
+
+
+def _landscape(ws: Worksheet) -> None:
+    """Print landscape, one page wide."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+
+
+HEAT_COLUMNS = ("cluster", "GPU type", "GPUs")
+KIND_COLUMNS = ("cluster", "guaranteed GPU-h", "opportunistic GPU-h", "reserved GPU-h",
+                "granted GPU-h", "capacity GPU-h (as of → end)", "granted %")
+
+
+def cluster_use_rows(report: Report) -> dict[str, int]:
+    """Header rows of the *Cluster use* sheet's blocks: ``heat``, ``busy``, ``kinds``."""
+    n = len(report.cluster_weeks)
+    busy = n + 7  # heat map, blank, basis and week-hours rows, blank, title
+    return {"heat": 1, "busy": busy, "kinds": busy + n + 4}
+
+
+def _cluster_use(ws: Worksheet, report: Report) -> None:
+    """Utilization per cluster and week as a colour-scale heat map, and grants by kind.
+
+    Below the heat map: the busy GPU-hours behind it, then the grants from as_of by kind
+    (guaranteed, opportunistic, reserved) with a stacked bar chart.
+    """
+    rows = cluster_use_rows(report)
+    weeks = report.weeks
+    first_week = len(HEAT_COLUMNS) + 1
+    last_col = get_column_letter(len(HEAT_COLUMNS) + len(weeks))
+    header(ws, 1, list(HEAT_COLUMNS) + [w.label for w in weeks])
+    n = len(report.cluster_weeks)
+    for i, c in enumerate(report.cluster_weeks, start=2):
+        put(ws, i, 1, c.cluster)
+        put(ws, i, 3, c.gpus, "#,##0")
+        for j, share in enumerate(c.utilization, start=first_week):
+            put(ws, i, j, share, "0%")
+    for i, row in zip(range(2, n + 2), report.clusters, strict=True):
+        put(ws, i, 2, row.gpu_type)
+    if n:
+        ws.conditional_formatting.add(
+            f"{get_column_letter(first_week)}2:{last_col}{n + 1}",
+            ColorScaleRule(start_type="num", start_value=0, start_color="F8696B",
+                           mid_type="num", mid_value=0.8, mid_color="FFEB84",
+                           end_type="num", end_value=1, end_color="63BE7B"))
+    put(ws, n + 3, 1, "basis").font = BOLD
+    put(ws, n + 4, 1, "week hours").font = BOLD
+    for j, w in enumerate(weeks, start=first_week):
+        cell = put(ws, n + 3, j, w.basis)
+        if BASIS_FILL[w.basis]:
+            cell.fill = BASIS_FILL[w.basis]
+        put(ws, n + 4, j, (w.end - w.start).total_seconds() / 3600, "0")
+
+    busy = rows["busy"]
+    put(ws, busy - 1, 1, "Busy GPU-hours: usage before as of, all grants (guaranteed, "
+                         "opportunistic, reserved) after it; utilization = busy ÷ (GPUs × "
+                         "week hours)").font = BOLD
+    header(ws, busy, ["cluster", "", ""] + [w.label for w in weeks])
+    for i, c in enumerate(report.cluster_weeks, start=busy + 1):
+        put(ws, i, 1, c.cluster)
+        for j, value in enumerate(c.busy, start=first_week):
+            put(ws, i, j, value, NGH)
+
+    kinds = rows["kinds"]
+    put(ws, kinds - 1, 1, "Grants as of → quarter end per cluster (GPU-hours)").font = BOLD
+    header(ws, kinds, KIND_COLUMNS)
+    for i, (c, row) in enumerate(zip(report.cluster_weeks, report.clusters, strict=True),
+                                 start=kinds + 1):
+        put(ws, i, 1, c.cluster)
+        for j, value in enumerate((c.guaranteed, c.opportunistic, c.reserved), start=2):
+            put(ws, i, j, value, NGH)
+        put_formula(ws, i, 5, f"=SUM(B{i}:D{i})", NGH)
+        put(ws, i, 6, row.capacity_gpu_h, NGH)
+        put_formula(ws, i, 7, f"=IF(F{i}>0,E{i}/F{i},0)", PCT)
+    last = kinds + n
+    chart = BarChart()
+    chart.type = "bar"
+    chart.grouping = "stacked"
+    chart.overlap = 100
+    chart.title = "Guaranteed, opportunistic and reserved GPU-hours per cluster"
+    chart.x_axis.numFmt = "#,##0"
+    chart.add_data(Reference(ws, min_col=2, max_col=4, min_row=kinds, max_row=last),
+                   titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=kinds + 1, max_row=last))
+    chart.height, chart.width = 8, 18
+    ws.add_chart(chart, f"I{kinds - 1}")
+
+    ws.freeze_panes = "B2"
+    ws.auto_filter.ref = f"A1:{last_col}{n + 1}"
+    widths(ws, [14, 12, 9] + [10] * len(weeks))
+    ws.print_title_rows = "1:1"
+    _landscape(ws)
+
+
 def _reservations(ws: Worksheet, report: Report) -> None:
     plan = report.plan
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
@@ -292,8 +496,8 @@ def _next_quarter(ws: Worksheet, report: Report) -> None:
         "2. In the sheet `scenario`, set quarter_start, quarter_end and as_of to the new "
         "quarter; infra replaces demand, reservations and usage.",
         "3. Re-plan: planner run THIS-FILE.xlsx (planner validate THIS-FILE.xlsx lists "
-        "every problem at once). The report sheets (Summary, Budget tree, Reservation "
-        "plan, Next quarter, About) are ignored on input.",
+        "every problem at once). The report sheets "
+        f"({', '.join(REPORT_SHEETS)}) are ignored on input.",
         "",
         "This quarter, per project (NGH), for reference:",
     ]
@@ -383,7 +587,8 @@ def build_workbook(report: Report, scenario: Scenario) -> Workbook:
     """The workbook in memory."""
     book = Workbook()
     book.remove(book.active)
-    for name, fill in ((SUMMARY, _summary), (BUDGETS, _budgets), (RESERVATIONS, _reservations),
+    for name, fill in ((SUMMARY, _summary), (BUDGETS, _budgets), (PACING, _pacing),
+                       (CLUSTER_USE, _cluster_use), (RESERVATIONS, _reservations),
                        (NEXT, _next_quarter), (ABOUT, _about)):
         fill(book.create_sheet(name), report)
     _scenario_sheets(book, scenario)
