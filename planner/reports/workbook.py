@@ -57,6 +57,7 @@ PCT = "0.0%"
 DATE = "yyyy-mm-dd hh:mm"
 BOLD = Font(bold=True)
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
+HEADER_ALIGN = Alignment(wrap_text=True, vertical="bottom")
 TITLE = Font(bold=True, size=14)
 BASIS_FILL = {"actual": None, "actual, then planned": PatternFill("solid", fgColor="FFF2CC"),
               "planned": PatternFill("solid", fgColor="E2EFDA")}
@@ -97,11 +98,12 @@ def put_formula(ws: Worksheet, row: int, col: int, formula: str, fmt: str | None
 
 
 def header(ws: Worksheet, row: int, names: Sequence[str], col: int = 1) -> None:
-    """A bold, shaded header row."""
+    """A bold, shaded header row; long names wrap inside their column, never overflow."""
     for j, name in enumerate(names):
         cell = put(ws, row, col + j, name)
         cell.font = BOLD
         cell.fill = HEADER_FILL
+        cell.alignment = HEADER_ALIGN
 
 
 def widths(ws: Worksheet, values: Sequence[float]) -> None:
