@@ -7,15 +7,19 @@ What it sets:
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
-  nothing is planned). Its ``RawUsage`` is reset, because the limit already nets out usage;
+  nothing is planned), made the account's ``DefaultQOS`` so that it binds jobs that name
+  no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
+  nets out the usage so far; re-applying the same limit keeps the usage accrued since;
 - **reservations**: every planned reservation, ``ReservationName=<request id>``, whole nodes
   (``NodeCnt`` in ``PartitionName=<cluster>``), ``Accounts=<project account>``,
   ``Flags=IGNORE_JOBS`` (created even while jobs still run on the nodes it will take).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
-QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values;
-a reservation is updated in place when ``scontrol show reservation`` finds it, created
-otherwise, deleted only if it exists. Times are UTC (``TZ=UTC`` for scontrol's parser).
+QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
+only where ``sacctmgr show`` reads other values (a ``modify`` that changes nothing exits 1,
+"Nothing modified"); a reservation is updated in place when ``scontrol show reservation``
+finds it, created otherwise, deleted only if it exists. Times are UTC (``TZ=UTC`` for
+scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
 moved/resized and dropped reservations, and QOS whose limit changed. Accounts come from the
@@ -95,6 +99,8 @@ def budget_minutes(plan: dict[str, Any]) -> dict[str, int]:
 
 
 def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
+    # `sacctmgr modify` that changes nothing exits 1 ("Nothing modified"), which would stop
+    # the script under `set -e`: modify only when the account's association differs
     lines = []
     for node in nodes:
         name, parent = account(node), account(tree.parent[node]) if tree.parent[node] else "root"
@@ -102,15 +108,23 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
         desc = shlex.quote(f"org:{node}")
         lines.append(f"sacctmgr -n show account {name} | grep -q . || sacctmgr -i add account "
                      f"{name} parent={parent} fairshare={share} Description={desc}")
-        lines.append(f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
+        lines.append(f"sacctmgr -n -P show assoc account={name} format=user,parentname,share "
+                     f"| grep -qx '|{parent}|{share}' || "
+                     f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
     return lines
 
 
 def _qos_lines(project: str, minutes: int) -> list[str]:
-    q, acct = qos_name(project), account(project)
+    # a new limit starts from zero usage (the limit nets out the usage so far); re-applying the
+    # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
+    # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
+    # DefaultQOS makes the budget bind the account's jobs that name no --qos.
+    q, acct, tres = qos_name(project), account(project), f"gres/gpu={minutes}"
     return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
-            f"sacctmgr -i modify qos {q} set GrpTRESMins=gres/gpu={minutes} RawUsage=0",
-            f"sacctmgr -i modify account {acct} set qos+={q}"]
+            f"sacctmgr -n -P show qos {q} format=grptresmins | grep -qx '{tres}' || "
+            f"{{ sacctmgr -i modify qos {q} set GrpTRESMins={tres} && "
+            f"sacctmgr -i modify qos {q} set RawUsage=0; }}",
+            f"sacctmgr -i modify account {acct} set qos+={q} DefaultQOS={q}"]
 
 
 def _exists(name: str) -> str:
