@@ -5,7 +5,11 @@ It understands exactly the commands the Slurm exporter emits and fails the way S
 idempotence: adding an account, QOS or reservation that exists is an error, as is
 modifying, updating or deleting one that does not, and a ``sacctmgr modify`` that changes
 nothing (" Nothing modified", exit 1). ``modify qos ... set RawUsage=0`` resets the usage
-and silently drops any other setting in the same command, as the real one does. State is a JSON file
+and silently drops any other setting in the same command, as the real one does. Against
+the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
+more than 10 minutes in the past cannot be created ("Invalid time specified"), and a
+begun one takes no new ``StartTime`` ("Reservation already started"); ``StartTime=now``
+is stored as that clock. State is a JSON file
 (``FAKE_SLURM_STATE``); every call is appended to ``FAKE_SLURM_LOG``.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 
@@ -84,11 +89,17 @@ def _scontrol(state: dict, args: list[str]) -> int:
         fields = " ".join(f"{k}={v}" for k, v in sorted(table[name].items()))
         print(f"ReservationName={name} {fields}")
         return 0
+    now = os.environ["FAKE_SLURM_NOW"]
     if args[:2] == ["create", "reservation"]:
         fields = _pairs(args[2:])
         name = fields.pop("ReservationName")
         if name in table:
             return 1
+        if fields.get("StartTime", "now") < _minus_minutes(now, 10):
+            print("Error creating the reservation: Invalid time specified", file=sys.stderr)
+            return 1
+        if fields.get("StartTime") == "now":
+            fields["StartTime"] = now
         table[name] = fields
         return 0
     fields = _pairs(args[1:])
@@ -96,6 +107,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
     if name not in table:
         return 1
     if args[0] == "update":
+        if "StartTime" in fields and table[name]["StartTime"] <= now:
+            print("Error updating the reservation: Reservation already started",
+                  file=sys.stderr)
+            return 1
         if "EndTime" in fields and "Duration" not in fields:
             table[name].pop("Duration", None)
         table[name].update(fields)
@@ -104,6 +119,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
         del table[name]
         return 0
     return 2
+
+
+def _minus_minutes(stamp: str, minutes: int) -> str:
+    return (datetime.fromisoformat(stamp) - timedelta(minutes=minutes)).isoformat()
 
 
 def main() -> int:

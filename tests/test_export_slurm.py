@@ -19,7 +19,7 @@ from tests.system import REQUIRED, need
 
 def commands(script: str) -> list[str]:
     return [line for line in script.splitlines() if line and not line.startswith("#")
-            and line not in ("set -eu", "export TZ=UTC")]
+            and line not in ("set -eu", "export TZ=UTC") and not line.startswith("now=")]
 
 
 def test_full_script_sets_accounts_budgets_and_reservations():
@@ -57,8 +57,10 @@ def test_every_create_is_guarded_so_rerunning_converges():
                             line), line
         elif "scontrol create" in line:
             name = re.search(r"ReservationName=(\S+)", line).group(1)
-            assert line.startswith(f"if scontrol -o show reservation {name} ")
-            assert f"then scontrol update ReservationName={name} " in line
+            # both branches ($now before its start or not) look before they create
+            assert line.startswith("if [[ $now < ")
+            assert line.count(f"if scontrol -o show reservation {name} ") == 2
+            assert line.count(f"then scontrol update ReservationName={name} ") == 2
         else:
             assert line.startswith("sacctmgr -i modify "), line
 
@@ -102,9 +104,14 @@ def test_running_reservation_only_moves_its_end():
     running = plan_copy()
     running["as_of"] = "2026-11-16T12:00:00Z"
     line = next(line for line in commands(export_slurm(running, ORG)) if "r1 " in line)
+    assert line.startswith("if scontrol -o show reservation r1 ")  # no $now test: it runs
     assert "scontrol update ReservationName=r1 EndTime=2026-11-17T00:00:00 " in line
     assert "StartTime=now EndTime=2026-11-17T00:00:00" in line
     assert D2 == "2026-11-17T00:00:00Z"
+    # a future one is decided when the script runs: its start may have passed by then
+    line = next(line for line in commands(export_slurm(running, ORG)) if "r2 " in line)
+    assert line.startswith("if [[ $now < 2026-11-17T00:00:00 ]]; then if scontrol -o show ")
+    assert "else if scontrol -o show reservation r2 " in line
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -128,14 +135,19 @@ class FakeSlurm:
             wrapper = self.bin / tool
             wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {tool} "$@"\n')
             wrapper.chmod(0o755)
+        # the script's clock ($now), before the fixture plan's first reservation by default
+        (self.bin / "date").write_text('#!/bin/sh\necho "$FAKE_SLURM_NOW"\n')
+        (self.bin / "date").chmod(0o755)
         self.state, self.log = root / "state.json", root / "calls.log"
         self.env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
-                    "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log)}
+                    "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log),
+                    "FAKE_SLURM_NOW": "2026-11-15T12:00:00"}
 
-    def apply(self, script: str) -> dict:
+    def apply(self, script: str, now: str | None = None) -> dict:
         import json
 
-        done = subprocess.run(["bash"], input=script, text=True, env=self.env,
+        env = self.env if now is None else {**self.env, "FAKE_SLURM_NOW": now}
+        done = subprocess.run(["bash"], input=script, text=True, env=env,
                               capture_output=True)
         assert done.returncode == 0, done.stderr
         return json.loads(self.state.read_text())
@@ -176,6 +188,24 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert replanned == fresh
     assert set(replanned["reservation"]) == {"r2"}
 
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_a_script_run_after_a_reservation_began_keeps_its_start_and_moves_only_its_end(
+        tmp_path):
+    script = export_slurm(PLAN, ORG)  # as of D1: r1 starts at D1, r2 at D2
+    slurm = FakeSlurm(tmp_path / "a")
+    ahead = slurm.apply(script)  # the day before
+    begun = slurm.apply(script, now="2026-11-16T06:00:00")  # r1 has begun: no StartTime
+    assert begun["reservation"]["r1"] == {
+        "StartTime": "2026-11-16T00:00:00", "EndTime": "2026-11-17T00:00:00",
+        "Accounts": "p1", "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
+    assert begun["reservation"]["r2"] == ahead["reservation"]["r2"]
+    # run late on an empty Slurm: r1 is created from now on (not from 6 hours ago)
+    late = FakeSlurm(tmp_path / "b").apply(script, now="2026-11-16T06:00:00")
+    assert late["reservation"]["r1"]["StartTime"] == "2026-11-16T06:00:00"
+    assert late["reservation"]["r1"]["EndTime"] == "2026-11-17T00:00:00"
+    assert late["reservation"]["r2"] == ahead["reservation"]["r2"]
 
 # --- the real Slurm ----------------------------------------------------------------------
 # Debian's slurm-wlm 22.05 with slurmdbd on MariaDB, started by tests/real_slurm.py in a
@@ -327,19 +357,23 @@ def _job(slurm, job_id: str) -> dict[str, str]:
 def test_real_slurm_runs_a_job_inside_its_reservation(real_slurm):
     from tests.real_slurm import node_names
 
-    # a plan whose first period began this hour: its reservation is running, so the
-    # exporter writes StartTime=now and the reservation is active at once
-    start = pd.Timestamp.now(tz="UTC").floor("h")
+    # a plan made as of the last full hour and applied only now: Slurm refuses a start more
+    # than a few minutes in the past, so the script creates the reservation from now on,
+    # and a second run (the reservation has begun) moves only its end
+    start = pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(hours=1)
     plan = shifted(PLAN, start)
-    plan["as_of"] = _stamp(max(pd.Timestamp.now(tz="UTC").floor("s"),
-                               start + pd.Timedelta(seconds=1)))
+    assert plan["as_of"] == _stamp(start)
     plan["reservations"] = [plan["reservations"][0] | {"request_id": "now-r1"}]
     script = export_slurm(plan, ORG)
-    assert "ReservationName=now-r1 StartTime=now EndTime=" in script
+    assert f"if [[ $now < {slurm_time(_stamp(start))} ]]; then " in script
+    real_slurm.bash(script)
+    created = real_slurm.reservations()["now-r1"]
     real_slurm.bash(script)
     resv = real_slurm.reservations()["now-r1"]
+    assert resv == created
     assert (resv["State"], resv["Accounts"], resv["EndTime"]) == \
         ("ACTIVE", "p1", slurm_time(plan["reservations"][0]["end"]))
+    assert resv["StartTime"] > slurm_time(_stamp(start + pd.Timedelta(minutes=59)))
     # users are the site's business, not the plan's: root may charge p1 and p2
     for acct in ("p1", "p2"):
         if not real_slurm.run("sacctmgr", "-n", "show", "assoc", f"account={acct}",

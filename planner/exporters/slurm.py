@@ -18,8 +18,10 @@ Every command is guarded so that re-running converges and never duplicates: an a
 QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
 only where ``sacctmgr show`` reads other values (a ``modify`` that changes nothing exits 1,
 "Nothing modified"); a reservation is updated in place when ``scontrol show reservation``
-finds it, created otherwise, deleted only if it exists. Times are UTC (``TZ=UTC`` for
-scontrol's parser).
+finds it, created otherwise, deleted only if it exists. A reservation whose start has
+passed when the script runs (``$now``, or the plan's ``as_of``) is running: only its end is
+updated, or it is created from ``StartTime=now`` (Slurm refuses starts in the past and start
+changes of a begun reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
 moved/resized and dropped reservations, and QOS whose limit changed. Accounts come from the
@@ -134,15 +136,20 @@ def _exists(name: str) -> str:
 def _reservation_line(r: dict[str, Any], as_of: str) -> str:
     name = reservation_name(r["request_id"])
     common = f"Accounts={account(r['project'])} NodeCnt={r['nodes']}"
-    if r["start"] < as_of:  # running: its start cannot move any more, only its end
-        when_update = f"EndTime={_slurm_time(r['end'])}"
-        when_create = f"StartTime=now EndTime={_slurm_time(r['end'])}"
-    else:
-        when_update = when_create = (f"StartTime={_slurm_time(r['start'])} "
-                                     f"Duration={_duration(r['start'], r['end'])}")
-    return (f"if {_exists(name)}; then scontrol update ReservationName={name} {when_update} "
-            f"{common}; else scontrol create reservation ReservationName={name} {when_create} "
-            f"{common} PartitionName={r['cluster']} Flags={FLAGS}; fi")
+    start, end = _slurm_time(r["start"]), _slurm_time(r["end"])
+    create = f"scontrol create reservation ReservationName={name}"
+    tail = f"{common} PartitionName={r['cluster']} Flags={FLAGS}"
+    # running: its start cannot move any more (Slurm: "Reservation already started"), only
+    # its end; created now, as Slurm refuses a start more than a few minutes in the past
+    running = (f"if {_exists(name)}; then scontrol update ReservationName={name} EndTime={end} "
+               f"{common}; else {create} StartTime=now EndTime={end} {tail}; fi")
+    if r["start"] < as_of:
+        return running
+    window = f"StartTime={start} Duration={_duration(r['start'], r['end'])}"
+    ahead = (f"if {_exists(name)}; then scontrol update ReservationName={name} {window} "
+             f"{common}; else {create} {window} {tail}; fi")
+    # the plan's future may have begun by the time the script runs: decided then, by $now
+    return f"if [[ $now < {start} ]]; then {ahead}; else {running}; fi"
 
 
 def _delete_line(request_id: str) -> str:
@@ -173,7 +180,9 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
             if "quarter_end" in plan else f"# valid from {plan['periods'][0]['start']}",
             "# idempotent: every command is guarded; re-running converges",
             "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
-            "set -eu", "export TZ=UTC", ""]
+            "set -eu", "export TZ=UTC",
+            "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
+            "is running", ""]
     lines: list[str] = []
     if previous is None or previous_org is not None:
         before = OrgTree.from_frame(previous_org) if previous_org is not None else None
