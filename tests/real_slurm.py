@@ -15,7 +15,18 @@ port each); a cluster becomes a partition of the same name, as the exporter's
 
 Teardown always runs and goes by PID: the daemons in reverse order of start, then any
 process still inside the namespace (job steps), then the holder. Based on
-``shared/executors/slurm-recipe.md``.
+``shared/executors/slurm-recipe.md``, plus what a namespace and a private munge need:
+
+- glibc's ``getaddrinfo(AI_ADDRCONFIG)``, which slurmdbd/slurmctld use for their listening
+  sockets, finds no IPv4 when 127.0.0.1 is the only address ("Unable to resolve (null)"):
+  a second loopback address, 127.0.0.2/32 on ``lo``, is enough;
+- munged runs as user ``munge`` on its own key and socket (the directory needs execute
+  permission for all); Slurm finds the socket through ``AuthInfo=socket=`` and, for the
+  connection to slurmdbd, ``AccountingStoragePass=`` (AuthInfo is not used for that);
+- MariaDB runs as root on its own datadir and socket (``--no-defaults``), slurmdbd reaches
+  it over TCP on 127.0.0.1 (``--skip-name-resolve``, user ``slurm@127.0.0.1``);
+- the cluster is added with ``sacctmgr`` before slurmctld starts (the recipe let slurmctld
+  register it and measured ~20 s waits; here each daemon answers within about a second).
 """
 
 from __future__ import annotations
@@ -156,10 +167,9 @@ class RealSlurm:
         return self.run("bash", "-s", stdin=script, timeout=timeout)
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        out = open(self.root / "log" / f"{name}.out", "wb")  # noqa: SIM115 (closed by teardown)
-        proc = subprocess.Popen(self._in_ns(argv), env=self.env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        out.close()  # the child holds its own copy
+        with open(self.root / "log" / f"{name}.out", "wb") as out:  # the child keeps a copy
+            proc = subprocess.Popen(self._in_ns(argv), env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.procs.append((name, proc))
         return proc
 
