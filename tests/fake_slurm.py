@@ -1,8 +1,15 @@
 """A stateful stand-in for ``sacctmgr`` and ``scontrol``, for the apply-script tests.
 
-It understands exactly the commands the Slurm exporter emits and fails the way Slurm does
-where it matters for idempotence: adding an account, QOS or reservation that exists is an
-error, as is modifying, updating or deleting one that does not. State is a JSON file
+It understands exactly the commands the Slurm exporter emits and fails the way Slurm
+(22.05, checked against the real one in ``test_real_slurm_*``) does where it matters for
+idempotence: adding an account, QOS or reservation that exists is an error, as is
+modifying, updating or deleting one that does not, and a ``sacctmgr modify`` that changes
+nothing (" Nothing modified", exit 1). ``modify qos ... set RawUsage=0`` resets the usage
+and silently drops any other setting in the same command, as the real one does. Against
+the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
+more than 10 minutes in the past cannot be created ("Invalid time specified"), and a
+begun one takes no new ``StartTime`` ("Reservation already started"); ``StartTime=now``
+is stored as that clock. State is a JSON file
 (``FAKE_SLURM_STATE``); every call is appended to ``FAKE_SLURM_LOG``.
 """
 
@@ -11,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 
@@ -18,14 +26,30 @@ def _pairs(words: list[str]) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words if "=" in w)
 
 
+def _show(state: dict, kind: str, words: list[str]) -> int:
+    """``show account|qos NAME [format=F]`` and ``show assoc account=NAME format=F``."""
+    fields = _pairs(words)
+    columns = fields.pop("format", "").split(",") if "format" in fields else None
+    if kind == "assoc":  # the account's own association: user is empty, parent by name
+        name = fields["account"]
+        row = state.get("account", {}).get(name)
+        if row is not None:
+            values = {"user": "", "parentname": row["parent"], "share": row["fairshare"]}
+            print("|".join(values[c] for c in columns))
+        return 0
+    name, row = words[0], state.get(kind, {}).get(words[0])
+    if row is not None:
+        print("|".join(row.get(c, "") for c in columns) if columns
+              else f"{name}|{json.dumps(row, sort_keys=True)}")
+    return 0
+
+
 def _sacctmgr(state: dict, args: list[str]) -> int:
-    args = [a for a in args if a not in ("-i", "-n")]
+    args = [a for a in args if a not in ("-i", "-n", "-P")]
+    if args[0] == "show":
+        return _show(state, args[1], args[2:])
     verb, kind, name, rest = args[0], args[1], args[2], args[3:]
     table = state.setdefault(kind, {})
-    if verb == "show":
-        if name in table:
-            print(f"{name}|{json.dumps(table[name], sort_keys=True)}")
-        return 0
     if verb == "add":
         if name in table:
             print(f" Nothing new added. {kind} {name} exists", file=sys.stderr)
@@ -35,12 +59,21 @@ def _sacctmgr(state: dict, args: list[str]) -> int:
     if verb == "modify":
         if name not in table or rest[0] != "set":
             return 1
-        for key, value in _pairs(rest[1:]).items():
+        settings = _pairs(rest[1:])
+        if kind == "qos" and "RawUsage" in settings:  # as 22.05: resets usage, drops the rest
+            table[name]["rawusage"] = "0"
+            return 0
+        before = json.dumps(table[name], sort_keys=True)
+        for key, value in settings.items():
             if key.endswith("+"):
                 have = set(filter(None, table[name].get(key[:-1].lower(), "").split(",")))
                 table[name][key[:-1].lower()] = ",".join(sorted(have | {value}))
             else:
                 table[name][key.lower()] = value
+        if json.dumps(table[name], sort_keys=True) == before and not any(
+                key.endswith("+") for key in settings):
+            print(" Nothing modified")  # and exit 1, as sacctmgr does
+            return 1
         return 0
     return 2
 
@@ -56,11 +89,17 @@ def _scontrol(state: dict, args: list[str]) -> int:
         fields = " ".join(f"{k}={v}" for k, v in sorted(table[name].items()))
         print(f"ReservationName={name} {fields}")
         return 0
+    now = os.environ["FAKE_SLURM_NOW"]
     if args[:2] == ["create", "reservation"]:
         fields = _pairs(args[2:])
         name = fields.pop("ReservationName")
         if name in table:
             return 1
+        if fields.get("StartTime", "now") < _minus_minutes(now, 10):
+            print("Error creating the reservation: Invalid time specified", file=sys.stderr)
+            return 1
+        if fields.get("StartTime") == "now":
+            fields["StartTime"] = now
         table[name] = fields
         return 0
     fields = _pairs(args[1:])
@@ -68,6 +107,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
     if name not in table:
         return 1
     if args[0] == "update":
+        if "StartTime" in fields and table[name]["StartTime"] <= now:
+            print("Error updating the reservation: Reservation already started",
+                  file=sys.stderr)
+            return 1
         if "EndTime" in fields and "Duration" not in fields:
             table[name].pop("Duration", None)
         table[name].update(fields)
@@ -76,6 +119,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
         del table[name]
         return 0
     return 2
+
+
+def _minus_minutes(stamp: str, minutes: int) -> str:
+    return (datetime.fromisoformat(stamp) - timedelta(minutes=minutes)).isoformat()
 
 
 def main() -> int:

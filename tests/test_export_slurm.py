@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import os
 import re
 import shutil
 import subprocess
+import time
 
+import pandas as pd
 import pytest
 
 from planner.exporters.slurm import budget_minutes, export_slurm
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
+from tests.system import REQUIRED, need
 
 
 def commands(script: str) -> list[str]:
     return [line for line in script.splitlines() if line and not line.startswith("#")
-            and line not in ("set -eu", "export TZ=UTC")]
+            and line not in ("set -eu", "export TZ=UTC") and not line.startswith("now=")]
 
 
 def test_full_script_sets_accounts_budgets_and_reservations():
@@ -24,11 +29,16 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     assert len(lines) == 6 * 2 + 3 * 3 + 2
     assert "sacctmgr -n show account team-a | grep -q . || sacctmgr -i add account team-a " \
            "parent=area fairshare=200" in script
-    assert "sacctmgr -i modify account p1 set parent=team-a fairshare=200" in script
+    assert "sacctmgr -n -P show assoc account=p1 format=user,parentname,share | grep -qx " \
+           "'|team-a|200' || sacctmgr -i modify account p1 set parent=team-a fairshare=200" \
+           in script
     # p1: 1900 NGH left; planned raw 732 (c1, rate 1) + 192 (r1 on c2, rate .5) GPU-h for
     # 732 + 96 NGH -> 1900 * 924 / 828 * 60 = 127217.39 GPU-minutes
     assert budget_minutes(PLAN)["p1"] == 127217
-    assert "set GrpTRESMins=gres/gpu=127217 RawUsage=0" in script
+    assert "sacctmgr -n -P show qos gp-p1 format=grptresmins | grep -qx 'gres/gpu=127217' " \
+           "|| { sacctmgr -i modify qos gp-p1 set GrpTRESMins=gres/gpu=127217 && " \
+           "sacctmgr -i modify qos gp-p1 set RawUsage=0; }" in script
+    assert "sacctmgr -i modify account p1 set qos+=gp-p1 DefaultQOS=gp-p1" in script
     assert budget_minutes(PLAN)["=P 3"] == 450 * 2 * 60
     r1 = next(line for line in lines if "ReservationName=r1 " in line and "create" in line)
     assert "StartTime=2026-11-16T00:00:00 Duration=1-00:00:00 Accounts=p1 NodeCnt=1 " \
@@ -40,10 +50,17 @@ def test_every_create_is_guarded_so_rerunning_converges():
         if " add " in line:
             assert re.match(r"sacctmgr -n show (account|qos) (\S+) \| grep -q \. \|\| "
                             r"sacctmgr -i add \1 \2( |$)", line), line
+        elif "set parent=" in line or "set GrpTRESMins=" in line:
+            # a modify that changes nothing exits 1 under set -e: only where values differ
+            assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
+                            r"grep -qx '[^']+' \|\| \{? ?sacctmgr -i modify (account|qos) \2 ",
+                            line), line
         elif "scontrol create" in line:
             name = re.search(r"ReservationName=(\S+)", line).group(1)
-            assert line.startswith(f"if scontrol -o show reservation {name} ")
-            assert f"then scontrol update ReservationName={name} " in line
+            # both branches ($now before its start or not) look before they create
+            assert line.startswith("if [[ $now < ")
+            assert line.count(f"if scontrol -o show reservation {name} ") == 2
+            assert line.count(f"then scontrol update ReservationName={name} ") == 2
         else:
             assert line.startswith("sacctmgr -i modify "), line
 
@@ -79,27 +96,28 @@ def test_replan_with_a_changed_org_touches_only_changed_accounts():
     assert lines == [
         "sacctmgr -n show account p2 | grep -q . || sacctmgr -i add account p2 parent=team-a "
         "fairshare=400 Description=org:p2",
-        "sacctmgr -i modify account p2 set parent=team-a fairshare=400"]
+        "sacctmgr -n -P show assoc account=p2 format=user,parentname,share | grep -qx "
+        "'|team-a|400' || sacctmgr -i modify account p2 set parent=team-a fairshare=400"]
 
 
 def test_running_reservation_only_moves_its_end():
     running = plan_copy()
     running["as_of"] = "2026-11-16T12:00:00Z"
     line = next(line for line in commands(export_slurm(running, ORG)) if "r1 " in line)
+    assert line.startswith("if scontrol -o show reservation r1 ")  # no $now test: it runs
     assert "scontrol update ReservationName=r1 EndTime=2026-11-17T00:00:00 " in line
     assert "StartTime=now EndTime=2026-11-17T00:00:00" in line
     assert D2 == "2026-11-17T00:00:00Z"
+    # a future one is decided when the script runs: its start may have passed by then
+    line = next(line for line in commands(export_slurm(running, ORG)) if "r2 " in line)
+    assert line.startswith("if [[ $now < 2026-11-17T00:00:00 ]]; then if scontrol -o show ")
+    assert "else if scontrol -o show reservation r2 " in line
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_script_is_valid_bash():
     script = export_slurm(PLAN, ORG)
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
-
-
-@pytest.mark.skip(reason="needs slurm-wlm; see issue 4")
-def test_real_slurm():
-    """Apply the script twice to a real slurmctld/slurmdbd and read the state back."""
 
 
 class FakeSlurm:
@@ -117,14 +135,19 @@ class FakeSlurm:
             wrapper = self.bin / tool
             wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {tool} "$@"\n')
             wrapper.chmod(0o755)
+        # the script's clock ($now), before the fixture plan's first reservation by default
+        (self.bin / "date").write_text('#!/bin/sh\necho "$FAKE_SLURM_NOW"\n')
+        (self.bin / "date").chmod(0o755)
         self.state, self.log = root / "state.json", root / "calls.log"
         self.env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
-                    "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log)}
+                    "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log),
+                    "FAKE_SLURM_NOW": "2026-11-15T12:00:00"}
 
-    def apply(self, script: str) -> dict:
+    def apply(self, script: str, now: str | None = None) -> dict:
         import json
 
-        done = subprocess.run(["bash"], input=script, text=True, env=self.env,
+        env = self.env if now is None else {**self.env, "FAKE_SLURM_NOW": now}
+        done = subprocess.run(["bash"], input=script, text=True, env=env,
                               capture_output=True)
         assert done.returncode == 0, done.stderr
         return json.loads(self.state.read_text())
@@ -140,8 +163,9 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert set(once["account"]) == {"area", "team-a", "team-b", "p1", "p2",
                                     "p-3-8aff7f51"}
     assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "200",
-                                          "description": "org:p1", "qos": "gp-p1"}
-    assert once["qos"]["gp-p1"]["grptresmins"] == "gres/gpu=127217"
+                                     "description": "org:p1", "qos": "gp-p1",
+                                     "defaultqos": "gp-p1"}
+    assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0"}
     assert once["reservation"]["r2"] == {
         "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
@@ -149,6 +173,11 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert twice == once
     assert slurm.calls("sacctmgr -i add") == 6 + 3  # each added once, never again
     assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 2
+    # limits set (and usage reset) once, in the first apply; accounts added with the plan's
+    # parent and share are never modified; only the idempotent QOS attach runs each time
+    assert slurm.calls("sacctmgr -i modify qos") == 3 * 2
+    assert slurm.calls("sacctmgr -i modify account") == 3 * 2
+    assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 2
     # replan: r2 moves a day, r1 is dropped, p1 has used more
     moved = plan_copy()
     moved["reservations"] = [moved["reservations"][1] | {"start": D3,
@@ -158,3 +187,237 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     fresh = FakeSlurm(tmp_path / "b").apply(export_slurm(moved, ORG))
     assert replanned == fresh
     assert set(replanned["reservation"]) == {"r2"}
+
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_a_script_run_after_a_reservation_began_keeps_its_start_and_moves_only_its_end(
+        tmp_path):
+    script = export_slurm(PLAN, ORG)  # as of D1: r1 starts at D1, r2 at D2
+    slurm = FakeSlurm(tmp_path / "a")
+    ahead = slurm.apply(script)  # the day before
+    begun = slurm.apply(script, now="2026-11-16T06:00:00")  # r1 has begun: no StartTime
+    assert begun["reservation"]["r1"] == {
+        "StartTime": "2026-11-16T00:00:00", "EndTime": "2026-11-17T00:00:00",
+        "Accounts": "p1", "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
+    assert begun["reservation"]["r2"] == ahead["reservation"]["r2"]
+    # run late on an empty Slurm: r1 is created from now on (not from 6 hours ago)
+    late = FakeSlurm(tmp_path / "b").apply(script, now="2026-11-16T06:00:00")
+    assert late["reservation"]["r1"]["StartTime"] == "2026-11-16T06:00:00"
+    assert late["reservation"]["r1"]["EndTime"] == "2026-11-17T00:00:00"
+    assert late["reservation"]["r2"] == ahead["reservation"]["r2"]
+
+# --- the real Slurm ----------------------------------------------------------------------
+# Debian's slurm-wlm 22.05 with slurmdbd on MariaDB, started by tests/real_slurm.py in a
+# network namespace of its own (loopback only), once for the tests below, one slurmd per
+# node of PLAN's clusters (c1: 4 nodes, c2: 2; partitions c1 and c2).
+
+# what the plan's org says, by hand: account -> (parent, fairshare = round(100 x weight))
+ACCOUNTS = {"area": ("root", "300"), "team-a": ("area", "200"), "team-b": ("area", "100"),
+            "p1": ("team-a", "200"), "p2": ("team-a", "100"), "p-3-8aff7f51": ("team-b", "50")}
+
+
+def _stamp(ts: pd.Timestamp) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shifted(plan: dict, first_period: pd.Timestamp) -> dict:
+    """``plan`` with every time moved so that its first period starts at ``first_period``."""
+    out = copy.deepcopy(plan)
+    delta = first_period - pd.Timestamp(plan["periods"][0]["start"])
+
+    def move(stamp: str) -> str:
+        return _stamp(pd.Timestamp(stamp) + delta)
+
+    for key in ("as_of", "quarter_start", "quarter_end"):
+        out[key] = move(out[key])
+    for item in out["periods"] + out["reservations"]:
+        item["start"], item["end"] = move(item["start"]), move(item["end"])
+    for a in out["allocations"]:
+        a["period_start"] = move(a["period_start"])
+    return out
+
+
+def future_plan() -> dict:
+    """PLAN two days ahead (midnight UTC), so that its reservations are all in the future."""
+    return shifted(PLAN, pd.Timestamp.now(tz="UTC").floor("D") + pd.Timedelta(days=2))
+
+
+def slurm_time(stamp: str) -> str:
+    """How scontrol prints a plan time (UTC, as the test runs with TZ=UTC)."""
+    return stamp.rstrip("Z")
+
+
+@pytest.fixture(scope="module")
+def real_slurm():
+    from tests.real_slurm import TOOLS, running_slurm
+
+    why = "a real Slurm 22.05 with slurmdbd (Debian packages in .ci/apt-packages)"
+    need(*TOOLS, why=why)
+    if os.geteuid() != 0:
+        (pytest.fail if REQUIRED else pytest.skip)(f"not root: {why} runs its daemons as root")
+    with running_slurm(PLAN["clusters"]) as slurm:
+        yield slurm
+
+
+def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
+    """The accounts, budgets and reservations Slurm reads back are the plan's, once each."""
+    accounts = [a["account"] for a in state["accounts"]]
+    assert sorted(accounts) == sorted([*ACCOUNTS, "root"])  # no duplicates, nothing else
+    own = {a["account"]: a for a in state["assocs"] if a["user"] == ""}
+    assert {name: (own[name]["parentname"], own[name]["share"]) for name in ACCOUNTS} \
+        == ACCOUNTS
+    described = {a["account"]: a["descr"] for a in state["accounts"]}
+    assert described["p-3-8aff7f51"] == "org:=p 3"  # sacctmgr lower-cases descriptions
+    # sshare shows the same tree: indentation = depth below root, raw shares = fairshare
+    shares = {r["Account"]: r for r in state["sshare"] if r["User"] == ""}
+    depth = {"area": "1", "team-a": "2", "team-b": "2", "p1": "3", "p2": "3",
+             "p-3-8aff7f51": "3"}
+    assert {a: (shares[a]["depth"], shares[a]["RawShares"]) for a in ACCOUNTS} \
+        == {a: (depth[a], ACCOUNTS[a][1]) for a in ACCOUNTS}
+    # budgets: one QOS per project, the limit, attached to the account and its default
+    minutes = budget_minutes(plan)
+    qos = {q["name"]: q["grptresmins"] for q in state["qos"]}
+    assert len(qos) == len(state["qos"]) == 1 + 3  # normal + one per project
+    projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
+    for project, acct in projects.items():
+        assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
+        assert f"gp-{acct}" in own[acct]["qos"].split(",")
+        assert own[acct]["defaultqos"] == f"gp-{acct}"
+    # reservations: exactly the plan's, whole nodes of their cluster, for their account
+    reservations = state["reservations"]
+    assert set(reservations) == {r["request_id"] for r in plan["reservations"]}
+    for r in plan["reservations"]:
+        got = reservations[r["request_id"]]
+        assert (got["StartTime"], got["EndTime"], got["NodeCnt"], got["PartitionName"],
+                got["Accounts"]) == (slurm_time(r["start"]), slurm_time(r["end"]),
+                                     str(r["nodes"]), r["cluster"], projects[r["project"]])
+        assert "IGNORE_JOBS" in got["Flags"].split(",")
+        assert got["Nodes"].startswith(f"{r['cluster']}n")
+
+
+def apply_traced(slurm, script: str) -> list[str]:
+    """Apply an exported script (bash -x): the commands that ran, as bash traced them."""
+    done = slurm.bash("set -x\n" + script)
+    return [line[2:] for line in done.stderr.splitlines() if line.startswith("+ ")]
+
+
+def test_real_slurm_holds_the_plan_and_a_second_apply_changes_nothing(real_slurm):
+    plan = future_plan()
+    script = export_slurm(plan, ORG)
+    real_slurm.bash(script)
+    once = real_slurm.state()
+    assert_slurm_holds(real_slurm, plan, once)
+    # the numbers by hand (see test_full_script_sets_accounts_budgets_and_reservations):
+    # p1 127217, p2 1500 NGH x 882 raw / 786 NGH x 60 = 100992, =P 3 450 x 2 x 60 = 54000
+    assert {q["name"]: q["grptresmins"] for q in once["qos"] if q["name"] != "normal"} == {
+        "gp-p1": "gres/gpu=127217", "gp-p2": "gres/gpu=100992",
+        "gp-p-3-8aff7f51": "gres/gpu=54000"}
+    assert once["reservations"]["r1"]["Duration"] == "1-00:00:00"
+
+    second = apply_traced(real_slurm, script)
+    assert real_slurm.state() == once
+    # nothing was added, created or re-limited; only the in-place updates and QOS attach ran
+    changing = [c for c in second if c.startswith(("sacctmgr -i", "scontrol create",
+                                                   "scontrol delete"))]
+    assert changing and all(re.match(r"sacctmgr -i modify account (\S+) set qos\+=gp-\1 "
+                                     r"DefaultQOS=gp-\1$", c) for c in changing), changing
+
+
+def test_real_slurm_follows_a_replan(real_slurm):
+    plan = future_plan()
+    real_slurm.bash(export_slurm(plan, ORG))  # converges whatever ran before
+    before = real_slurm.state()
+    # replan: r1 dropped, r2 moved a day later, p1 has used 300 NGH
+    moved = copy.deepcopy(plan)
+    r2 = moved["reservations"][1]
+    moved["reservations"] = [r2 | {"start": r2["end"], "end": _stamp(
+        pd.Timestamp(r2["end"]) + pd.Timedelta(days=1))}]
+    moved["budgets"][0]["used"] = 300.0
+    script = export_slurm(moved, ORG, previous=plan)
+    assert "sacctmgr -n show account" not in script  # accounts untouched by a replan
+    real_slurm.bash(script)
+    after = real_slurm.state()
+    assert_slurm_holds(real_slurm, moved, after)
+    assert set(after["reservations"]) == {"r2"}
+    assert after["reservations"]["r2"]["StartTime"] == slurm_time(r2["end"])
+    # p1 without r1: 1700 NGH left, all planned on c1 at rate 1 -> 102000 GPU-minutes
+    assert {q["name"]: q["grptresmins"] for q in after["qos"]}["gp-p1"] == "gres/gpu=102000"
+    assert (after["accounts"], after["assocs"], after["sshare"]) == \
+        (before["accounts"], before["assocs"], before["sshare"])
+
+
+def _job(slurm, job_id: str) -> dict[str, str]:
+    from tests.real_slurm import parse_records
+
+    return parse_records(slurm.run("scontrol", "show", "job", "-o", job_id).stdout)[0]
+
+
+def test_real_slurm_runs_a_job_inside_its_reservation(real_slurm):
+    # a plan made as of the last full hour and applied only now: Slurm refuses a start more
+    # than a few minutes in the past, so the script creates the reservation from now on,
+    # and a second run (the reservation has begun) moves only its end
+    start = pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(hours=1)
+    plan = shifted(PLAN, start)
+    assert plan["as_of"] == _stamp(start)
+    plan["reservations"] = [plan["reservations"][0] | {"request_id": "now-r1"}]
+    script = export_slurm(plan, ORG)
+    assert f"if [[ $now < {slurm_time(_stamp(start))} ]]; then " in script
+    real_slurm.bash(script)
+    created = real_slurm.reservations()["now-r1"]
+    real_slurm.bash(script)
+    resv = real_slurm.reservations()["now-r1"]
+    assert resv == created
+    assert (resv["State"], resv["Accounts"], resv["EndTime"]) == \
+        ("ACTIVE", "p1", slurm_time(plan["reservations"][0]["end"]))
+    assert resv["StartTime"] > slurm_time(_stamp(start + pd.Timedelta(minutes=59)))
+    # users are the site's business, not the plan's: root may charge p1 and p2
+    for acct in ("p1", "p2"):
+        if not real_slurm.run("sacctmgr", "-n", "show", "assoc", f"account={acct}",
+                              "user=root").stdout.strip():
+            real_slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={acct}")
+    try:
+        _run_job_in(real_slurm, resv)
+    finally:  # leave Slurm holding only what the other tests' plans say
+        real_slurm.run("scontrol", "delete", "ReservationName=now-r1", check=False)
+
+
+def _run_job_in(real_slurm, resv: dict[str, str]) -> None:
+    from tests.real_slurm import node_names
+
+    out = real_slurm.root / "jobs"
+    job_id = real_slurm.run(
+        "sbatch", "--parsable", "-A", "p1", "--reservation=now-r1", "-p", "c2", "-N1",
+        "--gres=gpu:1", "-t", "5", "-o", f"{out}/%j.out",
+        "--wrap", 'echo "$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"').stdout.strip()
+    deadline = time.monotonic() + 60
+    job = _job(real_slurm, job_id)
+    while job["JobState"] not in ("COMPLETED", "RUNNING") and time.monotonic() < deadline:
+        assert job["JobState"] == "PENDING", job
+        time.sleep(0.5)
+        job = _job(real_slurm, job_id)
+    assert job["JobState"] in ("COMPLETED", "RUNNING"), job
+    # under its account, in its reservation, on a node of it, bound by its budget QOS
+    assert (job["Account"], job["Reservation"], job["QOS"]) == ("p1", "now-r1", "gp-p1")
+    assert job["NodeList"] == resv["Nodes"] and job["NodeList"] in node_names(
+        {"cluster": "c2", "nodes": 2})
+    # it ran there with one (fake) GPU, and accounting has it under p1 (not its reservation:
+    # sacct names that only once slurmctld has sent the reservation record to slurmdbd)
+    deadline, log = time.monotonic() + 30, out / f"{job_id}.out"
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
+        time.sleep(0.5)
+    assert log.read_text().split() == [resv["Nodes"], "gpus=0"]
+    fields = "state,account,nodelist,alloctres"
+    deadline, row = time.monotonic() + 30, {}
+    while time.monotonic() < deadline and row.get("state") != "COMPLETED":
+        time.sleep(0.5)
+        lines = real_slurm.run("sacct", "-n", "-P", "-X", "-j", job_id,
+                               f"--format={fields}").stdout.splitlines()
+        row = dict(zip(fields.split(","), lines[0].split("|"), strict=True)) if lines else {}
+    assert (row["state"], row["account"], row["nodelist"]) == ("COMPLETED", "p1", resv["Nodes"])
+    assert "gres/gpu=1" in row["alloctres"].split(",")
+    # the reservation is kept for its account: p2 may not use it
+    refused = real_slurm.run("sbatch", "--parsable", "-A", "p2", "--reservation=now-r1",
+                             "-p", "c2", "-t", "5", "-o", f"{out}/refused.out",
+                             "--wrap", "true", check=False)
+    assert refused.returncode != 0 and "reservation" in refused.stderr.lower()

@@ -7,15 +7,21 @@ What it sets:
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
-  nothing is planned). Its ``RawUsage`` is reset, because the limit already nets out usage;
+  nothing is planned), made the account's ``DefaultQOS`` so that it binds jobs that name
+  no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
+  nets out the usage so far; re-applying the same limit keeps the usage accrued since;
 - **reservations**: every planned reservation, ``ReservationName=<request id>``, whole nodes
   (``NodeCnt`` in ``PartitionName=<cluster>``), ``Accounts=<project account>``,
   ``Flags=IGNORE_JOBS`` (created even while jobs still run on the nodes it will take).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
-QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values;
-a reservation is updated in place when ``scontrol show reservation`` finds it, created
-otherwise, deleted only if it exists. Times are UTC (``TZ=UTC`` for scontrol's parser).
+QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
+only where ``sacctmgr show`` reads other values (a ``modify`` that changes nothing exits 1,
+"Nothing modified"); a reservation is updated in place when ``scontrol show reservation``
+finds it, created otherwise, deleted only if it exists. A reservation whose start has
+passed when the script runs (``$now``, or the plan's ``as_of``) is running: only its end is
+updated, or it is created from ``StartTime=now`` (Slurm refuses starts in the past and start
+changes of a begun reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
 moved/resized and dropped reservations, and QOS whose limit changed. Accounts come from the
@@ -95,6 +101,8 @@ def budget_minutes(plan: dict[str, Any]) -> dict[str, int]:
 
 
 def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
+    # `sacctmgr modify` that changes nothing exits 1 ("Nothing modified"), which would stop
+    # the script under `set -e`: modify only when the account's association differs
     lines = []
     for node in nodes:
         name, parent = account(node), account(tree.parent[node]) if tree.parent[node] else "root"
@@ -102,15 +110,23 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
         desc = shlex.quote(f"org:{node}")
         lines.append(f"sacctmgr -n show account {name} | grep -q . || sacctmgr -i add account "
                      f"{name} parent={parent} fairshare={share} Description={desc}")
-        lines.append(f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
+        lines.append(f"sacctmgr -n -P show assoc account={name} format=user,parentname,share "
+                     f"| grep -qx '|{parent}|{share}' || "
+                     f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
     return lines
 
 
 def _qos_lines(project: str, minutes: int) -> list[str]:
-    q, acct = qos_name(project), account(project)
+    # a new limit starts from zero usage (the limit nets out the usage so far); re-applying the
+    # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
+    # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
+    # DefaultQOS makes the budget bind the account's jobs that name no --qos.
+    q, acct, tres = qos_name(project), account(project), f"gres/gpu={minutes}"
     return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
-            f"sacctmgr -i modify qos {q} set GrpTRESMins=gres/gpu={minutes} RawUsage=0",
-            f"sacctmgr -i modify account {acct} set qos+={q}"]
+            f"sacctmgr -n -P show qos {q} format=grptresmins | grep -qx '{tres}' || "
+            f"{{ sacctmgr -i modify qos {q} set GrpTRESMins={tres} && "
+            f"sacctmgr -i modify qos {q} set RawUsage=0; }}",
+            f"sacctmgr -i modify account {acct} set qos+={q} DefaultQOS={q}"]
 
 
 def _exists(name: str) -> str:
@@ -120,15 +136,20 @@ def _exists(name: str) -> str:
 def _reservation_line(r: dict[str, Any], as_of: str) -> str:
     name = reservation_name(r["request_id"])
     common = f"Accounts={account(r['project'])} NodeCnt={r['nodes']}"
-    if r["start"] < as_of:  # running: its start cannot move any more, only its end
-        when_update = f"EndTime={_slurm_time(r['end'])}"
-        when_create = f"StartTime=now EndTime={_slurm_time(r['end'])}"
-    else:
-        when_update = when_create = (f"StartTime={_slurm_time(r['start'])} "
-                                     f"Duration={_duration(r['start'], r['end'])}")
-    return (f"if {_exists(name)}; then scontrol update ReservationName={name} {when_update} "
-            f"{common}; else scontrol create reservation ReservationName={name} {when_create} "
-            f"{common} PartitionName={r['cluster']} Flags={FLAGS}; fi")
+    start, end = _slurm_time(r["start"]), _slurm_time(r["end"])
+    create = f"scontrol create reservation ReservationName={name}"
+    tail = f"{common} PartitionName={r['cluster']} Flags={FLAGS}"
+    # running: its start cannot move any more (Slurm: "Reservation already started"), only
+    # its end; created now, as Slurm refuses a start more than a few minutes in the past
+    running = (f"if {_exists(name)}; then scontrol update ReservationName={name} EndTime={end} "
+               f"{common}; else {create} StartTime=now EndTime={end} {tail}; fi")
+    if r["start"] < as_of:
+        return running
+    window = f"StartTime={start} Duration={_duration(r['start'], r['end'])}"
+    ahead = (f"if {_exists(name)}; then scontrol update ReservationName={name} {window} "
+             f"{common}; else {create} {window} {tail}; fi")
+    # the plan's future may have begun by the time the script runs: decided then, by $now
+    return f"if [[ $now < {start} ]]; then {ahead}; else {running}; fi"
 
 
 def _delete_line(request_id: str) -> str:
@@ -159,7 +180,9 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
             if "quarter_end" in plan else f"# valid from {plan['periods'][0]['start']}",
             "# idempotent: every command is guarded; re-running converges",
             "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
-            "set -eu", "export TZ=UTC", ""]
+            "set -eu", "export TZ=UTC",
+            "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
+            "is running", ""]
     lines: list[str] = []
     if previous is None or previous_org is not None:
         before = OrgTree.from_frame(previous_org) if previous_org is not None else None
