@@ -203,15 +203,7 @@ def test_budget_tree_numbers_equal_the_plan_and_subtotals_sum_children(sample):
     parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
     rows = {ws.cell(r, 1).value: r for r in range(2, ws.max_row + 1)}
     node_of = {r: n for n, r in rows.items()}
-    expected: dict[str, list[float]] = {}
-    for b in plan["budgets"]:
-        node = parent[b["project"]]
-        while node:
-            acc = expected.setdefault(node, [0.0, 0.0, 0.0])
-            acc[0] += b["budget"]
-            acc[1] += b["used"]
-            acc[2] += b["planned"]
-            node = parent[node]
+    expected = _subtree_sums(plan, scenario)
 
     def value(r: int, col: int) -> float:
         cell = ws.cell(r, col).value
