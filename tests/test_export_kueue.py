@@ -254,6 +254,10 @@ def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
     # so the export splits by itself: a manifest set per cluster, each object valid
     files = export_kueue(plan, org, periods=2)
     assert files == export_kueue(plan, org, periods=2, per_cluster=True)
+    shuffled = json.loads(json.dumps(plan))  # same plan, lists in another order: same bytes
+    for key in ("clusters", "allocations"):
+        shuffled[key].reverse()
+    assert export_kueue(shuffled, org.iloc[::-1].reset_index(drop=True), periods=2) == files
     assert len(files) == 2 * 70 + 1
     sets = _by_cluster(files, start)
     assert sorted(sets) == [c["cluster"] for c in plan["clusters"]]

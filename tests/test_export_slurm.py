@@ -251,6 +251,24 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert state["account"]["opportunistic"]["defaultqos"] == own
 
 
+def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
+    # one list (SLURM_CONF_LINES) in the script header; the README and the real Slurm the
+    # tests start must say the same settings
+    from tests.real_slurm import _slurm_conf
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    conf = _slurm_conf(Path("/nonexistent"), PLAN["clusters"]).splitlines()
+    settings = [line.split()[0] for line in SLURM_CONF_LINES]
+    assert [s.split("=")[0] for s in settings] == [
+        "PreemptType", "PreemptMode", "AccountingStorageEnforce", "PriorityType",
+        "PriorityWeightQOS"]
+    in_readme = {line.split()[0] for line in readme.splitlines() if line.startswith("  ")
+                 and line.strip()}
+    for setting in settings:
+        assert setting in in_readme, setting
+        assert setting in conf, setting
+
+
 def test_gp_opportunistic_is_ensured_before_any_command_names_it():
     # sacctmgr refuses Preempt= or qos+= naming a QOS that does not exist; a replan that
     # changes a limit re-sets the project's Preempt, so it carries the guarded lines too
