@@ -589,9 +589,11 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
 
     What the real Slurm taught: ``sacctmgr modify qos`` reports "Modified qos" (exit 0) even
     when nothing changes, unlike ``modify account ... set parent=`` (exit 1); a ``Preempt=``
-    naming a QOS that does not exist is refused, so gp-opportunistic is made first; QOS usage
-    is applied when a job ends (``scontrol show assoc_mgr`` shows it at once); a requeued job
-    waits for its ``BeginTime`` before it may start again.
+    naming a QOS that does not exist is refused, so gp-opportunistic is made first; the
+    opportunistic job behind the blocked one first pends with reason ``Priority`` and starts
+    within seconds (about 5 s here, not a backfill cycle); QOS usage is applied when a job
+    ends (``scontrol show assoc_mgr`` has it seconds later, not after PriorityCalcPeriod's
+    5 minutes); a requeued job pends with reason ``BeginTime`` before it may start again.
     """
     plan = future_plan()
     p2 = next(b for b in plan["budgets"] if b["project"] == "p2")
