@@ -580,8 +580,9 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
 
     p2 has spent its budget (``GrpTRESMins=gres/gpu=0``): its job under its default QOS pends
     with reason ``QOSGrpGRESMinutes``, while its ``--qos=gp-opportunistic`` job, queued behind
-    it in the same partition, runs. Then an opportunistic job holding all of node c1n4 (its
-    one CPU and 8 GPUs) is requeued when p1's guaranteed job needs that node
+    it in the same partition, runs, though the blocked job has the higher priority (its QOS
+    Priority and ``PriorityWeightQOS``). Then an opportunistic job holding all of node c1n4
+    (its one CPU and 8 GPUs) is requeued when p1's guaranteed job needs that node
     (``Preempt=gp-opportunistic``; slurm.conf has ``PreemptType=preempt/qos``): sacct records
     the first run as PREEMPTED, scontrol counts a restart, and the job is queued again.
     ``UsageFactor=0``: the opportunistic jobs leave the usage of their QOS and p2's
@@ -591,7 +592,7 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     when nothing changes, unlike ``modify account ... set parent=`` (exit 1); a ``Preempt=``
     naming a QOS that does not exist is refused, so gp-opportunistic is made first; the
     opportunistic job behind the blocked one first pends with reason ``Priority`` and starts
-    within seconds (about 5 s here, not a backfill cycle); QOS usage is applied when a job
+    within seconds (about 5 s here); QOS usage is applied when a job
     ends (``scontrol show assoc_mgr`` has it seconds later, not after PriorityCalcPeriod's
     5 minutes); a requeued job pends with reason ``BeginTime`` before it may start again.
     """
@@ -617,6 +618,9 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         assert (job["JobState"], job["Reason"], job["QOS"]) == \
             ("PENDING", "QOSGrpGRESMinutes", "gp-p2")
         assert real_slurm.job(opportunistic)["QOS"] == OPPORTUNISTIC_QOS
+        # same account, user and partition, so the QOS makes the difference: with
+        # PriorityWeightQOS, guaranteed work (Priority=100) is ordered before opportunistic (0)
+        assert int(job["Priority"]) > int(real_slurm.job(opportunistic)["Priority"])
 
         # preemption: opportunistic work holds the whole node, guaranteed work takes it back
         preempted = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic", "-w", "c1n4",
