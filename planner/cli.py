@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
                              "(default: the bundled sample)")
     export.add_argument("--previous",
                         help="Slurm: the plan this one replans; emit only what changed")
+    export.add_argument("--per-cluster", dest="per_cluster", action="store_true",
+                        default=None,
+                        help="Kueue: a manifest set per cluster, kueue-<period>-<cluster>.yaml "
+                             "(automatic above 64 clusters)")
     report = sub.add_parser("report", help="leadership's quarterly report: .xlsx or .html")
     report.add_argument("scenario", nargs="?", default=str(SAMPLE),
                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
@@ -153,6 +157,9 @@ def _check(args, console: Console) -> ExitCode:
 def _export(args, console: Console) -> ExitCode:
     if args.periods < 1:
         raise InputError([InputProblem("--periods", None, None, "must be at least 1")])
+    if args.per_cluster and args.to != "kueue":
+        raise InputError([InputProblem("--per-cluster", None, None,
+                                       "splits Kueue manifests only (--to kueue)")])
     plan = load_previous(Path(args.plan))
     org = load_scenario(args.scenario).org if args.to != "json" else None
     problems = export_problems(plan, Path(args.plan).name, org)
@@ -162,7 +169,7 @@ def _export(args, console: Console) -> ExitCode:
         problems += export_problems(previous, Path(args.previous).name, org)
     if problems:
         raise InputError(problems)
-    files = export_files(plan, args.to, org, args.periods, previous)
+    files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster)
     written = write_files(Path(args.out), files)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK

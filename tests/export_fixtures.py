@@ -62,3 +62,33 @@ PLAN: dict = {
 def plan_copy() -> dict:
     """A fresh deep copy of :data:`PLAN`."""
     return copy.deepcopy(PLAN)
+
+
+def wide_plan(clusters: int = 70) -> tuple[dict, pd.DataFrame]:
+    """A plan on ``clusters`` clusters (``w00``, ``w01``, ...; 2 nodes x 8 H100 each) and its org.
+
+    One area, two teams, four projects. ``wide`` has guaranteed and opportunistic GPUs on
+    every cluster, so its ClusterQueue needs a flavor per cluster; ``narrow`` has guaranteed
+    GPUs on the even clusters; ``=Odd 1`` a reservation of one node on ``w01``; ``idle``
+    nothing. Every cluster keeps some GPUs free, so the pool Cohort holds a flavor per cluster.
+    """
+    names = [f"w{i:02d}" for i in range(clusters)]
+    org = pd.DataFrame({"id": ["area", "team-a", "team-b", "wide", "narrow", "=Odd 1", "idle"],
+                        "parent": ["", "area", "area", "team-a", "team-a", "team-b", "team-b"],
+                        "weight": [1.0, 2.0, 1.0, 1.0, 3.0, 1.0, 0.5]})
+    allocations = []
+    for i, name in enumerate(names):
+        allocations.append(_alloc("wide", name, D1, 2.5 + i % 3, "guaranteed"))
+        allocations.append(_alloc("wide", name, D1, 1.75, "opportunistic"))
+        if i % 2 == 0:
+            allocations.append(_alloc("narrow", name, D1, 4.0, "guaranteed"))
+    plan = plan_copy()
+    plan["clusters"] = [{"cluster": name, "gpu_type": "H100", "nodes": 2, "gpus_per_node": 8,
+                         "rate": 1.0} for name in names]
+    plan["allocations"] = allocations
+    plan["reservations"] = [{"request_id": "rw", "project": "=Odd 1", "cluster": names[1],
+                             "nodes": 1, "start": D1, "end": D2, "kept": False}]
+    plan["budgets"] = [{"project": p, "budget": 1e6, "used": 0.0, "planned": 0.0,
+                        "planned_reserved": 0.0, "planned_opportunistic": 0.0,
+                        "marginal_value": 0.0} for p in ("wide", "narrow", "=Odd 1", "idle")]
+    return plan, org

@@ -4,8 +4,15 @@ It understands exactly the commands the Slurm exporter emits and fails the way S
 (22.05, checked against the real one in ``test_real_slurm_*``) does where it matters for
 idempotence: adding an account, QOS or reservation that exists is an error, as is
 modifying, updating or deleting one that does not, and a ``sacctmgr modify`` that changes
-nothing (" Nothing modified", exit 1). ``modify qos ... set RawUsage=0`` resets the usage
-and silently drops any other setting in the same command, as the real one does. Against
+nothing (" Nothing modified", exit 1). The real one exits 1 so for ``modify account ... set
+parent=``; for ``modify qos`` it says "Modified qos" and exits 0 even when nothing changed,
+so the fake is stricter there on purpose: an unguarded QOS modify shows up as a failure.
+``modify qos ... set RawUsage=0`` resets the usage and silently drops any other setting in
+the same command, as the real one does. A new QOS holds Slurm's defaults (priority 0, no
+preempt list, preempt mode ``cluster``, usage factor 1), printed as ``show qos`` prints them
+(``UsageFactor=0`` as ``0.000000``, ``PreemptMode=requeue`` as ``requeue``); ``Preempt=``
+(or ``qos+=``, ``DefaultQOS=``) naming a QOS that does not exist is refused ("You gave a bad
+qos"), and ``qos+=a,b`` adds each name of the list. Against
 the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
 more than 10 minutes in the past cannot be created ("Invalid time specified"), and a
 begun one takes no new ``StartTime`` ("Reservation already started"); ``StartTime=now``
@@ -21,9 +28,21 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+QOS_DEFAULTS = {"priority": "0", "preempt": "", "preemptmode": "cluster",
+                "usagefactor": "1.000000"}
+
 
 def _pairs(words: list[str]) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words if "=" in w)
+
+
+def _shown(key: str, value: str) -> str:
+    """A QOS setting as ``sacctmgr show qos`` prints it."""
+    if key == "usagefactor":
+        return f"{float(value):.6f}"
+    if key == "preemptmode":
+        return value.lower()
+    return value
 
 
 def _show(state: dict, kind: str, words: list[str]) -> int:
@@ -54,7 +73,8 @@ def _sacctmgr(state: dict, args: list[str]) -> int:
         if name in table:
             print(f" Nothing new added. {kind} {name} exists", file=sys.stderr)
             return 1
-        table[name] = {k.lower(): v for k, v in _pairs(rest).items()}
+        table[name] = {**(QOS_DEFAULTS if kind == "qos" else {}),
+                       **{k.lower(): _shown(k.lower(), v) for k, v in _pairs(rest).items()}}
         return 0
     if verb == "modify":
         if name not in table or rest[0] != "set":
@@ -63,13 +83,18 @@ def _sacctmgr(state: dict, args: list[str]) -> int:
         if kind == "qos" and "RawUsage" in settings:  # as 22.05: resets usage, drops the rest
             table[name]["rawusage"] = "0"
             return 0
+        named = ",".join(settings.get(key, "") for key in ("Preempt", "qos+", "DefaultQOS"))
+        unknown = [q for q in named.split(",") if q and q not in state.get("qos", {})]
+        if unknown:
+            print(f"sacctmgr: error: You gave a bad qos '{unknown[0]}'.", file=sys.stderr)
+            return 1
         before = json.dumps(table[name], sort_keys=True)
         for key, value in settings.items():
             if key.endswith("+"):
                 have = set(filter(None, table[name].get(key[:-1].lower(), "").split(",")))
-                table[name][key[:-1].lower()] = ",".join(sorted(have | {value}))
+                table[name][key[:-1].lower()] = ",".join(sorted(have | set(value.split(","))))
             else:
-                table[name][key.lower()] = value
+                table[name][key.lower()] = _shown(key.lower(), value)
         if json.dumps(table[name], sort_keys=True) == before and not any(
                 key.endswith("+") for key in settings):
             print(" Nothing modified")  # and exit 1, as sacctmgr does

@@ -45,7 +45,7 @@ from typing import Any
 
 TOOLS = ("unshare", "nsenter", "ip", "setpriv", "munged", "munge", "unmunge",
          "mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "slurmctld", "slurmd",
-         "sacctmgr", "scontrol", "sbatch", "sacct", "sshare", "sinfo")
+         "sacctmgr", "scontrol", "sbatch", "scancel", "sacct", "sshare", "sinfo")
 CLUSTER = "plannertest"
 SLURMD_PORT = 17001
 DB_PASSWORD = "slurmpw"
@@ -75,6 +75,10 @@ def _slurm_conf(root: Path, clusters: list[dict[str, Any]]) -> str:
         "SelectTypeParameters=CR_Core", "GresTypes=gpu",
         "JobAcctGatherType=jobacct_gather/linux",
         "PriorityType=priority/multifactor", "PriorityWeightFairshare=10000",
+        # what the exporter's opportunistic QOS needs (it cannot write slurm.conf itself):
+        # guaranteed QOS preempt gp-opportunistic jobs, which are requeued; QOS priorities
+        # order pending jobs only with a QOS weight
+        "PreemptType=preempt/qos", "PreemptMode=REQUEUE", "PriorityWeightQOS=100000",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=localhost", "AccountingStoragePort=6819",
         # the munge socket for talking to slurmdbd (AuthInfo only covers the rest)
@@ -340,6 +344,16 @@ class RealSlurm:
             rows.append(row)
         return rows
 
+    def qos_usage(self, name: str) -> float:
+        """A QOS's ``UsageRaw`` as slurmctld holds it (``scontrol show assoc_mgr``)."""
+        out = self.run("scontrol", "show", "assoc_mgr", "flags=qos", f"qos={name}").stdout
+        (raw,) = [w for w in out.split() if w.startswith("UsageRaw=")]
+        return float(raw.split("=", 1)[1])
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """``scontrol show job -o``: the job's fields."""
+        return parse_records(self.run("scontrol", "show", "job", "-o", job_id).stdout)[0]
+
     def state(self) -> dict[str, Any]:
         """Everything the exporter sets, as read back from Slurm (for before/after checks)."""
         return {
@@ -347,7 +361,8 @@ class RealSlurm:
             "accounts": self.sacctmgr("account", "account,descr,org"),
             "assocs": self.sacctmgr("assoc", "cluster,account,user,parentname,share,qos,"
                                              "defaultqos,grptresmins"),
-            "qos": self.sacctmgr("qos", "name,grptresmins"),
+            "qos": self.sacctmgr("qos", "name,grptresmins,priority,preempt,preemptmode,"
+                                        "usagefactor"),
             "sshare": [{k: v for k, v in row.items() if k in ("Account", "User", "RawShares",
                                                                "depth")}
                        for row in self.sshare()],

@@ -34,6 +34,34 @@ def test_export_writes_the_target(tmp_path: Path, plan_file: Path, target: str, 
         assert len(yaml.safe_load((out / "index.yaml").read_text())["periods"]) == 2
 
 
+def test_export_kueue_per_cluster_writes_a_set_per_cluster_and_lists_them(
+        tmp_path: Path, plan_file: Path, sample_plan):
+    out = tmp_path / "out"
+    assert main(["export", str(plan_file), "--to", "kueue", "--out", str(out),
+                 "--per-cluster"]) == 0
+    start = sample_plan[0]["periods"][0]["start"].replace(":", "-")
+    clusters = sorted(c["cluster"] for c in sample_plan[0]["clusters"])
+    assert len(clusters) == 8
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["index.yaml", *(f"kueue-{start}-{c}.yaml" for c in clusters)])
+    index = yaml.safe_load((out / "index.yaml").read_text())
+    assert index["per_cluster"] is True
+    assert [e["cluster"] for e in index["periods"]] == clusters
+    for entry in index["periods"]:
+        docs = list(yaml.safe_load_all((out / entry["file"]).read_text()))
+        assert len(docs) == entry["objects"]
+        assert [d["metadata"]["name"] for d in docs if d["kind"] == "ResourceFlavor"] == \
+            [entry["cluster"]]
+
+
+def test_per_cluster_for_another_target_exits_2(tmp_path: Path, plan_file: Path, capsys):
+    out = tmp_path / "out"
+    assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),
+                 "--per-cluster"]) == 2
+    assert "--per-cluster: splits Kueue manifests only" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_export_slurm_with_previous_emits_only_changes(tmp_path: Path, plan_file: Path):
     out = tmp_path / "out"
     assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),

@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 
 import jsonschema
+import pandas as pd
 import pytest
 import yaml
 
-from planner.exporters.common import safe_name
-from planner.exporters.kueue import export_kueue, file_name
-from tests.export_fixtures import ORG, PLAN
+from planner.exporters.common import OrgTree, safe_name
+from planner.exporters.kueue import MAX_FLAVORS, export_kueue, file_name, period_objects
+from tests.export_fixtures import ORG, PLAN, wide_plan
 
 KUEUE_DIR = Path(os.environ.get(
     "GPU_PLANNER_KUEUE_CRDS",
@@ -139,8 +140,6 @@ def test_safe_names_are_dns_labels_and_distinct():
 
 @needs_crds
 def test_a_top_level_project_sits_under_the_pool():
-    import pandas as pd
-
     org = pd.concat([ORG, pd.DataFrame({"id": ["solo"], "parent": [""], "weight": [1.0]})])
     plan = json.loads(json.dumps(PLAN))
     plan["allocations"].append({"project": "solo", "cluster": "c1",
@@ -154,12 +153,8 @@ def test_a_top_level_project_sits_under_the_pool():
         {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 2}]
 
 
-def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
-    import pandas as pd
-
-    plan, org = sample_plan
-    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
-    docs = objects(export_kueue(plan, org), file_name(start))
+def queue_quotas(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    """(project id, flavor) -> the ClusterQueue's nvidia.com/gpu resource entry."""
     got = {}
     for d in docs:
         if d["kind"] == "ClusterQueue":
@@ -167,23 +162,41 @@ def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
                 for f in g["flavors"]:
                     got[(d["metadata"]["annotations"]["gpu-planner.io/id"], f["name"])] = \
                         f["resources"][0]
-    # expected, recomputed with pandas from the plan: floor of the period's GPUs
+    return got
+
+
+def pool_free(docs: list[dict]) -> dict[str, int]:
+    """Flavor -> the pool Cohort's nominal quota."""
+    (pool,) = [d for d in docs if d["metadata"]["name"] == "gpu-planner-pool"]
+    return {f["name"]: f["resources"][0]["nominalQuota"]
+            for g in pool["spec"].get("resourceGroups", []) for f in g["flavors"]}
+
+
+def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
+                                got: dict[tuple[str, str], dict], free: dict[str, int]) -> None:
+    """Recomputed from the plan with pandas: floor of the period's GPUs, reserved nodes.
+
+    ``got``: (project id, flavor) -> its queue's resource entry, from every queue of the
+    period; ``free``: flavor -> the pool's nominal quota.
+    """
     alloc = pd.DataFrame(plan["allocations"])
-    alloc = alloc[alloc["period_start"] == start]
-    wide = alloc.pivot_table(index=["project", "cluster"], columns="kind", values="gpus",
-                             aggfunc="sum", fill_value=0.0)
+    alloc = alloc[alloc["period_start"] == start].assign(
+        flavor=lambda f: f["cluster"].map(safe_name))
+    grants = alloc.pivot_table(index=["project", "flavor"], columns="kind", values="gpus",
+                               aggfunc="sum", fill_value=0.0)
     res = pd.DataFrame(plan["reservations"])
     res = res[(res["start"] < end) & (res["end"] > start)]
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
-    reserved = {(r.project, r.cluster): 0 for r in res.itertuples()}
+    reserved: dict[tuple[str, str], int] = {}
     for r in res.itertuples():
-        reserved[(r.project, r.cluster)] += r.nodes * gpn[r.cluster]
-    assert len(res) > 0 and (wide.get("opportunistic", 0) > 0).any()
-    keys = set(wide.index) | set(reserved)
+        key = (r.project, safe_name(r.cluster))
+        reserved[key] = reserved.get(key, 0) + r.nodes * gpn[r.cluster]
+    assert len(res) > 0 and (grants.get("opportunistic", 0) > 0).any()
+    keys = set(grants.index) | set(reserved)
     assert set(got) == keys
     for key in keys:
-        g = wide["guaranteed"].get(key, 0.0) if "guaranteed" in wide else 0.0
-        o = wide["opportunistic"].get(key, 0.0) if "opportunistic" in wide else 0.0
+        g = grants["guaranteed"].get(key, 0.0) if "guaranteed" in grants else 0.0
+        o = grants["opportunistic"].get(key, 0.0) if "opportunistic" in grants else 0.0
         q = got[key]
         assert q["nominalQuota"] == math.floor(g + 1e-6) + reserved.get(key, 0)
         assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
@@ -191,11 +204,145 @@ def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
                                          if key in reserved else None)
     # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster, and the
     # pool holds the rest of it
-    (pool,) = [d for d in docs if d["metadata"]["name"] == "gpu-planner-pool"]
-    free = {f["name"]: f["resources"][0]["nominalQuota"]
-            for g in pool["spec"].get("resourceGroups", []) for f in g["flavors"]}
     for c in plan["clusters"]:
-        mine = [q for (_, k), q in got.items() if k == c["cluster"]]
+        flavor = safe_name(c["cluster"])
+        mine = [q for (_, k), q in got.items() if k == flavor]
         capacity = c["nodes"] * c["gpus_per_node"]
         assert sum(q["nominalQuota"] + q["borrowingLimit"] for q in mine) <= capacity
-        assert sum(q["nominalQuota"] for q in mine) + free.get(c["cluster"], 0) == capacity
+        assert sum(q["nominalQuota"] for q in mine) + free.get(flavor, 0) == capacity
+
+
+def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
+    plan, org = sample_plan
+    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
+    docs = objects(export_kueue(plan, org), file_name(start))
+    assert_quotas_are_the_plans(plan, start, end, queue_quotas(docs), pool_free(docs))
+
+
+def _by_cluster(files: dict[str, str], start: str) -> dict[str, list[dict]]:
+    """Cluster (from the annotation) -> its manifest set for the period starting at ``start``."""
+    out = {}
+    for name in files:
+        if name.startswith(file_name(start)[:-len(".yaml")] + "-"):
+            docs = objects(files, name)
+            clusters = {d["metadata"]["annotations"]["gpu-planner.io/cluster"] for d in docs}
+            (cluster,) = clusters
+            assert name == file_name(start, cluster)
+            out[cluster] = docs
+    return out
+
+
+@needs_crds
+def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
+    plan, org = wide_plan(70)
+    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
+    # as one set, the pool Cohort and the queue of `wide` (work on every cluster) would hold
+    # 70 flavors in their resource group: the CRDs refuse both
+    single = period_objects(plan, OrgTree.from_frame(org), start, end)
+    refused = []
+    for obj in single:
+        try:
+            validate(obj)
+        except jsonschema.ValidationError as error:
+            assert error.validator == "maxItems" and error.validator_value == MAX_FLAVORS
+            assert list(error.absolute_path) == ["spec", "resourceGroups", 0, "flavors"]
+            refused.append((obj["kind"], obj["metadata"]["name"]))
+    assert refused == [("Cohort", "gpu-planner-pool"), ("ClusterQueue", "wide")]
+    with pytest.raises(ValueError, match="would hold 70 flavors"):
+        export_kueue(plan, org, per_cluster=False)
+
+    # so the export splits by itself: a manifest set per cluster, each object valid
+    files = export_kueue(plan, org, periods=2)
+    assert files == export_kueue(plan, org, periods=2, per_cluster=True)
+    shuffled = json.loads(json.dumps(plan))  # same plan, lists in another order: same bytes
+    for key in ("clusters", "allocations"):
+        shuffled[key].reverse()
+    assert export_kueue(shuffled, org.iloc[::-1].reset_index(drop=True), periods=2) == files
+    assert len(files) == 2 * 70 + 1
+    sets = _by_cluster(files, start)
+    assert sorted(sets) == [c["cluster"] for c in plan["clusters"]]
+    for docs in sets.values():
+        for obj in docs:
+            validate(obj)
+            assert obj["metadata"]["annotations"]["gpu-planner.io/valid-from"] == start
+    # the index lists every file with its cluster; version 2, so that a version-1 reader
+    # (one Kueue, every file applied to it) refuses it rather than mixing the clusters' sets
+    index = yaml.safe_load(files["index.yaml"])
+    assert index["format"] == "gpu-planner kueue index, version 2"
+    assert index["per_cluster"] is True
+    assert [(e["file"], e["cluster"], e["valid_from"]) for e in index["periods"][:2]] == [
+        (file_name(start, "w00"), "w00", start), (file_name(start, "w01"), "w01", start)]
+    assert {e["file"] for e in index["periods"]} == set(files) - {"index.yaml"}
+    assert all(e["objects"] == len(objects(files, e["file"])) for e in index["periods"])
+
+    # the quotas, over all the sets, are the plan's (recomputed from it with pandas)
+    got, free = {}, {}
+    for docs in sets.values():
+        mine = queue_quotas(docs)
+        assert not set(mine) & set(got)
+        got |= mine
+        free |= pool_free(docs)
+    assert_quotas_are_the_plans(plan, start, end, got, free)
+
+    # each set holds its cluster's flavor, the queues of the projects with something on it,
+    # and the org tree above them: w00 has wide and narrow (team-a), w01 wide and =Odd 1's
+    # reservation (team-a and team-b), w03 wide alone; idle has nothing anywhere
+    def names(docs: list[dict], kind: str) -> list[str]:
+        return [d["metadata"]["annotations"]["gpu-planner.io/id"] for d in docs
+                if d["kind"] == kind]
+
+    assert names(sets["w00"], "ResourceFlavor") == ["w00"]
+    assert names(sets["w00"], "ClusterQueue") == names(sets["w00"], "LocalQueue") == \
+        ["narrow", "wide"]
+    assert names(sets["w00"], "Cohort") == ["gpu-planner-pool", "area", "team-a"]
+    assert names(sets["w01"], "ClusterQueue") == ["=Odd 1", "wide"]
+    assert names(sets["w01"], "Cohort") == ["gpu-planner-pool", "area", "team-a", "team-b"]
+    assert names(sets["w03"], "ClusterQueue") == ["wide"]
+    assert all("idle" not in names(docs, "ClusterQueue") for docs in sets.values())
+    # w01: =Odd 1 reserves one node (8 GPUs); wide holds floor(3.5) = 3 and may borrow
+    # floor(3.5 + 1.75) - 3 = 2; the pool keeps 16 - 8 - 3 = 5
+    w01 = queue_quotas(sets["w01"])
+    assert w01[("=Odd 1", "w01")] == {"name": "nvidia.com/gpu", "nominalQuota": 8,
+                                      "borrowingLimit": 0, "lendingLimit": 0}
+    assert w01[("wide", "w01")] == {"name": "nvidia.com/gpu", "nominalQuota": 3,
+                                    "borrowingLimit": 2}
+    assert pool_free(sets["w01"]) == {"w01": 5}
+    # the cohorts keep the org's weights and parents, pruned or not
+    cohorts = {d["metadata"]["name"]: d["spec"] for d in sets["w01"] if d["kind"] == "Cohort"}
+    assert cohorts["team-b"] == {"parentName": "area", "fairSharing": {"weight": "1"}}
+    assert cohorts["area"]["parentName"] == "gpu-planner-pool"
+
+
+@needs_crds
+def test_per_cluster_sets_hold_the_single_sets_numbers():
+    # the hand plan, forced per cluster: for both periods, every queue's flavor and the
+    # pool's quota on each cluster are the single set's, and nothing else differs in kind
+    single = export_kueue(PLAN, ORG, periods=2)
+    split = export_kueue(PLAN, ORG, periods=2, per_cluster=True)
+    assert sorted(split) == ["index.yaml"] + sorted(
+        file_name(p["start"], c) for p in PLAN["periods"] for c in ("c1", "c2"))
+    assert yaml.safe_load(single["index.yaml"])["format"] == \
+        "gpu-planner kueue index, version 1"
+    for period in PLAN["periods"]:
+        whole = objects(single, file_name(period["start"]))
+        sets = _by_cluster(split, period["start"])
+        assert sorted(sets) == ["c1", "c2"]
+        got, free = {}, {}
+        for docs in sets.values():
+            for obj in docs:
+                validate(obj)
+            got |= queue_quotas(docs)
+            free |= pool_free(docs)
+        assert got == queue_quotas(whole)
+        assert free == pool_free(whole)
+        # queues and their settings, flavors aside, are the single set's
+        queues = {d["metadata"]["name"]: d for d in whole if d["kind"] == "ClusterQueue"}
+        for docs in sets.values():
+            for d in (d for d in docs if d["kind"] == "ClusterQueue"):
+                mine, theirs = dict(d["spec"]), dict(queues[d["metadata"]["name"]]["spec"])
+                mine.pop("resourceGroups")
+                theirs.pop("resourceGroups")
+                assert mine == theirs
+    # period 1 on c2: r1 (p1) and =P 3's 8 GPUs fill it, so the pool holds nothing there
+    c2 = _by_cluster(split, PLAN["periods"][0]["start"])["c2"]
+    assert pool_free(c2) == {} and sorted(queue_quotas(c2)) == [("=P 3", "c2"), ("p1", "c2")]

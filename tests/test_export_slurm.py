@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from planner.exporters.slurm import budget_minutes, export_slurm
+from planner.cli import main
+from planner.exporters.slurm import (
+    OPPORTUNISTIC_QOS,
+    SLURM_CONF_LINES,
+    budget_minutes,
+    export_slurm,
+    qos_name,
+)
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
+from tests.scenario_factory import write_scenario
 from tests.system import REQUIRED, need
 
 
@@ -25,8 +35,9 @@ def commands(script: str) -> list[str]:
 def test_full_script_sets_accounts_budgets_and_reservations():
     script = export_slurm(PLAN, ORG)
     lines = commands(script)
-    # 6 org nodes x (guarded add + modify); 3 projects x (qos add, limit, attach); 2 reservations
-    assert len(lines) == 6 * 2 + 3 * 3 + 2
+    # 6 org nodes x (guarded add + modify); the opportunistic QOS (add, settings); 3 projects
+    # x (qos add, priority and preempt, limit, attach); 2 reservations
+    assert len(lines) == 6 * 2 + 2 + 3 * 4 + 2
     assert "sacctmgr -n show account team-a | grep -q . || sacctmgr -i add account team-a " \
            "parent=area fairshare=200" in script
     assert "sacctmgr -n -P show assoc account=p1 format=user,parentname,share | grep -qx " \
@@ -38,7 +49,26 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     assert "sacctmgr -n -P show qos gp-p1 format=grptresmins | grep -qx 'gres/gpu=127217' " \
            "|| { sacctmgr -i modify qos gp-p1 set GrpTRESMins=gres/gpu=127217 && " \
            "sacctmgr -i modify qos gp-p1 set RawUsage=0; }" in script
-    assert "sacctmgr -i modify account p1 set qos+=gp-p1 DefaultQOS=gp-p1" in script
+    assert "sacctmgr -i modify account p1 set qos+=gp-p1,gp-opportunistic DefaultQOS=gp-p1" \
+        in script
+    # guaranteed work preempts opportunistic work and goes first; the shared QOS is bound by no
+    # budget (no GrpTRESMins), adds no usage and is requeued when preempted
+    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt | grep -qx " \
+           "'100|gp-opportunistic' || sacctmgr -i modify qos gp-p1 set Priority=100 " \
+           "Preempt=gp-opportunistic" in lines
+    assert lines[12:14] == [
+        "sacctmgr -n show qos gp-opportunistic | grep -q . || "
+        "sacctmgr -i add qos gp-opportunistic",
+        "sacctmgr -n -P show qos gp-opportunistic format=priority,preemptmode,usagefactor | "
+        "grep -qx '0|requeue|0.000000' || sacctmgr -i modify qos gp-opportunistic set "
+        "Priority=0 PreemptMode=requeue UsageFactor=0"]
+    assert "GrpTRESMins" not in " ".join(lines[12:14])
+    # what slurm.conf must hold is in the header, as comments
+    header = script[:script.index("set -eu")]
+    assert "# slurm.conf must have" in header
+    for conf in ("PreemptType=preempt/qos", "PreemptMode=REQUEUE", "PriorityWeightQOS=",
+                 "AccountingStorageEnforce=associations,limits,qos"):
+        assert f"#   {conf}" in header and any(c.startswith(conf) for c in SLURM_CONF_LINES)
     assert budget_minutes(PLAN)["=P 3"] == 450 * 2 * 60
     r1 = next(line for line in lines if "ReservationName=r1 " in line and "create" in line)
     assert "StartTime=2026-11-16T00:00:00 Duration=1-00:00:00 Accounts=p1 NodeCnt=1 " \
@@ -50,7 +80,7 @@ def test_every_create_is_guarded_so_rerunning_converges():
         if " add " in line:
             assert re.match(r"sacctmgr -n show (account|qos) (\S+) \| grep -q \. \|\| "
                             r"sacctmgr -i add \1 \2( |$)", line), line
-        elif "set parent=" in line or "set GrpTRESMins=" in line:
+        elif any(f"set {key}=" in line for key in ("parent", "GrpTRESMins", "Priority")):
             # a modify that changes nothing exits 1 under set -e: only where values differ
             assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
                             r"grep -qx '[^']+' \|\| \{? ?sacctmgr -i modify (account|qos) \2 ",
@@ -85,7 +115,10 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
         "if scontrol -o show reservation r1 2>/dev/null | grep -q 'ReservationName=r1 '; "
         "then scontrol delete ReservationName=r1; fi"]
     assert sum("ReservationName=r9" in line for line in lines) == 1
-    assert sum("qos gp-p1" in line for line in lines) == 2 and len(lines) == 2 + 3
+    # the reservations, the guarded opportunistic QOS (p1's Preempt names it), p1's QOS block
+    assert sum("qos gp-p1" in line for line in lines) == 3
+    assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
+    assert len(lines) == 2 + 2 + 4
     assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
@@ -163,19 +196,25 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert set(once["account"]) == {"area", "team-a", "team-b", "p1", "p2",
                                     "p-3-8aff7f51"}
     assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "200",
-                                     "description": "org:p1", "qos": "gp-p1",
-                                     "defaultqos": "gp-p1"}
-    assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0"}
+                                     "description": "org:p1",
+                                     "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
+    assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
+                                    "priority": "100", "preempt": "gp-opportunistic",
+                                    "preemptmode": "cluster", "usagefactor": "1.000000"}
+    assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
+                                               "preemptmode": "requeue",
+                                               "usagefactor": "0.000000"}
     assert once["reservation"]["r2"] == {
         "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
     twice = slurm.apply(export_slurm(PLAN, ORG))
     assert twice == once
-    assert slurm.calls("sacctmgr -i add") == 6 + 3  # each added once, never again
+    assert slurm.calls("sacctmgr -i add") == 6 + 1 + 3  # each added once, never again
     assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 2
-    # limits set (and usage reset) once, in the first apply; accounts added with the plan's
-    # parent and share are never modified; only the idempotent QOS attach runs each time
-    assert slurm.calls("sacctmgr -i modify qos") == 3 * 2
+    # QOS settings, limits (and usage reset) set once, in the first apply; accounts added with
+    # the plan's parent and share are never modified; only the idempotent QOS attach runs
+    # each time
+    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2)
     assert slurm.calls("sacctmgr -i modify account") == 3 * 2
     assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 2
     # replan: r2 moves a day, r1 is dropped, p1 has used more
@@ -188,6 +227,58 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert replanned == fresh
     assert set(replanned["reservation"]) == {"r2"}
 
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
+    # its account is "opportunistic", so gp-<account> would be the shared QOS: the project's
+    # budget QOS takes a hashed name instead, and the shared one keeps its name and settings
+    org = pd.concat([ORG, pd.DataFrame({"id": ["opportunistic"], "parent": ["team-b"],
+                                        "weight": [1.0]})], ignore_index=True)
+    plan = plan_copy()
+    plan["budgets"].append({"project": "opportunistic", "budget": 60.0, "used": 0.0,
+                            "planned": 0.0, "planned_reserved": 0.0,
+                            "planned_opportunistic": 0.0, "marginal_value": 0.0})
+    own = qos_name("opportunistic")
+    assert re.fullmatch(r"gp-opportunistic-[0-9a-f]{8}", own) and qos_name("p1") == "gp-p1"
+    state = FakeSlurm(tmp_path).apply(export_slurm(plan, org))
+    assert state["qos"][own]["grptresmins"] == "gres/gpu=3600"  # 60 NGH at rate 1
+    assert state["qos"][own]["preempt"] == OPPORTUNISTIC_QOS
+    assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
+                                               "preemptmode": "requeue",
+                                               "usagefactor": "0.000000"}
+    assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
+    assert state["account"]["opportunistic"]["defaultqos"] == own
+
+
+def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
+    # one list (SLURM_CONF_LINES) in the script header; the README and the real Slurm the
+    # tests start must say the same settings
+    from tests.real_slurm import _slurm_conf
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    conf = _slurm_conf(Path("/nonexistent"), PLAN["clusters"]).splitlines()
+    settings = [line.split()[0] for line in SLURM_CONF_LINES]
+    assert [s.split("=")[0] for s in settings] == [
+        "PreemptType", "PreemptMode", "AccountingStorageEnforce", "PriorityType",
+        "PriorityWeightQOS"]
+    in_readme = {line.split()[0] for line in readme.splitlines() if line.startswith("  ")
+                 and line.strip()}
+    for setting in settings:
+        assert setting in in_readme, setting
+        assert setting in conf, setting
+
+
+def test_gp_opportunistic_is_ensured_before_any_command_names_it():
+    # sacctmgr refuses Preempt= or qos+= naming a QOS that does not exist; a replan that
+    # changes a limit re-sets the project's Preempt, so it carries the guarded lines too
+    changed = plan_copy()
+    changed["budgets"][2]["used"] = 80.0
+    for script in (export_slurm(PLAN, ORG), export_slurm(changed, ORG, previous=PLAN)):
+        naming = [line for line in commands(script) if OPPORTUNISTIC_QOS in line]
+        assert naming[0] == (f"sacctmgr -n show qos {OPPORTUNISTIC_QOS} | grep -q . || "
+                             f"sacctmgr -i add qos {OPPORTUNISTIC_QOS}")
+    assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []  # no change, no lines
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -275,14 +366,21 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
              "p-3-8aff7f51": "3"}
     assert {a: (shares[a]["depth"], shares[a]["RawShares"]) for a in ACCOUNTS} \
         == {a: (depth[a], ACCOUNTS[a][1]) for a in ACCOUNTS}
-    # budgets: one QOS per project, the limit, attached to the account and its default
+    # budgets: one QOS per project, the limit, attached to the account and its default, above
+    # and preempting the shared opportunistic QOS, which every project account may use
     minutes = budget_minutes(plan)
-    qos = {q["name"]: q["grptresmins"] for q in state["qos"]}
-    assert len(qos) == len(state["qos"]) == 1 + 3  # normal + one per project
+    settings = {q["name"]: q for q in state["qos"]}
+    qos = {name: q["grptresmins"] for name, q in settings.items()}
+    assert len(qos) == len(state["qos"]) == 1 + 1 + 3  # normal, opportunistic, per project
+    assert settings[OPPORTUNISTIC_QOS] == {
+        "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
+        "preemptmode": "requeue", "usagefactor": "0.000000"}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
     for project, acct in projects.items():
         assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
-        assert f"gp-{acct}" in own[acct]["qos"].split(",")
+        assert (settings[f"gp-{acct}"]["priority"], settings[f"gp-{acct}"]["preempt"]) == \
+            ("100", OPPORTUNISTIC_QOS)
+        assert {f"gp-{acct}", OPPORTUNISTIC_QOS} <= set(own[acct]["qos"].split(","))
         assert own[acct]["defaultqos"] == f"gp-{acct}"
     # reservations: exactly the plan's, whole nodes of their cluster, for their account
     reservations = state["reservations"]
@@ -296,32 +394,55 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
         assert got["Nodes"].startswith(f"{r['cluster']}n")
 
 
-def apply_traced(slurm, script: str) -> list[str]:
-    """Apply an exported script (bash -x): the commands that ran, as bash traced them."""
-    done = slurm.bash("set -x\n" + script)
+def apply_traced(slurm, script: Path) -> list[str]:
+    """Apply an exported script file (bash -x): the commands that ran, as bash traced them."""
+    done = slurm.run("bash", "-x", str(script), timeout=120)
     return [line[2:] for line in done.stderr.splitlines() if line.startswith("+ ")]
 
 
-def test_real_slurm_holds_the_plan_and_a_second_apply_changes_nothing(real_slurm):
+def hand_scenario(folder: Path) -> Path:
+    """A scenario folder with PLAN's clusters and budgets and ORG, for ``--scenario``."""
+    clusters = "cluster,gpu_type,nodes,gpus_per_node\n" + "".join(
+        f"{c['cluster']},{c['gpu_type']},{c['nodes']},{c['gpus_per_node']}\n"
+        for c in PLAN["clusters"])
+    budgets = "project,gpu_hours\n" + "".join(f"{b['project']},{b['budget']}\n"
+                                              for b in PLAN["budgets"])
+    return write_scenario(folder, clusters=clusters, org=ORG.to_csv(index=False),
+                          budgets=budgets, demand=None, reservations=None, usage=None)
+
+
+def test_real_slurm_holds_the_plan_the_cli_wrote_and_a_second_apply_changes_nothing(
+        real_slurm, tmp_path):
+    # end to end: `planner export PLAN --to slurm --out DIR` writes the script, and Slurm runs
+    # that file (twice), not a string made in the test
     plan = future_plan()
-    script = export_slurm(plan, ORG)
-    real_slurm.bash(script)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan, indent=1))
+    out = tmp_path / "slurm"
+    assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),
+                 "--scenario", str(hand_scenario(tmp_path / "scenario"))]) == 0
+    script = out / "slurm-apply.sh"
+    assert [p.name for p in out.iterdir()] == ["slurm-apply.sh"]
+    assert script.read_text() == export_slurm(plan, ORG)  # the org read from the scenario
+    real_slurm.run("bash", str(script), timeout=120)
     once = real_slurm.state()
     assert_slurm_holds(real_slurm, plan, once)
     # the numbers by hand (see test_full_script_sets_accounts_budgets_and_reservations):
     # p1 127217, p2 1500 NGH x 882 raw / 786 NGH x 60 = 100992, =P 3 450 x 2 x 60 = 54000
     assert {q["name"]: q["grptresmins"] for q in once["qos"] if q["name"] != "normal"} == {
         "gp-p1": "gres/gpu=127217", "gp-p2": "gres/gpu=100992",
-        "gp-p-3-8aff7f51": "gres/gpu=54000"}
+        "gp-p-3-8aff7f51": "gres/gpu=54000", "gp-opportunistic": ""}
     assert once["reservations"]["r1"]["Duration"] == "1-00:00:00"
 
     second = apply_traced(real_slurm, script)
     assert real_slurm.state() == once
-    # nothing was added, created or re-limited; only the in-place updates and QOS attach ran
+    # nothing was added, created, re-limited or re-set; only the in-place updates and QOS
+    # attach ran
     changing = [c for c in second if c.startswith(("sacctmgr -i", "scontrol create",
                                                    "scontrol delete"))]
-    assert changing and all(re.match(r"sacctmgr -i modify account (\S+) set qos\+=gp-\1 "
-                                     r"DefaultQOS=gp-\1$", c) for c in changing), changing
+    assert changing and all(re.match(r"sacctmgr -i modify account (\S+) set "
+                                     r"qos\+=gp-\1,gp-opportunistic DefaultQOS=gp-\1$", c)
+                            for c in changing), changing
 
 
 def test_real_slurm_follows_a_replan(real_slurm):
@@ -421,3 +542,111 @@ def _run_job_in(real_slurm, resv: dict[str, str]) -> None:
                              "-p", "c2", "-t", "5", "-o", f"{out}/refused.out",
                              "--wrap", "true", check=False)
     assert refused.returncode != 0 and "reservation" in refused.stderr.lower()
+
+
+def _allow_root(slurm, *accounts: str) -> None:
+    """Users are the site's business, not the plan's: let root charge ``accounts``."""
+    for acct in accounts:
+        if not slurm.run("sacctmgr", "-n", "show", "assoc", f"account={acct}",
+                         "user=root").stdout.strip():
+            slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={acct}")
+
+
+def _sbatch(slurm, *args: str) -> str:
+    return slurm.run("sbatch", "--parsable", "-p", "c1", "-t", "5",
+                     "-o", f"{slurm.root}/jobs/%j.out", *args).stdout.strip()
+
+
+def _until(what: str, probe, timeout: float = 60):
+    """Poll ``probe`` every 0.25 s until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def _sacct_states(slurm, job_id: str) -> list[str]:
+    """Every record sacct holds of the job (-D: a requeued job's earlier runs too)."""
+    return slurm.run("sacct", "-n", "-P", "-X", "-D", "-j", job_id,
+                     "--format=state").stdout.split()
+
+
+def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_it(
+        real_slurm):
+    """Beyond its budget a project gets only opportunistic, preemptible GPU-hours.
+
+    p2 has spent its budget (``GrpTRESMins=gres/gpu=0``): its job under its default QOS pends
+    with reason ``QOSGrpGRESMinutes``, while its ``--qos=gp-opportunistic`` job, queued behind
+    it in the same partition, runs, though the blocked job has the higher priority (its QOS
+    Priority and ``PriorityWeightQOS``). Then an opportunistic job holding all of node c1n4
+    (its one CPU and 8 GPUs) is requeued when p1's guaranteed job needs that node
+    (``Preempt=gp-opportunistic``; slurm.conf has ``PreemptType=preempt/qos``): sacct records
+    the first run as PREEMPTED, scontrol counts a restart, and the job is queued again.
+    ``UsageFactor=0``: the opportunistic jobs leave the usage of their QOS and p2's
+    fair-share usage at 0, while the guaranteed job's QOS accrues usage.
+
+    What the real Slurm taught: ``sacctmgr modify qos`` reports "Modified qos" (exit 0) even
+    when nothing changes, unlike ``modify account ... set parent=`` (exit 1); a ``Preempt=``
+    naming a QOS that does not exist is refused, so gp-opportunistic is made first; the
+    opportunistic job behind the blocked one first pends with reason ``Priority`` and starts
+    within seconds (about 5 s here); QOS usage is applied when a job
+    ends (``scontrol show assoc_mgr`` has it seconds later, not after PriorityCalcPeriod's
+    5 minutes); a requeued job pends with reason ``BeginTime`` before it may start again.
+    """
+    plan = future_plan()
+    p2 = next(b for b in plan["budgets"] if b["project"] == "p2")
+    p2["used"] = p2["budget"]
+    assert budget_minutes(plan)["p2"] == 0
+    real_slurm.bash(export_slurm(plan, ORG))
+    assert_slurm_holds(real_slurm, plan, real_slurm.state())
+    _allow_root(real_slurm, "p1", "p2")
+    jobs: list[str] = []
+    try:
+        held = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(held)
+        _until("p2's job pends on its spent budget", lambda: real_slurm.job(held)[
+            "Reason"] == "QOSGrpGRESMinutes")
+        opportunistic = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic",
+                                "--gres=gpu:1", "--wrap", "sleep 1")
+        jobs.append(opportunistic)
+        _until("p2's opportunistic job completes",
+               lambda: _sacct_states(real_slurm, opportunistic) == ["COMPLETED"])
+        job = real_slurm.job(held)
+        assert (job["JobState"], job["Reason"], job["QOS"]) == \
+            ("PENDING", "QOSGrpGRESMinutes", "gp-p2")
+        assert real_slurm.job(opportunistic)["QOS"] == OPPORTUNISTIC_QOS
+        # same account, user and partition, so the QOS makes the difference: with
+        # PriorityWeightQOS, guaranteed work (Priority=100) is ordered before opportunistic (0)
+        assert int(job["Priority"]) > int(real_slurm.job(opportunistic)["Priority"])
+
+        # preemption: opportunistic work holds the whole node, guaranteed work takes it back
+        preempted = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic", "-w", "c1n4",
+                            "--gres=gpu:8", "--wrap", "sleep 300")
+        jobs.append(preempted)
+        _until("the opportunistic job runs on c1n4",
+               lambda: real_slurm.job(preempted)["JobState"] == "RUNNING")
+        guaranteed = _sbatch(real_slurm, "-A", "p1", "-w", "c1n4", "--gres=gpu:1",
+                             "--wrap", "sleep 1")
+        jobs.append(guaranteed)
+        _until("p1's guaranteed job completes on c1n4",
+               lambda: _sacct_states(real_slurm, guaranteed) == ["COMPLETED"])
+        assert real_slurm.job(guaranteed)["QOS"] == "gp-p1"
+        assert real_slurm.job(guaranteed)["NodeList"] == "c1n4"
+        requeued = real_slurm.job(preempted)
+        assert int(requeued["Restarts"]) >= 1 and requeued["JobState"] in ("PENDING",
+                                                                          "RUNNING")
+        assert _sacct_states(real_slurm, preempted)[0] == "PREEMPTED"
+        log = (real_slurm.root / "log" / "slurmctld.log").read_text()
+        assert f"preempted JobId={preempted} has been requeued to reclaim resources for " \
+               f"JobId={guaranteed}" in log
+        # UsageFactor=0: opportunistic work is charged nowhere, guaranteed work to its QOS
+        assert real_slurm.qos_usage(OPPORTUNISTIC_QOS) == 0.0
+        assert _until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
+        usage = {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}
+        assert usage[("p2", "")] == usage[("p2", "root")] == "0"
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)

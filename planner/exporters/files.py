@@ -15,10 +15,16 @@ TARGETS = ("kueue", "slurm", "json")
 
 
 def export_files(plan: dict[str, Any], target: str, org: pd.DataFrame | None, periods: int = 1,
-                 previous: dict[str, Any] | None = None) -> dict[str, bytes]:
-    """File name -> bytes for one target (``org`` is needed for kueue and slurm)."""
+                 previous: dict[str, Any] | None = None, per_cluster: bool | None = None
+                 ) -> dict[str, bytes]:
+    """File name -> bytes for one target (``org`` is needed for kueue and slurm).
+
+    ``per_cluster`` (kueue): a manifest set per cluster; ``None`` splits only where one set
+    could not hold every cluster (see :func:`planner.exporters.kueue.needs_per_cluster`).
+    """
     if target == "kueue":
-        return {k: v.encode() for k, v in export_kueue(plan, org, periods).items()}
+        files = export_kueue(plan, org, periods, per_cluster)
+        return {k: v.encode() for k, v in files.items()}
     if target == "slurm":
         return {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}
     if target == "json":

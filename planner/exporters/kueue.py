@@ -27,6 +27,19 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     are not preempted.
 - a ``LocalQueue`` per project in the project's namespace.
 
+**Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
+``maxItems``), and one resource (``nvidia.com/gpu``) may sit in only one resource group of a
+queue, so one manifest set cannot cover more than 64 clusters: the pool Cohort and a queue
+with work on every cluster would need a flavor each. With ``per_cluster`` (automatic when
+the plan has more than 64 clusters) each cluster gets a manifest set of its own,
+``kueue-<period start>-<cluster>.yaml``, for the Kubernetes + Kueue that runs it (a GPU
+cluster usually runs its own): its ``ResourceFlavor``; the pool Cohort with that cluster's
+unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that holds anything on
+it in the period, with that one flavor and the same numbers as in the single set; the
+Cohorts above those projects (the org tree pruned to them). Every object carries a
+``gpu-planner.io/cluster`` annotation. Quotas are the plan's either way: the single set's
+flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
+
 Names are DNS-1123 labels (:func:`planner.exporters.common.safe_name`); the original id is
 kept in the ``gpu-planner.io/id`` annotation. Output is a pure function of the inputs.
 """
@@ -56,6 +69,7 @@ ANN = "gpu-planner.io"
 CLUSTER_LABEL = f"{ANN}/cluster"
 GPU_LABEL = "nvidia.com/gpu.product"
 POOL = "gpu-planner-pool"
+MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
 
 
 def _label_value(text: str) -> str:
@@ -73,9 +87,9 @@ def _meta(name: str, original: str, window: dict[str, str], namespace: str | Non
     return meta
 
 
-def _flavors(plan: dict[str, Any], window: dict[str, str]) -> list[dict[str, Any]]:
+def _flavors(clusters: list[dict[str, Any]], window: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    for c in sorted(plan["clusters"], key=lambda c: c["cluster"]):
+    for c in clusters:
         out.append({"apiVersion": API, "kind": "ResourceFlavor",
                     "metadata": _meta(safe_name(c["cluster"]), c["cluster"], window),
                     "spec": {"nodeLabels": {CLUSTER_LABEL: _label_value(c["cluster"]),
@@ -92,11 +106,12 @@ def pool_name(tree: OrgTree) -> str:
     return name
 
 
-def _pool(plan: dict[str, Any], tree: OrgTree, quotas: dict[str, dict[str, dict[str, int]]],
-          window: dict[str, str]) -> dict[str, Any]:
+def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
+          quotas: dict[str, dict[str, dict[str, int]]], window: dict[str, str]
+          ) -> dict[str, Any]:
     """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
     flavors = []
-    for c in sorted(plan["clusters"], key=lambda c: c["cluster"]):
+    for c in clusters:
         held = sum(q[c["cluster"]]["nominal"] for q in quotas.values() if c["cluster"] in q)
         free = int(c["nodes"]) * int(c["gpus_per_node"]) - held
         if free > 0:
@@ -110,9 +125,13 @@ def _pool(plan: dict[str, Any], tree: OrgTree, quotas: dict[str, dict[str, dict[
             "spec": spec}
 
 
-def _cohorts(tree: OrgTree, window: dict[str, str]) -> list[dict[str, Any]]:
+def _cohorts(tree: OrgTree, nodes: set[str] | None, window: dict[str, str]
+             ) -> list[dict[str, Any]]:
+    """A Cohort per internal org node (only those in ``nodes``, when given)."""
     out = []
     for node in tree.internal:
+        if nodes is not None and node not in nodes:
+            continue
         spec: dict[str, Any] = {"parentName": safe_name(tree.parent[node])
                                 if tree.parent.get(node) else pool_name(tree)}
         spec["fairSharing"] = {"weight": quantity(tree.weight.get(node, 1.0))}
@@ -174,19 +193,53 @@ def _local_queue(project: str, window: dict[str, str]) -> dict[str, Any]:
             "spec": {"clusterQueue": name}}
 
 
-def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str
+def _ancestors(tree: OrgTree, projects: list[str]) -> set[str]:
+    out: set[str] = set()
+    for node in projects:
+        while tree.parent.get(node):
+            node = tree.parent[node]
+            out.add(node)
+    return out
+
+
+def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(plan["clusters"], key=lambda c: c["cluster"])
+
+
+def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
+                   cluster: str | None = None,
+                   quotas: dict[str, dict[str, dict[str, int]]] | None = None
                    ) -> list[dict[str, Any]]:
-    """Every Kueue object in force during [start, end)."""
+    """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
+
+    ``quotas``: :func:`project_quotas` of the period, when the caller has them already.
+    """
     window = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
               f"{ANN}/plan-as-of": plan["as_of"],
               f"{ANN}/input-digest": plan.get("input_digest", "")}
-    quotas = project_quotas(plan, start, end)
-    projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
-    objects = _flavors(plan, window) + [_pool(plan, tree, quotas, window)]
-    objects += _cohorts(tree, window)
+    if quotas is None:
+        quotas = project_quotas(plan, start, end)
+    clusters = _sorted_clusters(plan)
+    if cluster is None:
+        projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
+        nodes = None
+    else:  # the projects holding anything on the cluster, and the org tree above them
+        window[f"{ANN}/cluster"] = cluster
+        clusters = [c for c in clusters if c["cluster"] == cluster]
+        quotas = {p: {cluster: q[cluster]} for p, q in quotas.items() if cluster in q}
+        projects = sorted(quotas)
+        nodes = _ancestors(tree, projects)
+    objects = _flavors(clusters, window) + [_pool(clusters, tree, quotas, window)]
+    objects += _cohorts(tree, nodes, window)
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
     objects += [_local_queue(p, window) for p in projects]
     return objects
+
+
+def most_flavors(objects: list[dict[str, Any]]) -> int:
+    """The most flavors in any resource group of these objects."""
+    return max((len(g["flavors"]) for o in objects
+                for g in o.get("spec", {}).get("resourceGroups", [])), default=0)
 
 
 def _dump(objects: list[dict[str, Any]]) -> str:
@@ -194,25 +247,56 @@ def _dump(objects: list[dict[str, Any]]) -> str:
                               explicit_start=True, allow_unicode=True, width=100)
 
 
-def file_name(start: str) -> str:
-    """``kueue-2026-11-16T00-00-00Z.yaml`` for a period start."""
-    return f"kueue-{start.replace(':', '-')}.yaml"
+def file_name(start: str, cluster: str | None = None) -> str:
+    """``kueue-2026-11-16T00-00-00Z.yaml`` for a period start (``...Z-<cluster>.yaml``)."""
+    stem = f"kueue-{start.replace(':', '-')}"
+    return f"{stem}-{safe_name(cluster)}.yaml" if cluster is not None else f"{stem}.yaml"
 
 
-def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1) -> dict[str, str]:
-    """File name -> YAML text: one file per period (the first ``periods``) and an index."""
+def needs_per_cluster(plan: dict[str, Any]) -> bool:
+    """Whether one manifest set could need more than :data:`MAX_FLAVORS` flavors in a group.
+
+    Decided by the cluster count alone, so that a scenario's plans split the same way every
+    time (the pool's flavors depend on the GPUs left free).
+    """
+    return len(plan["clusters"]) > MAX_FLAVORS
+
+
+def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
+                 per_cluster: bool | None = None) -> dict[str, str]:
+    """File name -> YAML text: a file per period and cluster set, and an index.
+
+    Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
+    (``None``: when :func:`needs_per_cluster`). Raises ``ValueError`` when ``per_cluster`` is
+    False and a resource group would need more than :data:`MAX_FLAVORS` flavors (the CRDs
+    would refuse the manifest).
+    """
     tree = OrgTree.from_frame(org)
+    split = needs_per_cluster(plan) if per_cluster is None else per_cluster
+    targets: list[str | None] = ([c["cluster"] for c in _sorted_clusters(plan)] if split
+                                 else [None])
     files: dict[str, str] = {}
     index = []
     for start, end in period_bounds(plan, periods):
-        objects = period_objects(plan, tree, start, end)
-        name = file_name(start)
-        files[name] = _dump(objects)
-        index.append({"file": name, "valid_from": start, "valid_until": end,
-                      "objects": len(objects)})
+        quotas = project_quotas(plan, start, end)
+        for cluster in targets:
+            objects = period_objects(plan, tree, start, end, cluster, quotas)
+            if most_flavors(objects) > MAX_FLAVORS:
+                raise ValueError(f"a Kueue resource group for {start} would hold "
+                                 f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "
+                                 "export per cluster")
+            name = file_name(start, cluster)
+            files[name] = _dump(objects)
+            entry = {"file": name, "valid_from": start, "valid_until": end}
+            if cluster is not None:
+                entry["cluster"] = cluster
+            index.append(entry | {"objects": len(objects)})
+    head: dict[str, Any] = {"format": f"gpu-planner kueue index, version {2 if split else 1}",
+                            "kueue_api": API}
+    if split:  # a version-1 reader would apply every file to one Kueue: refuse it instead
+        head["per_cluster"] = True
     files["index.yaml"] = yaml.safe_dump(
-        {"format": "gpu-planner kueue index, version 1", "kueue_api": API,
-         "scenario": plan["scenario"],
-         "as_of": plan["as_of"], "input_digest": plan.get("input_digest", ""),
-         "periods": index}, sort_keys=False)
+        head | {"scenario": plan["scenario"], "as_of": plan["as_of"],
+                "input_digest": plan.get("input_digest", ""), "periods": index},
+        sort_keys=False)
     return files

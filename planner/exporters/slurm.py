@@ -4,33 +4,53 @@ What it sets:
 
 - **accounts**: the org tree, one account per node (parent = its org parent, ``root`` at
   the top), ``fairshare`` = round(100 × org weight), at least 1 (Slurm shares are integers);
+- **opportunistic work**: one shared QOS ``gp-opportunistic`` for GPU-hours beyond a budget
+  (the plan's ``opportunistic`` grants: preemptible, reclaimed first), with no
+  ``GrpTRESMins`` (bound by no budget), ``UsageFactor=0`` (its jobs add no usage: not to any
+  budget QOS, whose usage is per QOS anyway, nor to the account's fair-share usage; ``sacct``
+  still records each job with its QOS), ``Priority=0`` (below the budget QOS) and
+  ``PreemptMode=requeue`` (a preempted job goes back to the queue). Every project account
+  may use it (``--qos=gp-opportunistic``);
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
   nothing is planned), made the account's ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
-  nets out the usage so far; re-applying the same limit keeps the usage accrued since;
+  nets out the usage so far; re-applying the same limit keeps the usage accrued since.
+  ``Priority=100`` and ``Preempt=gp-opportunistic``: guaranteed work takes GPUs back from
+  opportunistic jobs first. Once a budget is spent, the project's jobs that name no QOS
+  pend (``QOSGrpGRESMinutes``) while its ``--qos=gp-opportunistic`` jobs still run;
 - **reservations**: every planned reservation, ``ReservationName=<request id>``, whole nodes
   (``NodeCnt`` in ``PartitionName=<cluster>``), ``Accounts=<project account>``,
   ``Flags=IGNORE_JOBS`` (created even while jobs still run on the nodes it will take).
 
+What slurm.conf must say (a script of ``sacctmgr``/``scontrol`` commands cannot set it; the
+script's header repeats it): ``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for
+the preemption, ``AccountingStorageEnforce=associations,limits,qos`` for the budgets to
+bind, and ``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS
+priorities to order pending jobs (:data:`SLURM_CONF_LINES`).
+
 Every command is guarded so that re-running converges and never duplicates: an account or
 QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
-only where ``sacctmgr show`` reads other values (a ``modify`` that changes nothing exits 1,
-"Nothing modified"); a reservation is updated in place when ``scontrol show reservation``
-finds it, created otherwise, deleted only if it exists. A reservation whose start has
-passed when the script runs (``$now``, or the plan's ``as_of``) is running: only its end is
-updated, or it is created from ``StartTime=now`` (Slurm refuses starts in the past and start
-changes of a begun reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
+only where ``sacctmgr show`` reads other values (``modify account ... set parent=`` that
+changes nothing exits 1, "Nothing modified"; ``modify qos`` says "Modified qos" even then,
+and its guard keeps a second run from writing anything); a reservation is updated in
+place when ``scontrol show reservation`` finds it, created otherwise, deleted only if it
+exists. A reservation whose start has passed when the script runs (``$now``, or the plan's
+``as_of``) is running: only its end is updated, or it is created from ``StartTime=now``
+(Slurm refuses starts in the past and start changes of a begun reservation). Times are
+UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
-moved/resized and dropped reservations, and QOS whose limit changed. Accounts come from the
-org, not the plan: they are emitted in replan mode only when ``previous_org`` is given and
+moved/resized and dropped reservations, and QOS whose limit changed (preceded by the guarded
+``gp-opportunistic`` lines, as their ``Preempt`` names it). Accounts come from the org,
+not the plan: they are emitted in replan mode only when ``previous_org`` is given and
 differs (accounts are never deleted: they hold usage history).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import shlex
@@ -42,6 +62,17 @@ from planner.exporters.common import OrgTree, cluster_info, safe_name
 
 FLAGS = "IGNORE_JOBS"
 _SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+OPPORTUNISTIC_QOS = "gp-opportunistic"
+GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0
+# as `sacctmgr -n -P show qos format=priority,preemptmode,usagefactor` prints the settings
+OPPORTUNISTIC_SETTINGS = ("Priority=0 PreemptMode=requeue UsageFactor=0", "0|requeue|0.000000")
+SLURM_CONF_LINES = (
+    "PreemptType=preempt/qos      # a budget QOS preempts gp-opportunistic jobs",
+    "PreemptMode=REQUEUE          # preempted jobs go back to the queue",
+    "AccountingStorageEnforce=associations,limits,qos   # the budgets bind",
+    "PriorityType=priority/multifactor",
+    "PriorityWeightQOS=100000     # any weight > 0: QOS priority orders pending jobs",
+)
 
 
 def fairshare(weight: float) -> int:
@@ -55,8 +86,12 @@ def account(node: str) -> str:
 
 
 def qos_name(project: str) -> str:
-    """The QOS holding a project's budget."""
-    return f"gp-{account(project)}"
+    """The QOS holding a project's budget: ``gp-<account>``, never the shared one's name."""
+    name = f"gp-{account(project)}"
+    if name == OPPORTUNISTIC_QOS:  # a project whose id is "opportunistic"
+        digest = hashlib.sha256(project.encode()).hexdigest()[:8]
+        name = f"{name}-{digest}"
+    return name
 
 
 def reservation_name(request_id: str) -> str:
@@ -116,17 +151,33 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
     return lines
 
 
+def _opportunistic_lines() -> list[str]:
+    # no GrpTRESMins: beyond-budget work is bound by no budget; UsageFactor=0: its jobs add
+    # no usage anywhere (QOS or fair share); requeued when a budget QOS needs the GPUs
+    q, (settings, shown) = OPPORTUNISTIC_QOS, OPPORTUNISTIC_SETTINGS
+    return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
+            f"sacctmgr -n -P show qos {q} format=priority,preemptmode,usagefactor | "
+            f"grep -qx '{shown}' || sacctmgr -i modify qos {q} set {settings}"]
+
+
 def _qos_lines(project: str, minutes: int) -> list[str]:
     # a new limit starts from zero usage (the limit nets out the usage so far); re-applying the
     # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
     # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
-    # DefaultQOS makes the budget bind the account's jobs that name no --qos.
+    # Preempt: guaranteed work reclaims GPUs from opportunistic jobs first (gp-opportunistic
+    # must exist: sacctmgr refuses a Preempt naming an unknown QOS). DefaultQOS makes the
+    # budget bind the account's jobs that name no --qos; the account may also use
+    # gp-opportunistic for work beyond its budget.
     q, acct, tres = qos_name(project), account(project), f"gres/gpu={minutes}"
+    opp = OPPORTUNISTIC_QOS
     return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
+            f"sacctmgr -n -P show qos {q} format=priority,preempt | grep -qx "
+            f"'{GUARANTEED_PRIORITY}|{opp}' || sacctmgr -i modify qos {q} set "
+            f"Priority={GUARANTEED_PRIORITY} Preempt={opp}",
             f"sacctmgr -n -P show qos {q} format=grptresmins | grep -qx '{tres}' || "
             f"{{ sacctmgr -i modify qos {q} set GrpTRESMins={tres} && "
             f"sacctmgr -i modify qos {q} set RawUsage=0; }}",
-            f"sacctmgr -i modify account {acct} set qos+={q} DefaultQOS={q}"]
+            f"sacctmgr -i modify account {acct} set qos+={q},{opp} DefaultQOS={q}"]
 
 
 def _exists(name: str) -> str:
@@ -179,6 +230,8 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
             f"# valid from {plan['periods'][0]['start']} until {plan['quarter_end']}"
             if "quarter_end" in plan else f"# valid from {plan['periods'][0]['start']}",
             "# idempotent: every command is guarded; re-running converges",
+            "# slurm.conf must have (this script cannot set it):",
+            *(f"#   {line}" for line in SLURM_CONF_LINES),
             "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
             "set -eu", "export TZ=UTC",
             "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
@@ -193,8 +246,11 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
     old_minutes = budget_minutes(previous) if previous is not None else {}
     qos = [line for p in sorted(minutes) if old_minutes.get(p) != minutes[p]
            for line in _qos_lines(p, minutes[p])]
-    if qos:
-        lines += ["# budgets: remaining GPU-minutes per project", *qos, ""]
+    if qos:  # the budget QOS name gp-opportunistic: it comes first
+        lines += ["# opportunistic work: beyond budget, preemptible, charged to no budget",
+                  *_opportunistic_lines(), ""]
+        lines += ["# budgets: remaining GPU-minutes per project; they preempt opportunistic "
+                  "work", *qos, ""]
     old = {r["request_id"]: r for r in (previous or {}).get("reservations", [])}
     new = {r["request_id"]: r for r in plan["reservations"]}
     changes = [_reservation_line(new[i], plan["as_of"]) for i in sorted(new)
