@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -122,6 +124,13 @@ def test_run_with_export_writes_each_target_beside_the_plan(tmp_path: Path):
     assert (out / "kueue" / "index.yaml").exists()
     assert (out / "slurm" / "slurm-apply.sh").exists()
     assert (out / "json" / "executor-view.json").exists()
+    # modes as an ordinary write under the umask gives them: the executor's user may read
+    # the plan, and the Slurm script runs as ./slurm-apply.sh
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((out / "plan.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((out / "slurm" / "slurm-apply.sh").stat().st_mode) == 0o777 & ~umask
+    assert not list(out.glob(".*.tmp"))
 
 
 def test_run_with_an_unknown_export_target_exits_2_before_planning(tmp_path: Path, capsys):

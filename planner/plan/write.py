@@ -15,8 +15,20 @@ def plan_bytes(plan: Plan) -> bytes:
     return (json.dumps(plan.body, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
+def _mode(name: str) -> int:
+    """What ``open()`` would give: rw for all (rwx for a ``.sh`` script), less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if name.endswith(".sh") else 0o666) & ~umask
+
+
 def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
-    """Write each file to a temporary sibling first, then rename all into place."""
+    """Write each file to a temporary sibling first, then rename all into place.
+
+    The temporary file is private (``mkstemp``); once complete it gets the mode an
+    ordinary write would have given, so a plan is readable by the executor's user and
+    ``slurm-apply.sh`` runs as ``./slurm-apply.sh``.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[str, Path]] = []
     try:
@@ -26,6 +38,7 @@ def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+            os.chmod(tmp, _mode(name))
             staged.append((name, Path(tmp)))
     except BaseException:
         for _, tmp in staged:
