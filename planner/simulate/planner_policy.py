@@ -1,0 +1,224 @@
+"""``planner``: ours — a rolling-horizon replan every period, an executor enforcing it.
+
+At every period boundary (``period_hours`` of the scenario from quarter start) the
+policy plans with :func:`planner.run.plan_scenario` on the replay's scenario with
+
+- ``as_of`` = the boundary;
+- ``usage`` = what ran in the quarter so far: one row per project, cluster and
+  past period (GPUs = the period's GPU-hours ÷ its hours), exact per period;
+- ``demand`` = the outstanding work of *allocated* jobs (waiting or running) per
+  project and cluster, profiled as if each started now: a job of g GPUs with r
+  hours of work left asks g GPUs from ``as_of`` to ``as_of + r``. No future
+  submissions are known (the replay does not peek at the trace);
+- no reservation requests (gang jobs are elastic demand; whole nodes are the
+  executor's placement), budgets as in the scenario;
+- the previous plan as ``previous`` (churn penalty), with ``frozen_periods`` = 0
+  so the first period follows today's demand rather than yesterday's forecast.
+
+The executor then enforces the plan's first period on every cluster:
+
+1. an allocated job of project p runs **guaranteed** while p's guaranteed GPUs
+   (its running guaranteed jobs plus this one) stay within the plan's
+   guaranteed GPUs G_pk; it may preempt (expired) unallocated, fill and
+   opportunistic work to start, and is never preempted itself;
+2. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
+   **opportunistic**, preempting only unallocated and fill work;
+3. every GPU still idle goes to any waiting job that fits (**fill**): allocated
+   jobs of projects with budget left first, then unallocated work, then
+   allocated jobs of projects that spent their budget. Fill and unallocated
+   work is preempted first on reclaim.
+
+At each replan the running jobs are re-classed against the new plan, oldest
+first: guaranteed up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from planner.config import ModelConfig, load_model
+from planner.simulate.policies import AdmissionPolicy
+from planner.times import iso
+
+GUARANTEED, OPPORTUNISTIC, FILL, UNALLOCATED = "guaranteed", "opportunistic", "fill", \
+    "unallocated"
+_HOUR = pd.Timedelta(hours=1)
+
+
+class PlannerPolicy(AdmissionPolicy):
+    """``planner``: see the module docstring."""
+
+    name = "planner"
+
+    def __init__(self, model: ModelConfig | None = None) -> None:
+        model = model or load_model("default")
+        self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
+
+    def job_key(self, sim, job: int) -> tuple:
+        """Allocated work before unallocated, then submit order."""
+        return (0 if sim.jobs.allocated[job] else 1, sim.jobs.submit[job], job)
+
+    def prepare(self, sim) -> None:
+        """The scenario without its own demand, reservations and usage; no plan yet."""
+        scenario = sim.scenario
+        self.base = replace(scenario, demand=scenario.demand.iloc[0:0],
+                            reservations=scenario.reservations.iloc[0:0],
+                            usage=scenario.usage.iloc[0:0])
+        self.period = float(scenario.config.period_hours)
+        n_p, n_k = len(sim.projects), len(sim.cluster_ids)
+        self.guaranteed = np.zeros((n_p, n_k))
+        self.opportunistic = np.zeros((n_p, n_k))
+        self.budget = np.zeros(n_p)
+        for p, b in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
+                        strict=True):
+            self.budget[sim.tree.leaf_index[p]] = float(b)
+        self.previous: dict | None = None
+        self.next_plan = 0.0
+
+    def refresh(self, sim, now: float) -> bool:
+        """Replan at period boundaries; re-class the running jobs."""
+        if now < self.next_plan - 1e-9:
+            return False
+        self.next_plan += self.period
+        cfg = sim.scenario.config
+        as_of = cfg.quarter_start + pd.Timedelta(hours=now)
+        if as_of >= cfg.quarter_end:
+            return False
+        from planner.run import plan_scenario
+
+        scenario = replace(self.base, config=replace(cfg, as_of=as_of),
+                           usage=self._usage(sim, now), demand=self._demand(sim, as_of))
+        began = time.perf_counter()
+        body = plan_scenario(scenario, self.model, self.previous).plan.body
+        sim.plan_seconds += time.perf_counter() - began
+        sim.replans += 1
+        self.previous = body
+        self._read_first_period(sim, body, iso(as_of))
+        self._reclass(sim)
+        return True
+
+    # -- the scenario of a replan ----------------------------------------------------------
+
+    def _usage(self, sim, now: float) -> pd.DataFrame:
+        periods = int(round(now / self.period))
+        hours = periods * int(self.period)
+        used = sim.used[:, :, :hours].reshape(len(sim.projects), len(sim.cluster_ids),
+                                             periods, int(self.period)).sum(axis=3)
+        p, k, t = np.nonzero(used > 1e-9)
+        start = sim.scenario.config.quarter_start + pd.to_timedelta(t * self.period, unit="h")
+        return pd.DataFrame({
+            "job_id": [f"sim-{a}-{b}-{c}" for a, b, c in zip(p, k, t, strict=True)],
+            "project": [sim.projects[i] for i in p],
+            "cluster": [sim.cluster_ids[i] for i in k],
+            "gpus": used[p, k, t] / self.period,
+            "start": pd.Series(start, dtype="datetime64[ns, UTC]"),
+            "end": pd.Series(start + pd.Timedelta(hours=self.period),
+                             dtype="datetime64[ns, UTC]"),
+        }).astype({"job_id": object, "project": object, "cluster": object})
+
+    def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
+        jobs = sim.jobs
+        rows: dict[tuple[int, int, float], int] = {}
+        for job in _outstanding_jobs(sim):
+            if not jobs.allocated[job]:
+                continue
+            left = sim.remaining[job]
+            if sim.state[job] == 2:
+                left -= sim.now - sim.run_start[job]
+            left = float(np.ceil(max(left, 1e-6)))  # whole hours
+            key = (jobs.project[job], jobs.cluster[job], left)
+            rows[key] = rows.get(key, 0) + jobs.gpus[job]
+        keys = sorted(rows)
+        return pd.DataFrame({
+            "project": [sim.projects[p] for p, _, _ in keys],
+            "cluster": [sim.cluster_ids[k] for _, k, _ in keys],
+            "start": pd.Series([as_of] * len(keys), dtype="datetime64[ns, UTC]"),
+            "end": pd.Series([as_of + h * _HOUR for _, _, h in keys],
+                             dtype="datetime64[ns, UTC]"),
+            "gpus": np.array([rows[k] for k in keys], dtype=float),
+        }).astype({"project": object, "cluster": object})
+
+    def _read_first_period(self, sim, body: dict, first: str) -> None:
+        self.guaranteed[:] = 0.0
+        self.opportunistic[:] = 0.0
+        p_index, k_index = sim.tree.leaf_index, sim.cluster_index
+        for a in body["allocations"]:
+            if a["period_start"] != first:
+                continue
+            target = self.guaranteed if a["kind"] == GUARANTEED else self.opportunistic
+            target[p_index[a["project"]], k_index[a["cluster"]]] += float(a["gpus"])
+
+    def _reclass(self, sim) -> None:
+        jobs = sim.jobs
+        for c in range(len(sim.cluster_ids)):
+            taken: dict[int, int] = {}
+            for job in sorted(sim.running[c], key=lambda j: (sim.run_start[j], j)):
+                if not jobs.allocated[job]:
+                    continue
+                p = jobs.project[job]
+                held = taken.get(p, 0) + sim.held(job)
+                taken[p] = held
+                if held <= self.guaranteed[p, c] + 1e-6:
+                    sim.retag(job, GUARANTEED)
+                elif held <= self.guaranteed[p, c] + self.opportunistic[p, c] + 1e-6:
+                    sim.retag(job, OPPORTUNISTIC)
+                else:
+                    sim.retag(job, FILL)
+
+    # -- the executor ----------------------------------------------------------------------
+
+    def _held(self, sim, c: int, p: int, *tags: str) -> int:
+        return sum(sim.held_by[c].get((p, t), 0) for t in tags)
+
+    def rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Projects furthest below their guaranteed GPUs first."""
+        g = self.guaranteed[p, c]
+        held = self._held(sim, c, p, GUARANTEED)
+        return (held / g if g > 1e-9 else np.inf, *sim.key[job])
+
+    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+        """Guaranteed, then opportunistic, within the plan's first period."""
+        if not sim.jobs.allocated[job]:
+            return None
+        need = sim.held(job)
+        g, o = self.guaranteed[p, c], self.opportunistic[p, c]
+        if self._held(sim, c, p, GUARANTEED) + need <= g + 1e-6:
+            return GUARANTEED
+        if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
+            return OPPORTUNISTIC
+        return None
+
+    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """Unallocated, then fill, then (for guaranteed work) opportunistic jobs."""
+        n_p = len(sim.projects)
+        groups = [(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
+        if self.entitled(sim, c, p, job) == GUARANTEED:
+            groups += [(q, OPPORTUNISTIC) for q in range(n_p)]
+        return groups
+
+    def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Allocated work with budget left, unallocated work, allocated work over budget."""
+        if not sim.jobs.allocated[job]:
+            group = 1
+        else:
+            group = 0 if sim.charged[p] < self.budget[p] else 2
+        return (group, *sim.key[job])
+
+    def fill_tag_of(self, sim, job: int) -> str:
+        """Fill for allocated work, unallocated otherwise."""
+        return FILL if sim.jobs.allocated[job] else UNALLOCATED
+
+
+def _outstanding_jobs(sim) -> list[int]:
+    """Waiting and running jobs, in job order."""
+    out = []
+    for c in range(len(sim.cluster_ids)):
+        out.extend(sim.running[c])
+        for queue in sim.queues[c].values():
+            for heap in queue.buckets.values():
+                out.extend(job for _, job in heap)
+    return sorted(out)
