@@ -1,0 +1,440 @@
+"""The job-trace format, written down once, its validated reader and its writer.
+
+A trace is a CSV of jobs to replay on a scenario: who submits what, where and when.
+:data:`TRACE_SCHEMA` lists its columns (type, unit, default, rule, meaning);
+:func:`read_trace` checks a file against it and against the scenario it is replayed
+on, and :func:`trace_markdown` renders it for the README.
+
+Reading follows the scenario files (:mod:`planner.inputs`): cells are split with the
+standard :mod:`csv` module and kept as exact text (ids ``007``, ``+1``, ``=SUM(A1)`` are
+ids like any other), rows are numbered as a spreadsheet shows them (header = row 1;
+a quoted newline does not shift the numbering; blank rows are skipped), numbers and
+dates follow the same grammar as scenario cells, and *every* defect becomes an
+:class:`~planner.errors.InputProblem` with the file name, row and column, collected
+into one :class:`~planner.errors.InputError`. The checks are vectorised (pandas masks);
+Python loops run only over the rows that have a problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import InputError, InputProblem
+from planner.inputs.read import decode
+from planner.inputs.scenario import Scenario
+from planner.inputs.validate import _ISO, _NUMBER, DATE_HINT
+from planner.plan.write import write_files
+
+TraceKind = Literal["id", "datetime", "int", "float", "bool"]
+
+#: The contract's cap on a job's protected runtime (``min_runtime_cap_hours``), hours.
+DEFAULT_CAP_HOURS = 8.0
+
+#: Text read as ``true`` / ``false`` in a bool column (compared ignoring case).
+TRUE_TEXT = ("true", "1")
+FALSE_TEXT = ("false", "0")
+
+
+@dataclass(frozen=True)
+class TraceColumn:
+    """One column of a trace file: how it is read, its default and what it means.
+
+    ``default`` is ``None`` for a required column; an optional column takes it when the
+    column is absent or the cell is empty.
+    """
+
+    name: str
+    kind: TraceKind
+    dtype: str  # pandas dtype of the column in the frame :func:`read_trace` returns
+    unit: str
+    default: object
+    rule: str
+    meaning: str
+
+    @property
+    def required(self) -> bool:
+        """Whether the file must have the column."""
+        return self.default is None
+
+
+#: The trace format, in column order.
+TRACE_SCHEMA: tuple[TraceColumn, ...] = (
+    TraceColumn("job_id", "id", "str", "", None, "unique",
+                "Job id, kept verbatim."),
+    TraceColumn("project", "id", "str", "", None, "a project (leaf) of the scenario's org",
+                "The project that submits the job and is charged for it."),
+    TraceColumn("cluster", "id", "str", "", None,
+                "a cluster of the scenario the project may use (budgets' `clusters`)",
+                "Where the job runs."),
+    TraceColumn("submit", "datetime", "datetime64[ns, UTC]", "UTC", None,
+                "in [quarter_start, quarter_end)",
+                "Submit time, ISO 8601 (`2026-10-01T06:00:00`, `Z` or `+02:00` allowed; "
+                "naive = UTC)."),
+    TraceColumn("gpus", "int", "int64", "GPUs", None,
+                "whole, ≥ 1, ≤ the cluster's GPUs",
+                "GPUs the job holds at once, all or none."),
+    TraceColumn("duration_hours", "float", "float64", "h", None, "> 0",
+                "Run time if never preempted."),
+    TraceColumn("min_runtime_hours", "float", "float64", "h", 0.0,
+                "≥ 0; read as min(value, cap)",
+                "Protected runtime (the contract's `min_runtime_cap_hours`, 8 h by default, "
+                "caps it): the job is allocated work, charged to its project's budget, not "
+                "preempted before it has run this long. 0 = unallocated: preemptible by "
+                "anyone, charged to no budget."),
+    TraceColumn("resumable", "bool", "bool", "", True, "`true`/`false` (or `1`/`0`)",
+                "Whether a preempted job resumes with its remaining work (else it restarts "
+                "from the beginning)."),
+)
+
+#: Column names of a trace, in the order of the frame :func:`read_trace` returns.
+TRACE_COLUMNS: tuple[str, ...] = tuple(c.name for c in TRACE_SCHEMA)
+
+_BY_NAME = {c.name: c for c in TRACE_SCHEMA}
+_REQUIRED = tuple(c.name for c in TRACE_SCHEMA if c.required)
+
+
+def trace_markdown() -> str:
+    """The trace columns as a Markdown table (the README's "Trace format" section)."""
+    lines = ["| column | type | unit | required / default | rule | meaning |",
+             "|---|---|---|---|---|---|"]
+    for c in TRACE_SCHEMA:
+        if c.required:
+            default = "required"
+        elif isinstance(c.default, bool):
+            default = str(c.default).lower()
+        else:
+            default = f"{c.default:g}" if isinstance(c.default, float) else str(c.default)
+        lines.append(f"| `{c.name}` | {c.kind} | {c.unit} | {default} | {c.rule} "
+                     f"| {c.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Problems:
+    """Problems found so far, added in bulk from a mask over the trace's rows."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.items: list[InputProblem] = []
+
+    def add(self, row: int | None, column: str | None, message: str) -> None:
+        self.items.append(InputProblem(self.label, row, column, message))
+
+    def where(self, mask: pd.Series, rows: pd.Series, column: str,
+              message: Callable[[int], str]) -> None:
+        """One problem per row where ``mask`` holds; ``message(i)`` given the position."""
+        for i in np.flatnonzero(mask.to_numpy(dtype=bool)):
+            self.add(int(rows.iat[i]), column, message(int(i)))
+
+
+def _split(label: str, text: str, problems: _Problems) -> list[list[str]] | None:
+    """CSV records of ``text`` (header first), or ``None`` when it cannot be split."""
+    records: list[list[str]] = []
+    try:
+        records.extend(csv.reader(io.StringIO(text, newline=""), strict=False))
+    except csv.Error as err:
+        problems.add(len(records) + 1, None,
+                     f"cannot split the row into values ({err}); check its quotes")
+        return None
+    header = ",".join(TRACE_COLUMNS)
+    if not records or all(not "".join(r).strip() for r in records):
+        problems.add(None, None, f"empty; the first row must be the header {header}")
+        return None
+    if not "".join(records[0]).strip():
+        problems.add(1, None, f"no header: row 1 is empty; put the header {header} in row 1")
+        return None
+    return records
+
+
+def _check_header(header: list[str], body: pd.DataFrame, problems: _Problems) -> bool:
+    """Report unknown, repeated, unnamed and missing columns; whether the file is readable."""
+    seen: set[str] = set()
+    known = ", ".join(TRACE_COLUMNS)
+    readable = True
+    for position, name in enumerate(header):
+        if not name:
+            if position in body and (body[position].str.strip() != "").any():
+                problems.add(1, None, f"column {position + 1} has values but no name; name it "
+                                      f"({known}) or delete it")
+        elif name in seen:
+            problems.add(1, name, "column appears twice; delete one of them")
+            readable = readable and name not in _BY_NAME
+        elif name not in _BY_NAME:
+            problems.add(1, name, f"unknown column; the columns are {known}: rename or "
+                                  "delete it")
+        seen.add(name)
+    for name in _REQUIRED:
+        if name not in seen:
+            problems.add(1, name, f"missing column; add a column {name} "
+                                  f"({_BY_NAME[name].meaning.rstrip('.')})")
+            readable = False
+    return readable
+
+
+def _text_frame(records: list[list[str]]) -> tuple[list[str], pd.DataFrame, pd.Series]:
+    """Header, non-blank body rows as a frame of text (columns by position), row numbers."""
+    header = [h.strip() for h in records[0]]
+    lines = records[1:]
+    lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+    width = int(max(len(header), lengths.max(initial=0)))
+    if (lengths != width).any():  # short rows: empty cells; long rows: reported later
+        lines = [r if len(r) == width else r + [""] * (width - len(r)) for r in lines]
+    body = pd.DataFrame(lines, columns=range(width), dtype="str") if lines else pd.DataFrame(
+        {i: pd.Series([], dtype="str") for i in range(width)})
+    rows = pd.Series(np.arange(2, len(body) + 2, dtype=np.int64))
+    if len(body):
+        joined = body[0].str.cat([body[c] for c in body.columns[1:]]) if width > 1 else body[0]
+        keep = (joined.str.strip() != "").to_numpy()
+        body = body[keep].reset_index(drop=True)
+        rows = rows[keep].reset_index(drop=True)
+    return header, body, rows
+
+
+def _numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Float values of stripped cells in the scenario files' number grammar; bad ones."""
+    shaped = stripped.str.fullmatch(_NUMBER.pattern)
+    values = pd.Series(np.nan, index=stripped.index, dtype="float64")
+    if shaped.any():
+        values[shaped] = stripped[shaped].astype("float64")
+    bad = ~shaped | ~np.isfinite(values)
+    return values, bad
+
+
+def _parse(body: pd.DataFrame, position: dict[str, int], rows: pd.Series,
+           problems: _Problems) -> dict[str, pd.Series]:
+    """Typed columns (``NaN``/``NaT``/``None`` where a cell is wrong); problems reported."""
+    n = len(body)
+    out: dict[str, pd.Series] = {}
+    for c in TRACE_SCHEMA:
+        if c.name not in position:  # an optional column left out: its default
+            out[c.name] = pd.Series([c.default] * n, dtype=c.dtype)
+            continue
+        text = body[position[c.name]] if position[c.name] in body else pd.Series(
+            [""] * n, dtype="str")
+        stripped = text.str.strip()
+        empty = (stripped == "").to_numpy()
+        if c.required:
+            problems.where(pd.Series(empty), rows, c.name,
+                           lambda _i, c=c: f"{c.name} is empty; every row needs one")
+        if c.kind == "id":
+            out[c.name] = text.where(~empty, None)
+        elif c.kind == "datetime":
+            shaped = stripped.str.fullmatch(_ISO.pattern)
+            stamps = pd.to_datetime(stripped.where(shaped), utc=True, format="ISO8601",
+                                    errors="coerce").astype("datetime64[ns, UTC]")
+            bad = stamps.isna().to_numpy() & ~empty
+            problems.where(pd.Series(bad), rows, c.name,
+                           lambda i, text=text: f"{text.iat[i]!r} is not an ISO 8601 date; "
+                                                f"{DATE_HINT}")
+            out[c.name] = stamps
+        elif c.kind == "bool":
+            lowered = stripped.str.lower()
+            true, false = lowered.isin(TRUE_TEXT), lowered.isin(FALSE_TEXT)
+            bad = ~(true | false).to_numpy() & ~empty
+            problems.where(pd.Series(bad), rows, c.name,
+                           lambda i, text=text: f"{text.iat[i]!r} is not true or false; "
+                                                "write true or false")
+            values = pd.Series(np.where(empty, bool(c.default), true.to_numpy()), dtype=object)
+            values[bad] = None
+            out[c.name] = values
+        else:
+            values, bad_mask = _numbers(stripped)
+            bad = bad_mask.to_numpy() & ~empty
+            problems.where(pd.Series(bad), rows, c.name,
+                           lambda i, text=text: f"{text.iat[i]!r} is not a number; write a "
+                                                "decimal number such as 12 or 0.5")
+            if c.kind == "int":
+                fraction = ~bad & ~empty & ((values % 1 != 0) | (values.abs() >= 2**63)).to_numpy()
+                problems.where(pd.Series(fraction), rows, c.name,
+                               lambda i, text=text: f"{text.iat[i]!r} is not a whole number; "
+                                                    "write a whole number such as 4")
+                bad = bad | fraction
+            if not c.required:
+                values[empty] = float(c.default)  # type: ignore[arg-type]
+            values[bad] = np.nan
+            out[c.name] = values
+    return out
+
+
+def _iso(stamp: pd.Timestamp) -> str:
+    return stamp.tz_convert("UTC").isoformat().replace("+00:00", "Z")
+
+
+def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scenario,
+                  problems: _Problems) -> None:
+    """The rules between a row's values and the scenario (bounds, references, quarter)."""
+    gpus, duration = values["gpus"], values["duration_hours"]
+    problems.where(gpus < 1, rows, "gpus",
+                   lambda i: f"must be ≥ 1, got {gpus.iat[i]:g}; a job needs at least one GPU")
+    problems.where(duration <= 0, rows, "duration_hours",
+                   lambda i: f"must be > 0, got {duration.iat[i]:g}; give the job's run time "
+                             "in hours")
+    runtime = values["min_runtime_hours"]
+    problems.where(runtime < 0, rows, "min_runtime_hours",
+                   lambda i: f"must be ≥ 0, got {runtime.iat[i]:g}; write 0 for unallocated "
+                             "work")
+    job = values["job_id"]
+    first_row = pd.Series(rows.to_numpy(), index=job).groupby(level=0, sort=False).first()
+    repeated = job.duplicated(keep="first") & job.notna()
+    problems.where(repeated, rows, "job_id",
+                   lambda i: f"duplicate job_id {job.iat[i]!r} (first in row "
+                             f"{first_row[job.iat[i]]}); each job_id must be unique: rename "
+                             "or delete the row")
+    org = scenario.org
+    ids = set(org["id"])
+    leaves = ids - set(org["parent"])
+    project = values["project"]
+    unknown = project.notna() & ~project.isin(ids)
+    problems.where(unknown, rows, "project",
+                   lambda i: f"unknown project {project.iat[i]!r}; use a project of the "
+                             "scenario's org.csv")
+    inner = project.notna() & project.isin(ids) & ~project.isin(leaves)
+    problems.where(inner, rows, "project",
+                   lambda i: f"{project.iat[i]!r} is not a project but an inner node of the "
+                             "scenario's org.csv (it has children); use one of its projects")
+    cluster = values["cluster"]
+    sizes = scenario.clusters.set_index("cluster")
+    total = (sizes["nodes"] * sizes["gpus_per_node"]).astype("float64")
+    unknown_cluster = cluster.notna() & ~cluster.isin(set(total.index))
+    problems.where(unknown_cluster, rows, "cluster",
+                   lambda i: f"unknown cluster {cluster.iat[i]!r}; use a cluster of the "
+                             f"scenario's clusters.csv ({', '.join(total.index)})")
+    restricted = scenario.budgets[scenario.budgets["clusters"].map(len) > 0]
+    allowed = {p: set(c) for p, c in zip(restricted["project"], restricted["clusters"],
+                                         strict=True)}
+    if allowed:
+        pairs = restricted[["project", "clusters"]].explode("clusters")
+        allowed_index = pd.MultiIndex.from_arrays([pairs["project"].astype("str"),
+                                                   pairs["clusters"].astype("str")])
+        asked = pd.MultiIndex.from_arrays([project.fillna(""), cluster.fillna("")])
+        barred = (project.isin(set(allowed)) & cluster.isin(set(total.index))
+                  & ~pd.Series(asked.isin(allowed_index), index=project.index))
+        problems.where(barred, rows, "cluster",
+                       lambda i: f"project {project.iat[i]!r} may not use cluster "
+                                 f"{cluster.iat[i]!r} (budgets.csv allows "
+                                 f"{', '.join(sorted(allowed[project.iat[i]]))}); use an "
+                                 "allowed cluster")
+    too_big = gpus > cluster.map(total).astype("float64")
+    problems.where(too_big, rows, "gpus",
+                   lambda i: f"{gpus.iat[i]:g} GPUs but cluster {cluster.iat[i]!r} has "
+                             f"{total[cluster.iat[i]]:g}; the job can never run there")
+    start, end = scenario.config.quarter_start, scenario.config.quarter_end
+    submit = values["submit"]
+    outside = submit.notna() & ((submit < start) | (submit >= end))
+    problems.where(outside, rows, "submit",
+                   lambda i: f"{_iso(submit.iat[i])} is outside the scenario's quarter "
+                             f"[{_iso(start)}, {_iso(end)}); submit inside it")
+
+
+def _frame(values: dict[str, pd.Series], cap_hours: float) -> pd.DataFrame:
+    """The trace as returned: schema dtypes, protected runtime capped, sorted."""
+    columns = {c.name: values[c.name].astype(c.dtype) for c in TRACE_SCHEMA}
+    columns["min_runtime_hours"] = columns["min_runtime_hours"].clip(upper=cap_hours)
+    frame = pd.DataFrame(columns, columns=list(TRACE_COLUMNS))
+    frame = frame.sort_values(["submit", "job_id"], kind="mergesort")
+    return frame.reset_index(drop=True)
+
+
+def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
+                   cap_hours: float = DEFAULT_CAP_HOURS) -> tuple[pd.DataFrame | None,
+                                                                  list[InputProblem]]:
+    """The trace at ``path`` read against ``scenario``, or ``None`` and every problem."""
+    path = Path(path)
+    problems = _Problems(path.name)
+    if not path.is_file():
+        problems.add(None, None, "no such trace file; pass a CSV with the header "
+                                 f"{','.join(TRACE_COLUMNS)}")
+        return None, problems.items
+    text, found = decode(path.name, path.read_bytes())
+    if text is None:
+        return None, found
+    records = _split(path.name, text, problems)
+    if records is None:
+        return None, problems.items
+    header, body, rows = _text_frame(records)
+    if not _check_header(header, body, problems):
+        return None, problems.items
+    width = len(header)
+    for extra in body.columns[width:]:
+        problems.where(body[extra].str.strip() != "", rows, None,
+                       lambda _i: f"more values than the header's {width} columns; delete the "
+                                  "extra values or quote a value that holds a comma")
+    position = {name: header.index(name) for name in TRACE_COLUMNS if name in header}
+    values = _parse(body, position, rows, problems)
+    _check_values(values, rows, scenario, problems)
+    if problems.items:
+        return None, problems.items
+    return _frame(values, cap_hours), []
+
+
+def read_trace(path: Path, scenario: Scenario,
+               cap_hours: float = DEFAULT_CAP_HOURS) -> pd.DataFrame:
+    """The jobs of the trace at ``path``, checked against ``scenario``.
+
+    Columns :data:`TRACE_COLUMNS`: ``job_id:str, project:str, cluster:str,
+    submit:datetime64[ns, UTC], gpus:int64, duration_hours:float64,
+    min_runtime_hours:float64`` (at most ``cap_hours``), ``resumable:bool``; sorted by
+    ``(submit, job_id)``, index ``0..n-1``. Raises :class:`~planner.errors.InputError`
+    with every problem (file name, row, column) when the trace is not valid.
+    """
+    if not cap_hours > 0:
+        raise ValueError(f"cap_hours must be > 0, got {cap_hours}")
+    frame, problems = trace_problems(path, scenario, cap_hours)
+    if frame is None:
+        raise InputError(problems)
+    return frame
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _submit_text(submit: pd.Series) -> pd.Series:
+    """UTC ISO 8601 with ``Z``; microseconds only where a time has them."""
+    utc = submit.dt.tz_convert("UTC")
+    whole = utc.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    fine = utc.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return whole.where(utc.dt.microsecond == 0, fine).where(utc.dt.nanosecond == 0, fine)
+
+
+def trace_text(frame: pd.DataFrame) -> str:
+    """The CSV text of a trace frame: :data:`TRACE_COLUMNS` in order, newline line ends.
+
+    Numbers are written in Python's shortest round-trip form, times as UTC with ``Z``,
+    bools as ``true``/``false``; the rows in the frame's order.
+    """
+    missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"not a trace frame: missing column(s) {', '.join(missing)}")
+    out = pd.DataFrame({
+        "job_id": frame["job_id"].astype("str"),
+        "project": frame["project"].astype("str"),
+        "cluster": frame["cluster"].astype("str"),
+        "submit": _submit_text(frame["submit"]),
+        "gpus": frame["gpus"].astype("int64"),
+        "duration_hours": frame["duration_hours"].astype("float64").map(repr),
+        "min_runtime_hours": frame["min_runtime_hours"].astype("float64").map(repr),
+        "resumable": np.where(frame["resumable"].astype(bool), "true", "false"),
+    }, columns=list(TRACE_COLUMNS))
+    return out.to_csv(index=False, lineterminator="\n")
+
+
+def write_trace(frame: pd.DataFrame, path: Path) -> Path:
+    """Write ``frame`` as a trace CSV at ``path`` atomically (complete or absent).
+
+    Same frame, same bytes (see :func:`trace_text`); the folder is created if needed.
+    Returns ``path``.
+    """
+    path = Path(path)
+    data = trace_text(frame).encode("utf-8")
+    return write_files(path.parent, {path.name: data})[0]
