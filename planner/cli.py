@@ -74,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--model", default="default",
                         help="planning model for a fresh plan (default: default)")
     report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
+    simulate = sub.add_parser("simulate", help="replay a job trace under scheduling policies "
+                                               "and compare what they deliver")
+    simulate.add_argument("scenario", nargs="?", default=None,
+                          help="scenario folder or .xlsx workbook (default: data/philly if "
+                               "present, else the bundled sample)")
+    simulate.add_argument("--trace", required=True, help="the trace CSV")
+    simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
+                          help="comma-separated policies (default: all five)")
+    simulate.add_argument("--out", required=True, help="output folder")
     return parser
 
 
@@ -193,6 +202,31 @@ def _report(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _simulate(args, console: Console, err: Console) -> ExitCode:
+    from planner.simulate.run import output_files, parse_policies, simulate, table_rows
+    from planner.simulate.trace import read_trace
+
+    names = parse_policies(args.policy)
+    default = SAMPLE.parent / "philly"
+    scenario = load_scenario(args.scenario or str(default if default.is_dir() else SAMPLE))
+    trace = read_trace(Path(args.trace), scenario)
+    with err.status("replaying", spinner="dots") as status:
+        runs = simulate(scenario, trace, names, status.update)
+        status.update("writing metrics, pictures and jobs")
+        written = write_files(Path(args.out), output_files(scenario, trace, runs))
+    from rich.table import Table
+
+    header, rows = table_rows(runs)
+    table = Table(title=f"{len(trace):,} jobs replayed on {scenario.config.name}")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -207,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_export(args, console))
         if args.command == "report":
             return int(_report(args, console))
+        if args.command == "simulate":
+            return int(_simulate(args, console, err))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

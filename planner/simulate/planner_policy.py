@@ -8,7 +8,8 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
   past period (GPUs = the period's GPU-hours ÷ its hours), exact per period;
 - ``demand`` = the outstanding work of *allocated* jobs (waiting or running) per
   project and cluster, profiled as if each started now: a job of g GPUs with r
-  hours of work left asks g GPUs from ``as_of`` to ``as_of + r``. No future
+  hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
+  (the executor enforces GPUs, so a period's grant is asked in GPUs, not averaged). No future
   submissions are known (the replay does not peek at the trace);
 - no reservation requests (gang jobs are elastic demand; whole nodes are the
   executor's placement), budgets as in the scenario;
@@ -76,6 +77,12 @@ class PlannerPolicy(AdmissionPolicy):
         for p, b in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
                         strict=True):
             self.budget[sim.tree.leaf_index[p]] = float(b)
+        self.allowed = np.ones((n_p, n_k), dtype=bool)
+        for p, allowed in zip(scenario.budgets["project"], scenario.budgets["clusters"],
+                              strict=True):
+            if allowed:
+                row = sim.tree.leaf_index[p]
+                self.allowed[row] = [c in allowed for c in sim.cluster_ids]
         self.previous: dict | None = None
         self.next_plan = 0.0
 
@@ -124,12 +131,13 @@ class PlannerPolicy(AdmissionPolicy):
         jobs = sim.jobs
         rows: dict[tuple[int, int, float], int] = {}
         for job in _outstanding_jobs(sim):
-            if not jobs.allocated[job]:
+            if not jobs.allocated[job] or not self.allowed[jobs.project[job], jobs.cluster[job]]:
                 continue
             left = sim.remaining[job]
             if sim.state[job] == 2:
                 left -= sim.now - sim.run_start[job]
-            left = float(np.ceil(max(left, 1e-6)))  # whole hours
+            # whole periods: the executor enforces GPUs, so ask for GPUs over each period
+            left = float(np.ceil(max(left, 1e-6) / self.period) * self.period)
             key = (jobs.project[job], jobs.cluster[job], left)
             rows[key] = rows.get(key, 0) + jobs.gpus[job]
         keys = sorted(rows)
@@ -202,10 +210,8 @@ class PlannerPolicy(AdmissionPolicy):
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Allocated work with budget left, unallocated work, allocated work over budget."""
-        if not sim.jobs.allocated[job]:
-            group = 1
-        else:
-            group = 0 if sim.charged[p] < self.budget[p] else 2
+        within = sim.charged[p] < self.budget[p]
+        group = (0 if within else 2) if sim.jobs.allocated[job] else 1
         return (group, *sim.key[job])
 
     def fill_tag_of(self, sim, job: int) -> str:

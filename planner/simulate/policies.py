@@ -349,9 +349,9 @@ class LookbackPolicy(AdmissionPolicy):
         after = self._ratio(sim, c, p, sim.held(job))
         n_p = len(sim.projects)
         groups = [(q, "unallocated") for q in range(n_p)]
-        over = sorted(((-self._ratio(sim, c, q), q) for q in range(n_p)
+        over = sorted((-self._ratio(sim, c, q), q) for q in range(n_p)
                        if q != p and sim.held_project[q, c] > self.share[q, c] + 1e-9
-                       and self._ratio(sim, c, q) > after))
+                       and self._ratio(sim, c, q) > after)
         for _, q in over:
             groups += [(q, "fill"), (q, "share")]
         return groups
@@ -480,7 +480,7 @@ def fair_tree_ranks(tree, usage: np.ndarray) -> list[int]:
         share = weights / weights.sum()
         level = np.where(used > 0, share / np.where(used > 0, used / max(total_u, 1e-300), 1.0),
                          math.inf)
-        for _, s in sorted(((-level[i], i) for i in range(len(siblings)))):
+        for _, s in sorted((-level[i], i) for i in range(len(siblings))):
             node = siblings[s]
             kids = tree.children(node)
             if kids:
