@@ -62,6 +62,7 @@ class Segment:
     held: int  # GPUs it holds (whole nodes for a gang)
     ended: str  # DONE, PREEMPTED or CUT (quarter end)
     tag: str  # the policy's class of the run (e.g. "guaranteed", "borrowed")
+    nodes: tuple[int, ...] = ()  # nodes held (whole for a gang)
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,7 @@ class Replay:
         self._book(job, now)
         held = self.held(job)
         self.segments.append(Segment(job, c, p, self.run_start[job], now, g, held, ended,
-                                     self.tag[job]))
+                                     self.tag[job], self.placed[job]))
         per_node = self.gpn[c] if g >= self.gpn[c] else g
         for node in self.placed[job]:
             self._give(c, node, per_node, job)

@@ -4,8 +4,10 @@ At every period boundary (``period_hours`` of the scenario from quarter start) t
 policy plans with :func:`planner.run.plan_scenario` on the replay's scenario with
 
 - ``as_of`` = the boundary;
-- ``usage`` = what ran in the quarter so far: one row per project, cluster and
-  past period (GPUs = the period's GPU-hours ÷ its hours), exact per period;
+- ``usage`` = what ran in the quarter so far, two rows per project and cluster:
+  the lookback window (the last ``lookback_days``) and everything before it,
+  each as its average GPUs (exact totals, so the budget used and the first
+  period's lookback offset are exact; the later periods see the window evenly);
 - ``demand`` = the outstanding work of *allocated* jobs (waiting or running) per
   project and cluster, profiled as if each started now: a job of g GPUs with r
   hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
@@ -14,7 +16,9 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
 - no reservation requests (gang jobs are elastic demand; whole nodes are the
   executor's placement), budgets as in the scenario;
 - the previous plan as ``previous`` (churn penalty), with ``frozen_periods`` = 0
-  so the first period follows today's demand rather than yesterday's forecast.
+  so the first period follows today's demand rather than yesterday's forecast;
+- the independent hard-rule check (``plan_scenario(check=...)``) on the first
+  plan and every ``check_every``-th after it (it costs more than the solve).
 
 The executor then enforces the plan's first period on every cluster:
 
@@ -55,8 +59,9 @@ class PlannerPolicy(AdmissionPolicy):
 
     name = "planner"
 
-    def __init__(self, model: ModelConfig | None = None) -> None:
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30) -> None:
         model = model or load_model("default")
+        self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
     def job_key(self, sim, job: int) -> tuple:
@@ -70,6 +75,8 @@ class PlannerPolicy(AdmissionPolicy):
                             reservations=scenario.reservations.iloc[0:0],
                             usage=scenario.usage.iloc[0:0])
         self.period = float(scenario.config.period_hours)
+        days = self.model.lookback.window_days or scenario.config.lookback_days
+        self.window_hours = int(round(days * 24))
         n_p, n_k = len(sim.projects), len(sim.cluster_ids)
         self.guaranteed = np.zeros((n_p, n_k))
         self.opportunistic = np.zeros((n_p, n_k))
@@ -100,7 +107,8 @@ class PlannerPolicy(AdmissionPolicy):
         scenario = replace(self.base, config=replace(cfg, as_of=as_of),
                            usage=self._usage(sim, now), demand=self._demand(sim, as_of))
         began = time.perf_counter()
-        body = plan_scenario(scenario, self.model, self.previous).plan.body
+        check = sim.replans % self.check_every == 0
+        body = plan_scenario(scenario, self.model, self.previous, check=check).plan.body
         sim.plan_seconds += time.perf_counter() - began
         sim.replans += 1
         self.previous = body
@@ -111,20 +119,25 @@ class PlannerPolicy(AdmissionPolicy):
     # -- the scenario of a replan ----------------------------------------------------------
 
     def _usage(self, sim, now: float) -> pd.DataFrame:
-        periods = int(round(now / self.period))
-        hours = periods * int(self.period)
-        used = sim.used[:, :, :hours].reshape(len(sim.projects), len(sim.cluster_ids),
-                                             periods, int(self.period)).sum(axis=3)
-        p, k, t = np.nonzero(used > 1e-9)
-        start = sim.scenario.config.quarter_start + pd.to_timedelta(t * self.period, unit="h")
+        hours = int(round(now))
+        window = min(hours, self.window_hours)
+        cuts = [(0, hours - window), (hours - window, hours)]  # before the window, the window
+        rows = []
+        for i, (a, b) in enumerate(cuts):
+            if b <= a:
+                continue
+            used = sim.used[:, :, a:b].sum(axis=2)
+            for p, k in zip(*np.nonzero(used > 1e-9), strict=True):
+                rows.append((f"sim-{i}-{p}-{k}", sim.projects[p], sim.cluster_ids[k],
+                             used[p, k] / (b - a), a, b))
+        start = sim.scenario.config.quarter_start
         return pd.DataFrame({
-            "job_id": [f"sim-{a}-{b}-{c}" for a, b, c in zip(p, k, t, strict=True)],
-            "project": [sim.projects[i] for i in p],
-            "cluster": [sim.cluster_ids[i] for i in k],
-            "gpus": used[p, k, t] / self.period,
-            "start": pd.Series(start, dtype="datetime64[ns, UTC]"),
-            "end": pd.Series(start + pd.Timedelta(hours=self.period),
-                             dtype="datetime64[ns, UTC]"),
+            "job_id": [r[0] for r in rows], "project": [r[1] for r in rows],
+            "cluster": [r[2] for r in rows],
+            "gpus": np.array([r[3] for r in rows], dtype=float),
+            "start": pd.Series([start + r[4] * _HOUR for r in rows],
+                               dtype="datetime64[ns, UTC]"),
+            "end": pd.Series([start + r[5] * _HOUR for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"job_id": object, "project": object, "cluster": object})
 
     def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
