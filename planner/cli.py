@@ -24,6 +24,8 @@ from planner.run import (
     run_summary,
     write_outputs,
 )
+from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, philly_conversion
+from planner.simulate.trace import write_trace
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
                           help="comma-separated policies (default: all five)")
     simulate.add_argument("--out", required=True, help="output folder")
+    trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True)
+    philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
+    philly.add_argument("scenario", nargs="?", default=str(PHILLY_SCENARIO),
+                        help="scenario to replay on (default: the bundled data/philly)")
+    philly.add_argument("--in", dest="source", metavar="PHILLY.csv",
+                        required=not PHILLY_CSV.is_file(),
+                        default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
+                        help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
+    philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
     return parser
 
 
@@ -207,8 +219,8 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.simulate.trace import read_trace
 
     names = parse_policies(args.policy)
-    default = SAMPLE.parent / "philly"
-    scenario = load_scenario(args.scenario or str(default if default.is_dir() else SAMPLE))
+    default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
+    scenario = load_scenario(args.scenario or str(default))
     trace = read_trace(Path(args.trace), scenario)
     with err.status("replaying", spinner="dots") as status:
         runs = simulate(scenario, trace, names, status.update)
@@ -224,6 +236,16 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         table.add_row(*row)
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
+def _trace_philly(args, console: Console) -> ExitCode:
+    scenario = load_scenario(args.scenario)
+    conversion = philly_conversion(Path(args.source), scenario)
+    written = write_trace(conversion.trace, Path(args.out))
+    for line in conversion.lines():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {written}", markup=False, highlight=False)
     return ExitCode.OK
 
 
@@ -243,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_report(args, console))
         if args.command == "simulate":
             return int(_simulate(args, console, err))
+        if args.command == "trace":
+            return int(_trace_philly(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

@@ -9,9 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from data.philly_scenario import generate
+from planner.cli import main
 from planner.errors import InputError
+from planner.inputs.load import load_scenario
+from planner.simulate.philly import (
+    ALLOCATED_SHARE,
+    PHILLY_SCENARIO,
+    convert_philly,
+    philly_conversion,
+    read_philly,
+    teams,
+)
 from planner.simulate.trace import (
     TRACE_COLUMNS,
+    offered_gpu_hours,
     read_trace,
     trace_markdown,
     write_trace,
@@ -162,7 +174,7 @@ def test_trace_not_utf8_and_missing_file(tmp_path):
         read_trace(path, tiny())
     assert [(p.file, p.row) for p in caught.value.problems] == [("trace.csv", 2)]
     assert "UTF-8" in caught.value.problems[0].message
-    with pytest.raises(InputError, match="no such trace file"):
+    with pytest.raises(InputError, match="no such file"):
         read_trace(tmp_path / "absent.csv", tiny())
 
 
@@ -176,7 +188,7 @@ def test_trace_every_problem_is_collected_at_once(tmp_path):
         read_trace(path, tiny())
     got = sorted((p.row, p.column or "") for p in caught.value.problems)
     want = sorted((5 + i, case[3] or "") for i, case in enumerate(BAD_ROWS))
-    # the duplicate of "ok" and the empty job_id are one row each; "j" repeats from row 5
+    # besides its own defect, every later row with job_id "j" repeats the one in row 5
     repeats = [(5 + i, "job_id") for i in range(1, len(BAD_ROWS))
                if BAD_ROWS[i][1].startswith("j,")]
     assert got == sorted(want + repeats)
@@ -217,13 +229,12 @@ def test_trace_80k_rows_read_well_under_two_seconds(tmp_path):
         "resumable": rng.random(n) < 0.5,
     })
     path = write_trace(frame, tmp_path / "big.csv")
-    best = float("inf")
-    for _ in range(2):
-        began = time.perf_counter()
-        got = read_trace(path, tiny())
-        best = min(best, time.perf_counter() - began)
+    # CPU time of this process: the 2 shared cores are often busy with other test runs
+    began = time.process_time()
+    got = read_trace(path, tiny())
+    seconds = time.process_time() - began
     assert len(got) == n and got["submit"].is_monotonic_increasing
-    assert best < 2.0, f"80k rows read in {best:.2f} s"
+    assert seconds < 2.0, f"80k rows read in {seconds:.2f} s of CPU"
 
 
 def test_trace_columns_table_is_in_the_readme():
@@ -236,3 +247,224 @@ def test_trace_header_only_is_an_empty_trace_with_the_schema_dtypes(tmp_path):
     assert tuple(got.columns) == TRACE_COLUMNS and len(got) == 0
     assert [str(t) for t in got.dtypes] == ["str", "str", "str", "datetime64[ns, UTC]",
                                             "int64", "float64", "float64", "bool"]
+
+
+# --------------------------------------------------------------------------- Philly
+
+PHILLY = ROOT.parent / "shared" / "data" / "traces" / "philly-vc" / "philly.csv"
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
+
+
+def philly_scenario_folder(folder: Path) -> Path:
+    """Areas a (2) → t1 (2: p1, p2), t2 (1: p3, p4); b (1) → t3 (p5); c1 16, c2 32 GPUs.
+
+    Strategic shares: t1 = 2/3 · 2/3 = 4/9, t3 = 1/3, t2 = 2/3 · 1/3 = 2/9, so the
+    teams rank t1, t3, t2. p3 may use only c2.
+    """
+    folder.mkdir(parents=True)
+    (folder / "scenario.toml").write_text(
+        'name = "tiny-philly"\nquarter_start = 2026-10-01\nquarter_end = 2027-01-01\n'
+        "as_of = 2026-10-01\n")
+    (folder / "clusters.csv").write_text(
+        "cluster,gpu_type,nodes,gpus_per_node\nc1,H100,2,8\nc2,H100,4,8\n")
+    (folder / "org.csv").write_text(
+        "id,parent,weight\na,,2\nt1,a,2\np1,t1,1\np2,t1,1\nt2,a,1\np3,t2,1\np4,t2,1\n"
+        "b,,1\nt3,b,1\np5,t3,1\n")
+    (folder / "budgets.csv").write_text(
+        "project,gpu_hours,clusters\np1,100,\np2,100,\np3,100,c2\np4,100,\np5,100,\n")
+    return folder
+
+
+def synthetic_philly(path: Path) -> tuple[Path, dict[str, str]]:
+    """Five VCs over 109 days (longer than the quarter: compressed); VC GPU-hours
+    v1 > v2 > v3 > v4 > v5, so v1 → t1, v2 → t3, v3 → t2, v4 → t1, v5 → t3 (wrapping).
+    One 64-GPU job fits no cluster and is dropped; 24-GPU jobs fit only c2."""
+    rows = [PHILLY_HEADER]
+    rng = np.random.default_rng(7)
+    start = pd.Timestamp("2017-09-04 10:30:41")
+    for vc, jobs, gpus in (("v1", 60, 8), ("v2", 50, 4), ("v3", 40, 2), ("v4", 30, 1),
+                           ("v5", 8, 1)):
+        for _ in range(jobs):
+            stamp = start + pd.Timedelta(seconds=int(rng.integers(1, 108 * 86400)))
+            duration = float(rng.integers(60, 40_000))
+            size = int(rng.choice([1, gpus, 24 if vc == "v1" else gpus]))
+            rows.append(f"{stamp:%Y-%m-%d %H:%M:%S},{duration},{size},{duration * size},{vc}")
+    rows.append(f"{start:%Y-%m-%d %H:%M:%S},100.0,1,100.0,v5")  # the first submit
+    rows.append(f"{start + pd.Timedelta(days=109):%Y-%m-%d %H:%M:%S},5.0,1,5.0,v4")  # the last
+    rows.append(f"{start + pd.Timedelta(days=3):%Y-%m-%d %H:%M:%S},10.0,64,640.0,v2")
+    path.write_text("\n".join(rows) + "\n")
+    return path, {"v1": "t1", "v2": "t3", "v3": "t2", "v4": "t1", "v5": "t3"}
+
+
+def philly_jobs(path: Path) -> pd.DataFrame:
+    jobs = pd.read_csv(path, dtype={"cluster": str}).rename(columns={"cluster": "vc"})
+    jobs["job_id"] = [f"philly-{row:06d}" for row in range(2, len(jobs) + 2)]
+    return jobs.set_index("job_id")
+
+
+def test_trace_philly_cli_on_a_synthetic_trace(tmp_path, capsys):
+
+    folder = philly_scenario_folder(tmp_path / "sc")
+    source, expected_teams = synthetic_philly(tmp_path / "philly.csv")
+    out = tmp_path / "trace.csv"
+    assert main(["trace", "philly", str(folder), "--in", str(source), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "190 of 191 Philly jobs kept, 1 dropped (1 more GPUs than any cluster" in printed
+    assert main(["trace", "philly", str(folder), "--in", str(source),
+                 "--out", str(tmp_path / "again.csv")]) == 0
+    assert (tmp_path / "again.csv").read_bytes() == out.read_bytes()
+
+    scenario = load_scenario(folder)
+    trace = read_trace(out, scenario)  # valid: projects, allowed clusters, sizes, quarter
+    conversion = philly_conversion(source, scenario)
+    assert dict(conversion.teams) == expected_teams
+    pd.testing.assert_frame_equal(conversion.trace, trace)
+
+    source_jobs = philly_jobs(source)
+    jobs = trace.set_index("job_id").join(source_jobs, how="left")
+    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+    assert (jobs["project"].map(parent) == jobs["vc"].map(expected_teams)).all()
+    assert set(jobs.loc[jobs["gpus"] == 24, "cluster"]) == {"c2"}
+    assert set(jobs.loc[jobs["project"] == "p3", "cluster"]) <= {"c2"}
+    assert set(trace["project"]) == {"p1", "p2", "p3", "p4", "p5"}
+    # durations kept; GPU-hours of the kept jobs preserved
+    assert np.allclose(jobs["duration_hours"] * 3600, jobs["duration"])
+    kept = source_jobs.loc[source_jobs["num_gpus"] <= 32]
+    assert (trace["gpus"] * trace["duration_hours"]).sum() == pytest.approx(
+        (kept["num_gpus"] * kept["duration"]).sum() / 3600, rel=1e-12)
+    # time: the first submit at quarter start, the last just inside, compressed linearly
+    quarter = 92 * 86400
+    factor = (quarter - 1) / (109 * 86400)
+    assert conversion.factor == pytest.approx(factor)
+    assert trace["submit"].min() == scenario.config.quarter_start
+    assert trace["submit"].max() == scenario.config.quarter_start + pd.Timedelta(
+        seconds=quarter - 1)
+    offsets = (pd.to_datetime(jobs["timestamp"]) - pd.Timestamp("2017-09-04 10:30:41"))
+    want = np.floor(offsets.dt.total_seconds() * factor)
+    assert ((jobs["submit"] - scenario.config.quarter_start).dt.total_seconds()
+            == want).all()
+    # protected time: whole-node jobs always, smaller ones by hash (about 3 in 4)
+    whole = jobs["gpus"] >= 8
+    assert (jobs.loc[whole, "min_runtime_hours"]
+            == np.minimum(jobs.loc[whole, "duration_hours"], 8.0)).all()
+    small = jobs.loc[~whole]
+    allocated = small["min_runtime_hours"] > 0
+    assert (small.loc[allocated, "min_runtime_hours"]
+            == np.minimum(small.loc[allocated, "duration_hours"], 8.0)).all()
+    assert 0.6 < allocated.mean() < 0.9 and ALLOCATED_SHARE == 0.75
+    # only multi-node jobs (24 GPUs on 8-GPU nodes) may be non-resumable
+    assert trace.loc[~trace["resumable"], "gpus"].gt(8).all()
+    assert (~trace.loc[trace["gpus"] > 8, "resumable"]).any()
+
+
+def test_trace_philly_draws_do_not_depend_on_the_file_order(tmp_path):
+
+    scenario = load_scenario(philly_scenario_folder(tmp_path / "sc"))
+    source, _ = synthetic_philly(tmp_path / "philly.csv")
+    lines = source.read_text().splitlines()
+    shuffled = tmp_path / "shuffled.csv"
+    order = np.random.default_rng(3).permutation(len(lines) - 1) + 1
+    shuffled.write_text("\n".join([lines[0], *(lines[i] for i in order)]) + "\n")
+    columns = ["project", "cluster", "submit", "gpus", "duration_hours", "min_runtime_hours",
+               "resumable"]
+    a = convert_philly(source, scenario)[columns]
+    b = convert_philly(shuffled, scenario)[columns]
+    key = ["submit", "gpus", "duration_hours"]
+    pd.testing.assert_frame_equal(a.sort_values(key + ["project"]).reset_index(drop=True),
+                                  b.sort_values(key + ["project"]).reset_index(drop=True))
+
+
+BAD_PHILLY = [
+    ("timestamp", "2017-13-01 00:00:00,10.0,1,10.0,v1", "not an ISO 8601 date"),
+    ("timestamp", "yesterday,10.0,1,10.0,v1", "not an ISO 8601 date"),
+    ("duration", "2017-10-01 00:00:00,ten,1,10.0,v1", "not a number"),
+    ("duration", "2017-10-01 00:00:00,-5,1,10.0,v1", "> 0"),
+    ("num_gpus", "2017-10-01 00:00:00,10.0,1.5,10.0,v1", "not a whole number"),
+    ("num_gpus", "2017-10-01 00:00:00,10.0,0,0.0,v1", "≥ 1"),
+    ("cluster", "2017-10-01 00:00:00,10.0,1,10.0,", "empty"),
+]
+
+
+def test_trace_philly_bad_rows_exit_2_and_write_nothing(tmp_path, capsys):
+
+    folder = philly_scenario_folder(tmp_path / "sc")
+    source = tmp_path / "philly.csv"
+    good = "2017-10-01 00:00:00,10.0,1,10.0,v1"
+    source.write_text("\n".join([PHILLY_HEADER, good, *(line for _, line, _ in BAD_PHILLY)])
+                      + "\n")
+    out = tmp_path / "out" / "trace.csv"
+    assert main(["trace", "philly", str(folder), "--in", str(source), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    for row, (column, _, _) in enumerate(BAD_PHILLY, start=3):
+        assert f"philly.csv, row {row}, column {column}:" in err
+    assert f"{len(BAD_PHILLY)} problem(s); nothing written" in err
+    with pytest.raises(InputError) as caught:
+        read_philly(source)
+    assert [(p.file, p.row, p.column) for p in caught.value.problems] == [
+        ("philly.csv", row, column) for row, (column, _, _) in enumerate(BAD_PHILLY, start=3)]
+    for problem, (_, _, words) in zip(caught.value.problems, BAD_PHILLY, strict=True):
+        assert words in problem.message
+    assert not out.exists() and not out.parent.exists()
+    source.write_text("timestamp,duration,cluster\n2017-10-01 00:00:00,10.0,v1\n")
+    assert main(["trace", "philly", str(folder), "--in", str(source), "--out", str(out)]) == 2
+    assert "philly.csv, row 1, column num_gpus: missing" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_data_philly_validates_and_plans(tmp_path):
+
+    scenario = load_scenario(PHILLY_SCENARIO)
+    config = scenario.config
+    assert (config.quarter_start, config.quarter_end, config.as_of) == (
+        ts("2026-10-01"), ts("2027-01-01"), ts("2026-10-01"))
+    assert len(scenario.usage) == len(scenario.demand) == len(scenario.reservations) == 0
+    sizes = scenario.clusters["nodes"] * scenario.clusters["gpus_per_node"]
+    assert len(scenario.clusters) <= 3 and sizes.min() >= 128
+    assert (scenario.clusters["gpus_per_node"] == 8).all()
+    capacity = float(sizes.sum()) * 2208  # one GPU type at 1.0 NGH per GPU-hour
+    assert scenario.budgets["gpu_hours"].sum() == pytest.approx(capacity, rel=1e-3)
+    assert len(teams(scenario)) >= 15
+    assert main(["validate", str(PHILLY_SCENARIO)]) == 0
+    assert main(["run", str(PHILLY_SCENARIO), "--out", str(tmp_path / "plan"), "--quiet"]) == 0
+    assert (tmp_path / "plan" / "plan.json").is_file()
+
+
+@pytest.mark.skipif(not PHILLY.is_file(), reason=f"the Philly extract is not at {PHILLY}")
+def test_trace_philly_real_trace(tmp_path, capsys):
+
+    out = tmp_path / "philly-trace.csv"
+    began = time.perf_counter()
+    assert main(["trace", "philly", "--out", str(out)]) == 0  # defaults: data/philly, PHILLY
+    convert_seconds = time.perf_counter() - began
+    printed = capsys.readouterr().out
+    assert "82247 of 82247 Philly jobs kept, 0 dropped" in printed
+    scenario = load_scenario(PHILLY_SCENARIO)
+    began, cpu = time.perf_counter(), time.process_time()
+    trace = read_trace(out, scenario)
+    read_seconds, read_cpu = time.perf_counter() - began, time.process_time() - cpu
+    print(f"Philly: converted in {convert_seconds:.2f} s, read in {read_seconds:.2f} s "
+          f"({read_cpu:.2f} s CPU)")
+    assert len(trace) == 82_247
+    start, end = scenario.config.quarter_start, scenario.config.quarter_end
+    assert trace["submit"].min() == start and trace["submit"].max() < end
+    source = pd.read_csv(PHILLY, dtype={"cluster": str})
+    assert (trace["gpus"] * trace["duration_hours"]).sum() == pytest.approx(
+        (source["num_gpus"] * source["duration"]).sum() / 3600, rel=1e-12)
+    # 15 VCs onto 15 teams, one each; every job's project in its VC's team
+    team_projects = teams(scenario)
+    jobs = trace.set_index("job_id")
+    vc = pd.Series(source["cluster"].to_numpy(),
+                   index=[f"philly-{row:06d}" for row in range(2, len(source) + 2)])
+    vc_of_job = jobs.index.map(vc)
+    mapping = dict(zip(vc_of_job, jobs["project"].map(
+        {p: t for t, ps in team_projects.items() for p in ps}), strict=True))
+    assert len(mapping) == 15 and len(set(mapping.values())) == 15
+    # the scenario is contended: mean offered load ÷ capacity in [1.3, 1.6]
+    gpus = float((scenario.clusters["nodes"] * scenario.clusters["gpus_per_node"]).sum())
+    ratio = offered_gpu_hours(trace, start, end) / ((end - start).total_seconds() / 3600) / gpus
+    assert 1.3 <= ratio <= 1.6
+    # regenerating data/philly from the same extract gives the same bytes
+    generate(PHILLY, 2026, tmp_path / "again")
+    for name in ("scenario.toml", "clusters.csv", "org.csv", "budgets.csv"):
+        assert (tmp_path / "again" / name).read_bytes() == (PHILLY_SCENARIO / name).read_bytes()
+    assert read_cpu < 2.0

@@ -20,24 +20,26 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.dtypes import StringDType
 
+from planner.config import ContractTerms
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import decode
 from planner.inputs.scenario import Scenario
-from planner.inputs.validate import _ISO, _NUMBER, DATE_HINT
+from planner.inputs.validate import _ISO, DATE_HINT
 from planner.plan.write import write_files
 
 TraceKind = Literal["id", "datetime", "int", "float", "bool"]
 
 #: The contract's cap on a job's protected runtime (``min_runtime_cap_hours``), hours.
-DEFAULT_CAP_HOURS = 8.0
+DEFAULT_CAP_HOURS = ContractTerms().min_runtime_cap_hours
 
 #: Text read as ``true`` / ``false`` in a bool column (compared ignoring case).
 TRUE_TEXT = ("true", "1")
@@ -121,24 +123,25 @@ def trace_markdown() -> str:
 # --------------------------------------------------------------------------- reading
 
 
-class _Problems:
-    """Problems found so far, added in bulk from a mask over the trace's rows."""
+class Problems:
+    """Problems found so far in one file, added in bulk from a mask over its rows."""
 
     def __init__(self, label: str):
         self.label = label
         self.items: list[InputProblem] = []
 
     def add(self, row: int | None, column: str | None, message: str) -> None:
+        """One problem at ``row`` and ``column`` (``None``: the whole row or file)."""
         self.items.append(InputProblem(self.label, row, column, message))
 
-    def where(self, mask: pd.Series, rows: pd.Series, column: str,
+    def where(self, mask: pd.Series, rows: pd.Series, column: str | None,
               message: Callable[[int], str]) -> None:
         """One problem per row where ``mask`` holds; ``message(i)`` given the position."""
         for i in np.flatnonzero(mask.to_numpy(dtype=bool)):
             self.add(int(rows.iat[i]), column, message(int(i)))
 
 
-def _split(label: str, text: str, problems: _Problems) -> list[list[str]] | None:
+def _split(text: str, problems: Problems, expected: str) -> list[list[str]] | None:
     """CSV records of ``text`` (header first), or ``None`` when it cannot be split."""
     records: list[list[str]] = []
     try:
@@ -147,123 +150,181 @@ def _split(label: str, text: str, problems: _Problems) -> list[list[str]] | None
         problems.add(len(records) + 1, None,
                      f"cannot split the row into values ({err}); check its quotes")
         return None
-    header = ",".join(TRACE_COLUMNS)
     if not records or all(not "".join(r).strip() for r in records):
-        problems.add(None, None, f"empty; the first row must be the header {header}")
+        problems.add(None, None, f"empty; the first row must be the header {expected}")
         return None
     if not "".join(records[0]).strip():
-        problems.add(1, None, f"no header: row 1 is empty; put the header {header} in row 1")
+        problems.add(1, None, f"no header: row 1 is empty; put the header {expected} in row 1")
         return None
     return records
 
 
-def _check_header(header: list[str], body: pd.DataFrame, problems: _Problems) -> bool:
-    """Report unknown, repeated, unnamed and missing columns; whether the file is readable."""
+def check_header(table: TextTable, problems: Problems, columns: Mapping[str, str],
+                 required: tuple[str, ...], unknown_allowed: bool = False) -> bool:
+    """Report unknown, repeated, unnamed and missing columns; whether the file is readable.
+
+    ``columns`` maps each known column to its meaning; ``unknown_allowed`` lets other
+    columns pass unread (a foreign format's extras).
+    """
     seen: set[str] = set()
-    known = ", ".join(TRACE_COLUMNS)
+    known = ", ".join(columns)
     readable = True
-    for position, name in enumerate(header):
+    for position, name in enumerate(table.header):
         if not name:
-            if position in body and (body[position].str.strip() != "").any():
+            if not table.empty[position].all():
                 problems.add(1, None, f"column {position + 1} has values but no name; name it "
                                       f"({known}) or delete it")
         elif name in seen:
             problems.add(1, name, "column appears twice; delete one of them")
-            readable = readable and name not in _BY_NAME
-        elif name not in _BY_NAME:
+            readable = readable and name not in columns
+        elif name not in columns and not unknown_allowed:
             problems.add(1, name, f"unknown column; the columns are {known}: rename or "
                                   "delete it")
         seen.add(name)
-    for name in _REQUIRED:
+    for name in required:
         if name not in seen:
             problems.add(1, name, f"missing column; add a column {name} "
-                                  f"({_BY_NAME[name].meaning.rstrip('.')})")
+                                  f"({columns[name].rstrip('.')})")
             readable = False
     return readable
 
 
-def _text_frame(records: list[list[str]]) -> tuple[list[str], pd.DataFrame, pd.Series]:
-    """Header, non-blank body rows as a frame of text (columns by position), row numbers."""
+@dataclass(frozen=True)
+class TextTable:
+    """A CSV file as text: its header and, per column, its non-blank rows' cells.
+
+    ``cells[j]`` holds column j's text (object array of ``str``, ``""`` where a row is
+    short) and ``empty[j]`` marks the cells that are empty or white space; there are
+    more columns than the header names when a row has extra values.
+    """
+
+    header: list[str]  # column names, stripped
+    cells: list[np.ndarray]  # per column position: (n,) object array of str
+    empty: list[np.ndarray]  # per column position: (n,) bool
+    rows: pd.Series  # spreadsheet row number of each body row (header = row 1)
+
+    def position(self, columns: Iterable[str]) -> dict[str, int]:
+        """The position of each of ``columns`` in the header (absent ones left out)."""
+        return {name: self.header.index(name) for name in columns if name in self.header}
+
+    def check_width(self, problems: Problems) -> None:
+        """Report rows with more non-empty values than the header has columns."""
+        width = len(self.header)
+        extra = np.zeros(len(self.rows), dtype=bool)
+        for empty in self.empty[width:]:
+            extra |= ~empty
+        problems.where(pd.Series(extra), self.rows, None,
+                       lambda _i: f"more values than the header's {width} columns; delete the "
+                                  "extra values or quote a value that holds a comma")
+
+
+def read_text_table(path: Path, problems: Problems, expected: str) -> TextTable | None:
+    """The text of the CSV at ``path``, or ``None`` when it cannot be split (a problem says why).
+
+    ``expected`` is the header to suggest when the file has none.
+    """
+    if not path.is_file():
+        problems.add(None, None, f"no such file; pass a CSV file with the header {expected}")
+        return None
+    text, found = decode(path.name, path.read_bytes())
+    problems.items += found
+    if text is None:
+        return None
+    records = _split(text, problems, expected)
+    if records is None:
+        return None
+    return _text_table(records)
+
+
+def _blank(cells: np.ndarray) -> np.ndarray:
+    """Which cells are empty or white space (numpy string ufuncs, no Python loop)."""
+    text = cells.astype(StringDType())
+    return (np.strings.str_len(text) == 0) | np.strings.isspace(text)
+
+
+def _text_table(records: list[list[str]]) -> TextTable:
+    """Header and non-blank body rows, column by column, with their row numbers."""
     header = [h.strip() for h in records[0]]
     lines = records[1:]
     lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
     width = int(max(len(header), lengths.max(initial=0)))
     if (lengths != width).any():  # short rows: empty cells; long rows: reported later
         lines = [r if len(r) == width else r + [""] * (width - len(r)) for r in lines]
-    body = pd.DataFrame(lines, columns=range(width), dtype="str") if lines else pd.DataFrame(
-        {i: pd.Series([], dtype="str") for i in range(width)})
-    rows = pd.Series(np.arange(2, len(body) + 2, dtype=np.int64))
-    if len(body):
-        joined = body[0].str.cat([body[c] for c in body.columns[1:]]) if width > 1 else body[0]
-        keep = (joined.str.strip() != "").to_numpy()
-        body = body[keep].reset_index(drop=True)
-        rows = rows[keep].reset_index(drop=True)
-    return header, body, rows
+    if lines:
+        cells = [np.array(column, dtype=object) for column in zip(*lines, strict=True)]
+    else:
+        cells = [np.empty(0, dtype=object) for _ in range(width)]
+    empty = [_blank(column) for column in cells]
+    keep = ~np.logical_and.reduce(empty) if lines else np.zeros(0, dtype=bool)
+    rows = np.arange(2, len(lines) + 2, dtype=np.int64)
+    if not keep.all():
+        cells = [column[keep] for column in cells]
+        empty = [column[keep] for column in empty]
+    return TextTable(header, cells, empty, pd.Series(rows[keep]))
 
 
-def _numbers(stripped: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Float values of stripped cells in the scenario files' number grammar; bad ones."""
-    shaped = stripped.str.fullmatch(_NUMBER.pattern)
-    values = pd.Series(np.nan, index=stripped.index, dtype="float64")
-    if shaped.any():
-        values[shaped] = stripped[shaped].astype("float64")
-    bad = ~shaped | ~np.isfinite(values)
-    return values, bad
+def parse_columns(schema: tuple[TraceColumn, ...], table: TextTable,
+                  problems: Problems) -> dict[str, pd.Series]:
+    """Typed columns of ``schema`` (``NaN``/``NaT``/``None`` where a cell is wrong).
 
-
-def _parse(body: pd.DataFrame, position: dict[str, int], rows: pd.Series,
-           problems: _Problems) -> dict[str, pd.Series]:
-    """Typed columns (``NaN``/``NaT``/``None`` where a cell is wrong); problems reported."""
-    n = len(body)
+    A cell that cannot be read as its column's kind, or a required cell left empty, is
+    a problem; an optional column absent or an optional cell empty takes the default.
+    Numbers are read by :func:`pandas.to_numeric` (decimal text, exactly as Python's
+    ``float``; ``nan``, ``inf`` and ``1_000`` are not numbers), dates by the scenario
+    files' ISO 8601 grammar.
+    """
+    rows = table.rows
+    position = table.position(c.name for c in schema)
+    n = len(rows)
     out: dict[str, pd.Series] = {}
-    for c in TRACE_SCHEMA:
+    for c in schema:
         if c.name not in position:  # an optional column left out: its default
             out[c.name] = pd.Series([c.default] * n, dtype=c.dtype)
             continue
-        text = body[position[c.name]] if position[c.name] in body else pd.Series(
-            [""] * n, dtype="str")
-        stripped = text.str.strip()
-        empty = (stripped == "").to_numpy()
+        text, empty = table.cells[position[c.name]], table.empty[position[c.name]]
         if c.required:
             problems.where(pd.Series(empty), rows, c.name,
                            lambda _i, c=c: f"{c.name} is empty; every row needs one")
         if c.kind == "id":
-            out[c.name] = text.where(~empty, None)
+            out[c.name] = pd.Series(np.where(empty, None, text), dtype="str")
         elif c.kind == "datetime":
+            stripped = pd.Series(text, dtype="str").str.strip()
             shaped = stripped.str.fullmatch(_ISO.pattern)
             stamps = pd.to_datetime(stripped.where(shaped), utc=True, format="ISO8601",
                                     errors="coerce").astype("datetime64[ns, UTC]")
             bad = stamps.isna().to_numpy() & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not an ISO 8601 date; "
+                           lambda i, text=text: f"{text[i]!r} is not an ISO 8601 date; "
                                                 f"{DATE_HINT}")
             out[c.name] = stamps
         elif c.kind == "bool":
-            lowered = stripped.str.lower()
-            true, false = lowered.isin(TRUE_TEXT), lowered.isin(FALSE_TEXT)
-            bad = ~(true | false).to_numpy() & ~empty
+            lowered = np.strings.lower(np.strings.strip(text.astype(StringDType())))
+            true = np.isin(lowered, np.array(TRUE_TEXT, dtype=StringDType()))
+            false = np.isin(lowered, np.array(FALSE_TEXT, dtype=StringDType()))
+            bad = ~(true | false) & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not true or false; "
+                           lambda i, text=text: f"{text[i]!r} is not true or false; "
                                                 "write true or false")
-            values = pd.Series(np.where(empty, bool(c.default), true.to_numpy()), dtype=object)
+            values = pd.Series(np.where(empty, bool(c.default), true), dtype=object)
             values[bad] = None
             out[c.name] = values
         else:
-            values, bad_mask = _numbers(stripped)
-            bad = bad_mask.to_numpy() & ~empty
+            values = np.asarray(pd.to_numeric(text, errors="coerce"), dtype=np.float64)
+            bad = ~np.isfinite(values) & ~empty
             problems.where(pd.Series(bad), rows, c.name,
-                           lambda i, text=text: f"{text.iat[i]!r} is not a number; write a "
+                           lambda i, text=text: f"{text[i]!r} is not a number; write a "
                                                 "decimal number such as 12 or 0.5")
             if c.kind == "int":
-                fraction = ~bad & ~empty & ((values % 1 != 0) | (values.abs() >= 2**63)).to_numpy()
+                with np.errstate(invalid="ignore"):
+                    fraction = ~bad & ~empty & ((values % 1 != 0) | (np.abs(values) >= 2**63))
                 problems.where(pd.Series(fraction), rows, c.name,
-                               lambda i, text=text: f"{text.iat[i]!r} is not a whole number; "
+                               lambda i, text=text: f"{text[i]!r} is not a whole number; "
                                                     "write a whole number such as 4")
                 bad = bad | fraction
             if not c.required:
                 values[empty] = float(c.default)  # type: ignore[arg-type]
             values[bad] = np.nan
-            out[c.name] = values
+            out[c.name] = pd.Series(values)
     return out
 
 
@@ -272,7 +333,7 @@ def _iso(stamp: pd.Timestamp) -> str:
 
 
 def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scenario,
-                  problems: _Problems) -> None:
+                  problems: Problems) -> None:
     """The rules between a row's values and the scenario (bounds, references, quarter)."""
     gpus, duration = values["gpus"], values["duration_hours"]
     problems.where(gpus < 1, rows, "gpus",
@@ -351,28 +412,15 @@ def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
                                                                   list[InputProblem]]:
     """The trace at ``path`` read against ``scenario``, or ``None`` and every problem."""
     path = Path(path)
-    problems = _Problems(path.name)
-    if not path.is_file():
-        problems.add(None, None, "no such trace file; pass a CSV with the header "
-                                 f"{','.join(TRACE_COLUMNS)}")
+    problems = Problems(path.name)
+    table = read_text_table(path, problems, ",".join(TRACE_COLUMNS))
+    if table is None or not check_header(table, problems,
+                                         {c.name: c.meaning for c in TRACE_SCHEMA},
+                                         _REQUIRED):
         return None, problems.items
-    text, found = decode(path.name, path.read_bytes())
-    if text is None:
-        return None, found
-    records = _split(path.name, text, problems)
-    if records is None:
-        return None, problems.items
-    header, body, rows = _text_frame(records)
-    if not _check_header(header, body, problems):
-        return None, problems.items
-    width = len(header)
-    for extra in body.columns[width:]:
-        problems.where(body[extra].str.strip() != "", rows, None,
-                       lambda _i: f"more values than the header's {width} columns; delete the "
-                                  "extra values or quote a value that holds a comma")
-    position = {name: header.index(name) for name in TRACE_COLUMNS if name in header}
-    values = _parse(body, position, rows, problems)
-    _check_values(values, rows, scenario, problems)
+    table.check_width(problems)
+    values = parse_columns(TRACE_SCHEMA, table, problems)
+    _check_values(values, table.rows, scenario, problems)
     if problems.items:
         return None, problems.items
     return _frame(values, cap_hours), []
@@ -396,6 +444,19 @@ def read_trace(path: Path, scenario: Scenario,
     return frame
 
 
+def offered_gpu_hours(trace: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> float:
+    """GPU-hours the trace's jobs would run inside ``[start, end)`` if each ran at submit.
+
+    ``Σ gpus × |[submit, submit + duration) ∩ [start, end)|``: the offered load, which
+    divided by the window's hours is the mean number of GPUs wanted.
+    """
+    begin = trace["submit"].clip(lower=start)
+    finish = (trace["submit"] + pd.to_timedelta(trace["duration_hours"], unit="h")).clip(
+        upper=end)
+    hours = ((finish - begin).dt.total_seconds() / 3600.0).clip(lower=0.0)
+    return float((trace["gpus"] * hours).sum())
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -405,6 +466,11 @@ def _submit_text(submit: pd.Series) -> pd.Series:
     whole = utc.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     fine = utc.dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return whole.where(utc.dt.microsecond == 0, fine).where(utc.dt.nanosecond == 0, fine)
+
+
+def _float_text(values: pd.Series) -> list[str]:
+    """Python's shortest text that reads back as the same float."""
+    return [repr(v) for v in values.to_numpy(dtype=np.float64).tolist()]
 
 
 def trace_text(frame: pd.DataFrame) -> str:
@@ -422,8 +488,8 @@ def trace_text(frame: pd.DataFrame) -> str:
         "cluster": frame["cluster"].astype("str"),
         "submit": _submit_text(frame["submit"]),
         "gpus": frame["gpus"].astype("int64"),
-        "duration_hours": frame["duration_hours"].astype("float64").map(repr),
-        "min_runtime_hours": frame["min_runtime_hours"].astype("float64").map(repr),
+        "duration_hours": _float_text(frame["duration_hours"]),
+        "min_runtime_hours": _float_text(frame["min_runtime_hours"]),
         "resumable": np.where(frame["resumable"].astype(bool), "true", "false"),
     }, columns=list(TRACE_COLUMNS))
     return out.to_csv(index=False, lineterminator="\n")
