@@ -230,10 +230,11 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
 
     header, rows = table_rows(runs)
     table = Table(title=f"{len(trace):,} jobs replayed on {scenario.config.name}")
-    for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*row)
+    table.add_column("metric")
+    for row in rows:  # one column per policy: fits a terminal whatever the metric count
+        table.add_column(row[0], justify="right")
+    for i, name in enumerate(header[1:], start=1):
+        table.add_row(name, *(row[i] for row in rows))
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
     return ExitCode.OK

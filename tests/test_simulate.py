@@ -205,23 +205,47 @@ def test_lookback_prefers_the_team_that_ran_less_last_week():
 # -- planner: a guaranteed quota is honoured -----------------------------------------------
 
 
-def test_planner_guarantees_allocated_work_over_unallocated_fill():
-    # One node; a has a budget, b none. t=0: b's eight unallocated one-GPU jobs (30 h)
-    # fill the node (the plan made at 0 has no allocated demand). t=1: a submits four
-    # allocated one-GPU jobs (20 h, min 8 h): nothing is free and a has no guaranteed
-    # GPUs until the next plan. At the replan at t=24, a's demand (4 GPUs for a whole
-    # period, 96 NGH ≤ its budget) is guaranteed: 4 of b's unallocated jobs (min runtime
-    # 0) are preempted and a's four start at 24, tagged guaranteed.
+def test_planner_guarantees_the_planned_quota_and_fills_the_rest():
+    # One node; a has a budget, b none. t=0: a's four allocated one-GPU jobs (30 h) and
+    # b's eight unallocated ones (30 h). The plan made at 0 sees a's demand (4 GPUs for
+    # two periods, 192 NGH ≤ 500): 4 guaranteed GPUs. a's four start guaranteed, b's
+    # first four fill the idle GPUs as unallocated work, the other four wait until a's
+    # end at 30. The replan at 24 keeps a's 4 GPUs guaranteed.
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"a{i}", "a", 0, 1, 30.0, 8.0) for i in range(4)]
+    rows += [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    tr = trace(rows)
+    result = replay(sc, tr, PlannerPolicy())
+    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    assert [starts[f"a{i}"] for i in range(4)] == [0.0] * 4
+    assert sorted(starts[f"b{i}"] for i in range(8)) == [0.0] * 4 + [30.0] * 4
+    a_jobs = set(tr.index[tr["project"] == "a"])
+    assert {s.tag for s in result.segments if s.job in a_jobs} == {"guaranteed"}
+    assert {s.tag for s in result.segments if s.job not in a_jobs} == {"unallocated"}
+    assert result.preemptions.sum() == 0
+    assert result.replans == 3
+
+
+def test_planner_work_the_plan_did_not_see_runs_paced_at_once():
+    # One node; t=0: b's eight unallocated one-GPU jobs (30 h) fill it; the plan made at
+    # 0 has no allocated demand, so a has no guaranteed GPUs. t=1: a submits four
+    # allocated one-GPU jobs (20 h, min 8 h). a is behind its budget pace (nothing
+    # charged) and its pace, 500 NGH / 72 h = 6.9 GPUs, covers 4: they run *paced*,
+    # preempting four of b's unallocated jobs (min runtime 0) at once, at t=1.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
     rows += [(f"a{i}", "a", 1, 1, 20.0, 8.0) for i in range(4)]
     tr = trace(rows)
     result = replay(sc, tr, PlannerPolicy())
     a_jobs = list(tr.index[tr["project"] == "a"])
-    assert [result.first_start[j] for j in a_jobs] == [24.0] * 4
-    assert {s.tag for s in result.segments if s.job in a_jobs} == {"guaranteed"}
+    assert [result.first_start[j] for j in a_jobs] == [1.0] * 4
+    assert {s.tag for s in result.segments if s.job in a_jobs} == {"paced"}
     assert result.preemptions.sum() == 4
-    assert result.replans == 3
+    # a budget whose pace is under one GPU (50 / 72 NGH/h) does not make a job paced:
+    # a's jobs wait for the next plan (t=24) or for b's jobs to end.
+    small = two_teams(days=3, budgets=(("a", 50.0), ("b", 0.0)))
+    later = replay(small, tr, PlannerPolicy())
+    assert all(later.first_start[j] >= 24.0 for j in a_jobs)
 
 
 # -- metrics ----------------------------------------------------------------------------------

@@ -6,16 +6,19 @@ teams = the parent of each project in the org tree (a top-level project is its o
 Hourly aggregates (GPU-hours in hour h, spread exactly over the hours a stretch covers):
 
     busy_pkh     GPUs jobs of p ran on k (run segments; a gang's idle rest of a node is
-                 not busy)
+                 not busy); alloc_busy_pkh the same for allocated jobs only
     want_pkh     GPUs of p's outstanding jobs on k — submitted, not finished (waiting or
-                 running) — the project's *demand* in this run
+                 running); alloc_want_pkh the same for allocated jobs only: the
+                 project's *demand* on its budget in this run (unallocated work is
+                 charged to no budget, so nobody owes it)
     rate_k       NGH per GPU-hour of k's GPU type
 
 Definitions (NGH unless said otherwise):
 
     pace_p       budget_p / quarter hours: the project's allocation per hour
-    owed_ph      min(pace_p, Σ_k want_pkh · rate_k)   — its allocation capped at its demand
-    got_ph       Σ_k busy_pkh · rate_k
+    owed_ph      min(pace_p, Σ_k alloc_want_pkh · rate_k) — its allocation capped at its
+                 demand
+    got_ph       Σ_k alloc_busy_pkh · rate_k
     delivered_ph min(got_ph, owed_ph)                 — what it got within what it was owed
     delivered_over_owed          Σ delivered / Σ owed over all projects and hours
     team ratio                   the same sums over the team's projects
@@ -23,6 +26,9 @@ Definitions (NGH unless said otherwise):
     jain         Jain's index (Σx)² / (n·Σx²) over the team ratios x
     occupancy    Σ busy_pkh / Σ capacity_k, over the cluster-hours (k, h) in which k had
                  any outstanding job (GPU-hours, not NGH)
+    occupancy_of_demand  Σ busy_pkh / Σ_kh min(capacity_k, Σ_p want_pkh): busy over what
+                 could have been busy given the outstanding work (1 = never idle while
+                 work waited, whole-node and packing losses aside)
     charged_p    NGH of p's allocated jobs' run segments (including work later lost)
     budget_error |charged_p − budget_p| / budget_p at quarter end, over projects with a
                  budget; mean and max
@@ -123,9 +129,15 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
     until = np.where(np.isnan(result.finish), result.hours, result.finish)
     want = spread(submit, until, gpus, job_p * n_k + job_k, n_p * n_k, n_h).reshape(n_p, n_k,
                                                                                    n_h)
+    alloc_want = spread(submit[allocated], until[allocated], gpus[allocated],
+                        (job_p * n_k + job_k)[allocated], n_p * n_k, n_h)
+    seg_alloc = allocated[seg["job"]]
+    alloc_busy = spread(seg["start"][seg_alloc], seg["end"][seg_alloc], seg["gpus"][seg_alloc],
+                        (seg["project"] * n_k + seg["cluster"])[seg_alloc], n_p * n_k, n_h)
     pace = budget / result.hours
-    owed = np.minimum(pace[:, None], (want * rate[None, :, None]).sum(axis=1))
-    got = (busy * rate[None, :, None]).sum(axis=1)
+    rate_rows = np.tile(rate, n_p)[:, None]  # rate of each (p, k) row
+    owed = np.minimum(pace[:, None], (alloc_want * rate_rows).reshape(n_p, n_k, n_h).sum(axis=1))
+    got = (alloc_busy * rate_rows).reshape(n_p, n_k, n_h).sum(axis=1)
     delivered = np.minimum(got, owed)
     team_of, team_names = _teams(tree)
     n_t = len(team_names)
@@ -143,6 +155,8 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
     active = want.sum(axis=0) > 1e-9
     cap_kh = np.broadcast_to(capacity[:, None], busy_kh.shape)
     occupancy = float(busy_kh[active].sum() / cap_kh[active].sum()) if active.any() else 1.0
+    could = np.minimum(cap_kh, want.sum(axis=0)).sum()
+    of_demand = float(busy_kh.sum() / could) if could > 0 else 1.0
     # charged, per project (allocated jobs only)
     charged_h = spread(seg["start"], seg["end"],
                        seg["gpus"] * rate[seg["cluster"]] * allocated[seg["job"]],
@@ -168,7 +182,7 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
             "budget_ngh": _r(budget[members].sum()), "charged_ngh": _r(charged[members].sum()),
         }
     summary = {
-        "occupancy": _r(occupancy),
+        "occupancy": _r(occupancy), "occupancy_of_demand": _r(of_demand),
         "delivered_over_owed": _r(delivered.sum() / owed.sum()) if owed.sum() > 0 else None,
         "worst_team_delivered_over_owed": _r(x.min()) if len(x) else None,
         "budget_error_mean": _r(error.mean()) if len(error) else None,

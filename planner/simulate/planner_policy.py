@@ -26,11 +26,18 @@ The executor then enforces the plan's first period on every cluster:
    (its running guaranteed jobs plus this one) stay within the plan's
    guaranteed GPUs G_pk; it may preempt (expired) unallocated, fill and
    opportunistic work to start, and is never preempted itself;
-2. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
+2. work the plan did not see — submitted after the replan — must not wait a day
+   for the next one: an allocated job of a project that is behind its budget pace
+   (charged < budget × elapsed share of the quarter) runs **paced** while the
+   project's running GPUs (all clusters, NGH per hour) stay within its pace
+   (budget ÷ quarter hours); it preempts like guaranteed work and is protected
+   like it until the next replan re-classes it;
+3. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
    **opportunistic**, preempting only unallocated and fill work;
-3. every GPU still idle goes to any waiting job that fits (**fill**): allocated
-   jobs of projects with budget left first, then unallocated work, then
-   allocated jobs of projects that spent their budget. Fill and unallocated
+4. every GPU still idle goes to any waiting job that fits (**fill**): allocated
+   jobs of projects with budget left first (those furthest behind their budget
+   pace — charged ÷ (budget × elapsed share of the quarter) — first), then
+   unallocated work, then allocated jobs of projects that spent their budget. Fill and unallocated
    work is preempted first on reclaim.
 
 At each replan the running jobs are re-classed against the new plan, oldest
@@ -49,8 +56,8 @@ from planner.config import ModelConfig, load_model
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
 
-GUARANTEED, OPPORTUNISTIC, FILL, UNALLOCATED = "guaranteed", "opportunistic", "fill", \
-    "unallocated"
+GUARANTEED, PACED, OPPORTUNISTIC, FILL, UNALLOCATED = (
+    "guaranteed", "paced", "opportunistic", "fill", "unallocated")
 _HOUR = pd.Timedelta(hours=1)
 
 
@@ -90,6 +97,14 @@ class PlannerPolicy(AdmissionPolicy):
             if allowed:
                 row = sim.tree.leaf_index[p]
                 self.allowed[row] = [c in allowed for c in sim.cluster_ids]
+        self.rate = np.array(sim.rate)
+        self.pace = self.budget / sim.hours  # NGH per hour
+        jobs = sim.jobs
+        self.submit = np.array(jobs.submit)
+        self.allocated = np.array(jobs.allocated, dtype=bool)
+        self.project = np.array(jobs.project, dtype=np.int64)
+        self.cluster = np.array(jobs.cluster, dtype=np.int64)
+        self.work = np.array(jobs.gpus, dtype=float) * np.array(jobs.duration)
         self.previous: dict | None = None
         self.next_plan = 0.0
 
@@ -142,7 +157,7 @@ class PlannerPolicy(AdmissionPolicy):
 
     def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         jobs = sim.jobs
-        rows: dict[tuple[int, int, float], int] = {}
+        rows: dict[tuple[int, int, float], float] = {}
         for job in _outstanding_jobs(sim):
             if not jobs.allocated[job] or not self.allowed[jobs.project[job], jobs.cluster[job]]:
                 continue
@@ -153,15 +168,29 @@ class PlannerPolicy(AdmissionPolicy):
             left = float(np.ceil(max(left, 1e-6) / self.period) * self.period)
             key = (jobs.project[job], jobs.cluster[job], left)
             rows[key] = rows.get(key, 0) + jobs.gpus[job]
+        forecast = self._forecast(sim)
+        for p, k in zip(*np.nonzero(forecast > 1e-9), strict=True):
+            rows[(int(p), int(k), -1.0)] = float(forecast[p, k])
         keys = sorted(rows)
+        quarter = sim.hours - sim.now
         return pd.DataFrame({
             "project": [sim.projects[p] for p, _, _ in keys],
             "cluster": [sim.cluster_ids[k] for _, k, _ in keys],
             "start": pd.Series([as_of] * len(keys), dtype="datetime64[ns, UTC]"),
-            "end": pd.Series([as_of + h * _HOUR for _, _, h in keys],
+            "end": pd.Series([as_of + (h if h > 0 else quarter) * _HOUR for _, _, h in keys],
                              dtype="datetime64[ns, UTC]"),
             "gpus": np.array([rows[k] for k in keys], dtype=float),
         }).astype({"project": object, "cluster": object})
+
+    def _forecast(self, sim) -> np.ndarray:
+        """(P, K) GPUs: allocated GPU-hours submitted in the lookback window ÷ its hours."""
+        window = min(sim.now, float(self.window_hours))
+        if window <= 0:
+            return np.zeros((len(sim.projects), len(sim.cluster_ids)))
+        recent = (self.submit >= sim.now - window) & (self.submit < sim.now) & self.allocated
+        out = np.zeros((len(sim.projects), len(sim.cluster_ids)))
+        np.add.at(out, (self.project[recent], self.cluster[recent]), self.work[recent])
+        return out / window * self.allowed
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         self.guaranteed[:] = 0.0
@@ -196,19 +225,25 @@ class PlannerPolicy(AdmissionPolicy):
         return sum(sim.held_by[c].get((p, t), 0) for t in tags)
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
-        """Projects furthest below their guaranteed GPUs first."""
-        g = self.guaranteed[p, c]
-        held = self._held(sim, c, p, GUARANTEED)
-        return (held / g if g > 1e-9 else np.inf, *sim.key[job])
+        """Projects furthest below their entitlement (guaranteed GPUs or pace) first."""
+        entitled = max(self.guaranteed[p, c] * self.rate[c], self.pace[p])
+        held = self._running_ngh(sim, p)
+        return (held / entitled if entitled > 1e-9 else np.inf, *sim.key[job])
+
+    def _running_ngh(self, sim, p: int) -> float:
+        return float(sim.held_project[p] @ self.rate)
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
-        """Guaranteed, then opportunistic, within the plan's first period."""
+        """Guaranteed, paced, then opportunistic (module docstring, 1–3)."""
         if not sim.jobs.allocated[job]:
             return None
         need = sim.held(job)
         g, o = self.guaranteed[p, c], self.opportunistic[p, c]
         if self._held(sim, c, p, GUARANTEED) + need <= g + 1e-6:
             return GUARANTEED
+        behind = sim.charged[p] < self.budget[p] * sim.now / sim.hours
+        if behind and self._running_ngh(sim, p) + need * self.rate[c] <= self.pace[p] + 1e-6:
+            return PACED
         if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
             return OPPORTUNISTIC
         return None
@@ -217,15 +252,21 @@ class PlannerPolicy(AdmissionPolicy):
         """Unallocated, then fill, then (for guaranteed work) opportunistic jobs."""
         n_p = len(sim.projects)
         groups = [(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
-        if self.entitled(sim, c, p, job) == GUARANTEED:
+        if self.entitled(sim, c, p, job) in (GUARANTEED, PACED):
             groups += [(q, OPPORTUNISTIC) for q in range(n_p)]
         return groups
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
-        """Allocated work with budget left, unallocated work, allocated work over budget."""
-        within = sim.charged[p] < self.budget[p]
-        group = (0 if within else 2) if sim.jobs.allocated[job] else 1
-        return (group, *sim.key[job])
+        """Allocated work within budget (furthest behind pace first), then the rest.
+
+        Then unallocated work, then allocated work of projects over budget.
+        """
+        if not sim.jobs.allocated[job]:
+            return (1, 0.0, *sim.key[job])
+        if sim.charged[p] >= self.budget[p]:
+            return (2, 0.0, *sim.key[job])
+        paced = self.budget[p] * max(sim.now, 1.0) / sim.hours
+        return (0, sim.charged[p] / paced, *sim.key[job])
 
     def fill_tag_of(self, sim, job: int) -> str:
         """Fill for allocated work, unallocated otherwise."""

@@ -102,18 +102,20 @@ def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
     return files
 
 
-COLUMNS = (("occupancy", "occ"), ("delivered_over_owed", "del/owed"),
-           ("worst_team_delivered_over_owed", "worst team"), ("budget_error_mean", "bud err"),
-           ("budget_error_max", "bud err max"), ("jain", "jain"), ("wait_p50_hours", "wait p50"),
-           ("wait_p90_hours", "wait p90"), ("small_wait_p50_hours", "small p50"),
-           ("small_wait_p90_hours", "small p90"), ("preemptions", "preempt"),
-           ("gpu_hours_lost_to_preemption", "lost GPU-h"),
+COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
+           ("delivered_over_owed", "delivered ÷ owed"),
+           ("worst_team_delivered_over_owed", "worst team"),
+           ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
+           ("jain", "Jain"), ("wait_p50_hours", "wait p50 h"), ("wait_p90_hours", "wait p90 h"),
+           ("small_wait_p50_hours", "small wait p50 h"),
+           ("small_wait_p90_hours", "small wait p90 h"), ("preemptions", "preemptions"),
+           ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption"),
            ("reserved_idle_gpu_hours", "held idle GPU-h"))
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
     """The terminal/README table: a header and one row per policy."""
-    header = ["policy"] + [label for _, label in COLUMNS] + (["s"] if seconds else [])
+    header = ["policy"] + [label for _, label in COLUMNS] + (["seconds"] if seconds else [])
     rows = []
     for r in runs:
         row = [r.name]
