@@ -200,6 +200,7 @@ class Replay:
         # GPUs held per (project, tag) on each cluster, and per project
         self.held_by: list[dict[tuple[int, str], int]] = [{} for _ in range(n_k)]
         self.held_project = np.zeros((n_p, n_k), dtype=np.int64)
+        self.held_ngh = [0.0] * n_p  # NGH per hour of everything p runs, all clusters
         # running jobs past their min runtime, per cluster → (project, tag) → job → GPUs
         self.expired: list[dict[tuple[int, str], dict[int, int]]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
@@ -337,6 +338,7 @@ class Replay:
         held = per_node * len(nodes)
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
         self.held_project[p, c] += held
+        self.held_ngh[p] += held * self.rate[c]
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
         protect = jobs.min_runtime[job]
@@ -396,6 +398,7 @@ class Replay:
         tag = self.tag[job]
         self.held_by[c][(p, tag)] -= held
         self.held_project[p, c] -= held
+        self.held_ngh[p] -= held * self.rate[c]
         group = self.expired[c].get((p, tag))
         if group is not None and job in group:
             del group[job]

@@ -231,7 +231,7 @@ class PlannerPolicy(AdmissionPolicy):
         return (held / entitled if entitled > 1e-9 else np.inf, *sim.key[job])
 
     def _running_ngh(self, sim, p: int) -> float:
-        return float(sim.held_project[p] @ self.rate)
+        return sim.held_ngh[p]
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Guaranteed, paced, then opportunistic (module docstring, 1–3)."""

@@ -116,6 +116,8 @@ class AdmissionPolicy(Policy):
 
     def schedule(self, sim, c: int) -> None:
         """Entitled phase with preemption, then fill."""
+        if not sim.any_fits(c) and not sim.expired_held[c]:
+            return  # nothing fits and nothing may be preempted: no start is possible
         heap = []
         for p in sim.waiting_projects(c):
             job = sim.head(c, p)
