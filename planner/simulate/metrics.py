@@ -23,6 +23,8 @@ Definitions (NGH unless said otherwise):
     delivered_over_owed          Σ delivered / Σ owed over all projects and hours
     team ratio                   the same sums over the team's projects
     worst_team_delivered_over_owed  the lowest team ratio (teams owed anything)
+    worst_sizeable_team_delivered_over_owed  the same over teams owed ≥ 1 % of all that
+                 was owed (a team with a handful of jobs swings the plain minimum)
     jain         Jain's index (Σx)² / (n·Σx²) over the team ratios x
     occupancy    Σ busy_pkh / Σ capacity_k, over the cluster-hours (k, h) in which k had
                  any outstanding job (GPU-hours, not NGH)
@@ -148,6 +150,7 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
     owed_some = owed_t > 1e-9
     ratio_t = np.divide(delivered_t, owed_t, out=np.ones(n_t), where=owed_some)
     x = ratio_t[owed_some]
+    sizeable = ratio_t[owed_t >= 0.01 * owed_t.sum()] if owed_t.sum() > 0 else x
     jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if len(x) and (x ** 2).sum() > 0 \
         else 1.0
     # occupancy over cluster-hours with outstanding work
@@ -185,6 +188,7 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
         "occupancy": _r(occupancy), "occupancy_of_demand": _r(of_demand),
         "delivered_over_owed": _r(delivered.sum() / owed.sum()) if owed.sum() > 0 else None,
         "worst_team_delivered_over_owed": _r(x.min()) if len(x) else None,
+        "worst_sizeable_team_delivered_over_owed": _r(sizeable.min()) if len(sizeable) else None,
         "budget_error_mean": _r(error.mean()) if len(error) else None,
         "budget_error_max": _r(error.max()) if len(error) else None,
         "jain": _r(jain),

@@ -249,11 +249,17 @@ class PlannerPolicy(AdmissionPolicy):
         return None
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
-        """Unallocated, then fill, then (for guaranteed work) opportunistic jobs."""
+        """Unallocated, then fill, then (for guaranteed work) opportunistic jobs.
+
+        Within each, projects furthest ahead of their budget pace first.
+        """
         n_p = len(sim.projects)
-        groups = [(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
+        paced = self.budget * max(sim.now, 1.0) / sim.hours
+        ahead = np.divide(sim.charged, paced, out=np.full(n_p, np.inf), where=paced > 0)
+        order = [int(q) for q in np.lexsort((np.arange(n_p), -ahead))]  # most ahead first
+        groups = [(q, UNALLOCATED) for q in order] + [(q, FILL) for q in order]
         if self.entitled(sim, c, p, job) in (GUARANTEED, PACED):
-            groups += [(q, OPPORTUNISTIC) for q in range(n_p)]
+            groups += [(q, OPPORTUNISTIC) for q in order]
         return groups
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:

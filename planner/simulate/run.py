@@ -105,6 +105,7 @@ def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
 COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
            ("delivered_over_owed", "delivered ÷ owed"),
            ("worst_team_delivered_over_owed", "worst team"),
+           ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %"),
            ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
            ("jain", "Jain"), ("wait_p50_hours", "wait p50 h"), ("wait_p90_hours", "wait p90 h"),
            ("small_wait_p50_hours", "small wait p50 h"),
