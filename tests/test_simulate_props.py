@@ -94,7 +94,9 @@ def test_replay_invariants(jobs, nodes, name):
         assert result.preemptions[j] == sum(s.ended == PREEMPTED for s in segs)
     assert result.protected_violations == 0
     m = compute_metrics(sc, tr, result).summary
-    for key in ("occupancy", "delivered_over_owed", "worst_team_delivered_over_owed", "jain"):
+    for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed",
+                "delivered_over_owed_within_budget", "worst_team_delivered_over_owed",
+                "worst_sizeable_team_delivered_over_owed", "jain"):
         assert m[key] is None or -EPS <= m[key] <= 1 + EPS, (key, m[key])
     assert m["budget_error_mean"] >= 0 and m["budget_error_max"] >= m["budget_error_mean"]
     assert m["delivered_ngh"] <= m["owed_ngh"] + EPS

@@ -21,6 +21,9 @@ Definitions (NGH unless said otherwise):
     got_ph       Σ_k alloc_busy_pkh · rate_k
     delivered_ph min(got_ph, owed_ph)                 — what it got within what it was owed
     delivered_over_owed          Σ delivered / Σ owed over all projects and hours
+    delivered_over_owed_within_budget  the same over the hours before the project's
+                 charged NGH reached its budget (owed keeps counting the pace after a
+                 project has spent its budget; this separates the two)
     team ratio                   the same sums over the team's projects
     worst_team_delivered_over_owed  the lowest team ratio (teams owed anything)
     worst_sizeable_team_delivered_over_owed  the same over teams owed ≥ 1 % of all that
@@ -165,6 +168,9 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
                        seg["gpus"] * rate[seg["cluster"]] * allocated[seg["job"]],
                        seg["project"], n_p, n_h)
     charged = charged_h.sum(axis=1)
+    before = np.concatenate([np.zeros((n_p, 1)), np.cumsum(charged_h, axis=1)[:, :-1]], axis=1)
+    within = before < budget[:, None]  # hours that begin with budget left
+    owed_within = owed[within].sum()
     has_budget = budget > 0
     error = np.abs(charged - budget)[has_budget] / budget[has_budget]
     # waits
@@ -187,6 +193,8 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
     summary = {
         "occupancy": _r(occupancy), "occupancy_of_demand": _r(of_demand),
         "delivered_over_owed": _r(delivered.sum() / owed.sum()) if owed.sum() > 0 else None,
+        "delivered_over_owed_within_budget": _r(delivered[within].sum() / owed_within)
+        if owed_within > 0 else None,
         "worst_team_delivered_over_owed": _r(x.min()) if len(x) else None,
         "worst_sizeable_team_delivered_over_owed": _r(sizeable.min()) if len(sizeable) else None,
         "budget_error_mean": _r(error.mean()) if len(error) else None,

@@ -104,6 +104,7 @@ def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
 
 COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
            ("delivered_over_owed", "delivered ÷ owed"),
+           ("delivered_over_owed_within_budget", "… within budget"),
            ("worst_team_delivered_over_owed", "worst team"),
            ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %"),
            ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
