@@ -40,7 +40,8 @@ The executor then enforces the plan's first period on every cluster:
    unallocated work, then allocated jobs of projects that spent their budget. Fill and unallocated
    work is preempted first on reclaim.
 
-At each replan the running jobs are re-classed against the new plan, oldest
+``replan_hours`` (default: ``period_hours``) replans more often than the period
+grid, from any hour. At each replan the running jobs are re-classed against the new plan, oldest
 first: guaranteed up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
 """
 
@@ -66,8 +67,10 @@ class PlannerPolicy(AdmissionPolicy):
 
     name = "planner"
 
-    def __init__(self, model: ModelConfig | None = None, check_every: int = 30) -> None:
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
+                 replan_hours: float | None = None) -> None:
         model = model or load_model("default")
+        self.replan_hours = replan_hours  # None: every period_hours
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -112,7 +115,7 @@ class PlannerPolicy(AdmissionPolicy):
         """Replan at period boundaries; re-class the running jobs."""
         if now < self.next_plan - 1e-9:
             return False
-        self.next_plan += self.period
+        self.next_plan += self.replan_hours or self.period
         cfg = sim.scenario.config
         as_of = cfg.quarter_start + pd.Timedelta(hours=now)
         if as_of >= cfg.quarter_end:
