@@ -27,22 +27,25 @@ The executor then enforces the plan's first period on every cluster:
    guaranteed GPUs G_pk; it may preempt (expired) unallocated, fill and
    opportunistic work to start, and is never preempted itself;
 2. work the plan did not see — submitted after the replan — must not wait a day
-   for the next one: an allocated job of a project that is behind its budget pace
-   (charged < budget × elapsed share of the quarter) runs **paced** while the
-   project's running GPUs (all clusters, NGH per hour) stay within its pace
-   (budget ÷ quarter hours); it preempts like guaranteed work and is protected
-   like it until the next replan re-classes it;
+   for the next one: an allocated job runs **paced** while its project's running
+   GPUs (all clusters, NGH per hour) stay within its budget pace (budget ÷ quarter
+   hours: the allocation the project is owed every hour it has work); it preempts
+   like guaranteed work and is protected like it until the next replan re-classes
+   it. (``pace_always=False``: only while the project is behind its pace over the
+   quarter so far, charged < budget × elapsed share.)
 3. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
    **opportunistic**, preempting only unallocated and fill work;
 4. every GPU still idle goes to any waiting job that fits (**fill**): allocated
    jobs of projects with budget left first (those furthest behind their budget
    pace — charged ÷ (budget × elapsed share of the quarter) — first), then
-   unallocated work, then allocated jobs of projects that spent their budget. Fill and unallocated
-   work is preempted first on reclaim.
+   unallocated work, then allocated jobs of projects that spent their budget.
+   Reclaim takes unallocated, then fill, then opportunistic work, from the
+   projects furthest ahead of their budget pace first.
 
 ``replan_hours`` (default: ``period_hours``) replans more often than the period
-grid, from any hour. At each replan the running jobs are re-classed against the new plan, oldest
-first: guaranteed up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
+grid, from any hour. At each replan the running jobs are re-classed against the
+new plan, oldest first: guaranteed up to G_pk, opportunistic up to G_pk + O_pk,
+fill beyond.
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ class PlannerPolicy(AdmissionPolicy):
     name = "planner"
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 replan_hours: float | None = None) -> None:
+                 replan_hours: float | None = None, pace_always: bool = True) -> None:
         model = model or load_model("default")
         self.replan_hours = replan_hours  # None: every period_hours
+        self.pace_always = pace_always  # False: paced only while behind the budget pace
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -244,7 +248,7 @@ class PlannerPolicy(AdmissionPolicy):
         g, o = self.guaranteed[p, c], self.opportunistic[p, c]
         if self._held(sim, c, p, GUARANTEED) + need <= g + 1e-6:
             return GUARANTEED
-        behind = sim.charged[p] < self.budget[p] * sim.now / sim.hours
+        behind = self.pace_always or sim.charged[p] < self.budget[p] * sim.now / sim.hours
         if behind and self._running_ngh(sim, p) + need * self.rate[c] <= self.pace[p] + 1e-6:
             return PACED
         if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
