@@ -271,3 +271,21 @@ def test_metrics_owed_is_pace_capped_at_demand():
     assert m["budget_error_mean"] == pytest.approx((86 / 96 + 1.0) / 2)
     assert m["occupancy"] == pytest.approx(0.125)
     assert m["wait_p50_hours"] == 0.0 and m["small_wait_p90_hours"] == 0.0
+
+
+def test_planner_fills_projects_without_budget_after_those_with_one():
+    # One node of 8; a (budget 500) and b (budget 0) each submit eight allocated one-GPU
+    # jobs (5 h) at t=0, b's first in the queue. The plan at 0 guarantees a's demand
+    # (8 GPUs for a period, 192 NGH ≤ 500) and nothing to b (no budget): a's eight start
+    # guaranteed, b's wait until they end at 5 and then run as fill (no budget: its
+    # pace is 0, so nothing of b's is ever paced).
+    sc = two_teams(days=2, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"b{i}", "b", 0, 1, 5.0, 1.0) for i in range(8)]
+    rows += [(f"a{i}", "a", 0, 1, 5.0, 1.0) for i in range(8)]
+    tr = trace(rows)
+    result = replay(sc, tr, PlannerPolicy())
+    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    assert [starts[f"a{i}"] for i in range(8)] == [0.0] * 8
+    assert [starts[f"b{i}"] for i in range(8)] == [5.0] * 8
+    tags = {s.job: s.tag for s in result.segments}
+    assert {tags[j] for j in tr.index[tr["project"] == "b"]} == {"fill"}

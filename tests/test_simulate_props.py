@@ -24,7 +24,7 @@ def random_case(jobs, nodes):
     sc = scenario(clusters=[("c1", "H100", nodes[0], 4), ("c2", "A100", nodes[1], 8)],
                   org=[("t1", "", 1.0), ("a", "t1", 1.0), ("b", "t1", 2.0), ("t2", "", 1.0),
                        ("c", "t2", 1.0)],
-                  budgets=[("a", 150.0), ("b", 100.0), ("c", 200.0)],
+                  budgets=[("a", 150.0), ("b", 100.0), ("c", 0.0)],
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01",
                   gpu_rates={"A100": 0.5})
     rows = [(f"j{i:02d}", p, c, Q0 + pd.Timedelta(hours=t), g, d, m, r)

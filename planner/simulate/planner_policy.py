@@ -36,11 +36,11 @@ The executor then enforces the plan's first period on every cluster:
 3. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
    **opportunistic**, preempting only unallocated and fill work;
 4. every GPU still idle goes to any waiting job that fits (**fill**): allocated
-   jobs of projects with budget left first (those furthest behind their budget
-   pace — charged ÷ (budget × elapsed share of the quarter) — first), then
-   unallocated work, then allocated jobs of projects that spent their budget.
-   Reclaim takes unallocated, then fill, then opportunistic work, from the
-   projects furthest ahead of their budget pace first.
+   jobs first, of the projects furthest behind their budget pace first (charged ÷
+   (budget × elapsed share of the quarter)), then unallocated work
+   (``over_budget_last=True``: allocated jobs of projects that spent their budget
+   after the unallocated work). Reclaim takes unallocated, then fill, then
+   opportunistic work, from the projects furthest ahead of their budget pace first.
 
 ``replan_hours`` (default: ``period_hours``) replans more often than the period
 grid, from any hour. At each replan the running jobs are re-classed against the
@@ -50,6 +50,7 @@ fill beyond.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -71,10 +72,12 @@ class PlannerPolicy(AdmissionPolicy):
     name = "planner"
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 replan_hours: float | None = None, pace_always: bool = True) -> None:
+                 replan_hours: float | None = None, pace_always: bool = True,
+                 over_budget_last: bool = False) -> None:
         model = model or load_model("default")
         self.replan_hours = replan_hours  # None: every period_hours
         self.pace_always = pace_always  # False: paced only while behind the budget pace
+        self.over_budget_last = over_budget_last  # True: over-budget work fills last
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -270,16 +273,16 @@ class PlannerPolicy(AdmissionPolicy):
         return groups
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
-        """Allocated work within budget (furthest behind pace first), then the rest.
+        """Allocated work (furthest behind pace first), then unallocated work.
 
-        Then unallocated work, then allocated work of projects over budget.
+        With ``over_budget_last``, allocated work of projects over budget comes last.
         """
         if not sim.jobs.allocated[job]:
             return (1, 0.0, *sim.key[job])
-        if sim.charged[p] >= self.budget[p]:
+        if self.over_budget_last and sim.charged[p] >= self.budget[p]:
             return (2, 0.0, *sim.key[job])
         paced = self.budget[p] * max(sim.now, 1.0) / sim.hours
-        return (0, sim.charged[p] / paced, *sim.key[job])
+        return (0, float(sim.charged[p]) / paced if paced > 0 else math.inf, *sim.key[job])
 
     def fill_tag_of(self, sim, job: int) -> str:
         """Fill for allocated work, unallocated otherwise."""
