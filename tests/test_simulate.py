@@ -229,8 +229,9 @@ def test_planner_guarantees_the_planned_quota_and_fills_the_rest():
 def test_planner_work_the_plan_did_not_see_runs_paced_at_once():
     # One node; t=0: b's eight unallocated one-GPU jobs (30 h) fill it; the plan made at
     # 0 has no allocated demand, so a has no guaranteed GPUs. t=1: a submits four
-    # allocated one-GPU jobs (20 h, min 8 h). a is behind its budget pace (nothing
-    # charged) and its pace, 500 NGH / 72 h = 6.9 GPUs, covers 4: they run *paced*,
+    # allocated one-GPU jobs (20 h, min 8 h). a's pace, 500 NGH / 72 h = 6.9 GPUs,
+    # covers 4 (and, the only project with allocated work, it may have the whole
+    # node): they run *paced*,
     # preempting four of b's unallocated jobs (min runtime 0) at once, at t=1.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
@@ -241,11 +242,16 @@ def test_planner_work_the_plan_did_not_see_runs_paced_at_once():
     assert [result.first_start[j] for j in a_jobs] == [1.0] * 4
     assert {s.tag for s in result.segments if s.job in a_jobs} == {"paced"}
     assert result.preemptions.sum() == 4
-    # a budget whose pace is under one GPU (50 / 72 NGH/h) does not make a job paced:
-    # a's jobs wait for the next plan (t=24) or for b's jobs to end.
+    # A budget whose pace is under one GPU (50 / 72 NGH/h): on its own pace
+    # (share_idle_pace=False) no job of a is paced, they wait for the next plan (t=24)
+    # or for b's jobs to end. By default the pace of projects without work is shared
+    # over those with work: a is the only project with allocated work, so its
+    # entitlement is the whole node and its four jobs still start at t=1.
     small = two_teams(days=3, budgets=(("a", 50.0), ("b", 0.0)))
-    later = replay(small, tr, PlannerPolicy())
+    later = replay(small, tr, PlannerPolicy(share_idle_pace=False))
     assert all(later.first_start[j] >= 24.0 for j in a_jobs)
+    shared = replay(small, tr, PlannerPolicy())
+    assert [shared.first_start[j] for j in a_jobs] == [1.0] * 4
 
 
 # -- metrics ----------------------------------------------------------------------------------

@@ -28,11 +28,17 @@ The executor then enforces the plan's first period on every cluster:
    opportunistic work to start, and is never preempted itself;
 2. work the plan did not see — submitted after the replan — must not wait a day
    for the next one: an allocated job runs **paced** while its project's running
-   GPUs (all clusters, NGH per hour) stay within its budget pace (budget ÷ quarter
-   hours: the allocation the project is owed every hour it has work); it preempts
-   like guaranteed work and is protected like it until the next replan re-classes
-   it. (``pace_always=False``: only while the project is behind its pace over the
-   quarter so far, charged < budget × elapsed share.)
+   GPUs (all clusters, NGH per hour) stay within its entitlement, and preempts like
+   guaranteed work and is protected like it until the next replan re-classes it.
+   The entitlement, recomputed every hour, is the budget pace (budget ÷ quarter
+   hours: the allocation a project is owed every hour it has work), with the pace
+   of projects that have no work redistributed: the clusters' capacity (NGH per
+   hour) water-filled over the projects' outstanding allocated work, weighted by
+   their pace, and never below min(pace, that work); a project without a budget is
+   entitled to nothing. ``share_idle_pace=False``:
+   the project's own pace only; ``pace_always=False``: paced only while the
+   project is behind its pace over the quarter so far (charged < budget × elapsed
+   share).
 3. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
    **opportunistic**, preempting only unallocated and fill work;
 4. every GPU still idle goes to any waiting job that fits (**fill**): allocated
@@ -58,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig, load_model
+from planner.fairshare import water_fill
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
 
@@ -73,11 +80,12 @@ class PlannerPolicy(AdmissionPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  replan_hours: float | None = None, pace_always: bool = True,
-                 over_budget_last: bool = False) -> None:
+                 over_budget_last: bool = False, share_idle_pace: bool = True) -> None:
         model = model or load_model("default")
         self.replan_hours = replan_hours  # None: every period_hours
         self.pace_always = pace_always  # False: paced only while behind the budget pace
         self.over_budget_last = over_budget_last  # True: over-budget work fills last
+        self.share_idle_pace = share_idle_pace  # False: each project's own pace only
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -109,6 +117,8 @@ class PlannerPolicy(AdmissionPolicy):
                 self.allowed[row] = [c in allowed for c in sim.cluster_ids]
         self.rate = np.array(sim.rate)
         self.pace = self.budget / sim.hours  # NGH per hour
+        self.entitlement = self.pace.copy()  # paced work's cap, NGH per hour (2)
+        self.capacity_ngh = float(np.array(sim.capacity) @ self.rate)
         jobs = sim.jobs
         self.submit = np.array(jobs.submit)
         self.allocated = np.array(jobs.allocated, dtype=bool)
@@ -119,7 +129,14 @@ class PlannerPolicy(AdmissionPolicy):
         self.next_plan = 0.0
 
     def refresh(self, sim, now: float) -> bool:
-        """Replan at period boundaries; re-class the running jobs."""
+        """Every hour the paced entitlement; at period boundaries a replan, re-classing."""
+        if self.share_idle_pace:
+            # (2): the whole capacity (NGH per hour) water-filled over the projects'
+            # outstanding allocated work, weighted by budget pace; never below
+            # min(pace, demand)
+            demand = np.where(self.pace > 0, sim.outstanding @ self.rate, 0.0)  # no budget,
+            shared = water_fill(self.capacity_ngh, demand, np.maximum(self.pace, 1e-12))  # none
+            self.entitlement = np.maximum(shared, np.minimum(self.pace, demand))
         if now < self.next_plan - 1e-9:
             return False
         self.next_plan += self.replan_hours or self.period
@@ -252,7 +269,8 @@ class PlannerPolicy(AdmissionPolicy):
         if self._held(sim, c, p, GUARANTEED) + need <= g + 1e-6:
             return GUARANTEED
         behind = self.pace_always or sim.charged[p] < self.budget[p] * sim.now / sim.hours
-        if behind and self._running_ngh(sim, p) + need * self.rate[c] <= self.pace[p] + 1e-6:
+        cap = self.entitlement[p]
+        if behind and self._running_ngh(sim, p) + need * self.rate[c] <= cap + 1e-6:
             return PACED
         if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
             return OPPORTUNISTIC
