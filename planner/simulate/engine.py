@@ -201,6 +201,8 @@ class Replay:
         self.held_by: list[dict[tuple[int, str], int]] = [{} for _ in range(n_k)]
         self.held_project = np.zeros((n_p, n_k), dtype=np.int64)
         self.held_ngh = [0.0] * n_p  # NGH per hour of everything p runs, all clusters
+        # GPUs held per tag on each cluster, as (P,) arrays (for vectorised policy checks)
+        self.held_tag: list[dict[str, np.ndarray]] = [{} for _ in range(n_k)]
         # running jobs past their min runtime, per cluster → (project, tag) → job → GPUs
         self.expired: list[dict[tuple[int, str], dict[int, int]]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
@@ -339,6 +341,7 @@ class Replay:
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
         self.held_project[p, c] += held
         self.held_ngh[p] += held * self.rate[c]
+        self._held_tag(c, tag)[p] += held
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
         protect = jobs.min_runtime[job]
@@ -364,11 +367,23 @@ class Replay:
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
+        self._held_tag(c, old)[p] -= held
+        self._held_tag(c, tag)[p] += held
         group = self.expired[c].get((p, old))
         if group is not None and job in group:
             del group[job]
             self.expired[c].setdefault((p, tag), {})[job] = held
         self.tag[job] = tag
+
+    def _held_tag(self, c: int, tag: str) -> np.ndarray:
+        array = self.held_tag[c].get(tag)
+        if array is None:
+            array = self.held_tag[c][tag] = np.zeros(len(self.projects), dtype=np.int64)
+        return array
+
+    def held_of(self, c: int, tag: str) -> np.ndarray:
+        """(P,) GPUs each project holds on cluster ``c`` under ``tag`` (read-only use)."""
+        return self._held_tag(c, tag)
 
     def _book(self, job: int, upto: float) -> None:
         """Book a running job's GPU-hours from ``booked_to`` to ``upto`` (one hour bucket)."""
@@ -399,6 +414,7 @@ class Replay:
         self.held_by[c][(p, tag)] -= held
         self.held_project[p, c] -= held
         self.held_ngh[p] -= held * self.rate[c]
+        self._held_tag(c, tag)[p] -= held
         group = self.expired[c].get((p, tag))
         if group is not None and job in group:
             del group[job]

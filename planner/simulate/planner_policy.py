@@ -251,6 +251,15 @@ class PlannerPolicy(AdmissionPolicy):
     def _held(self, sim, c: int, p: int, *tags: str) -> int:
         return sum(sim.held_by[c].get((p, t), 0) for t in tags)
 
+    def candidates(self, sim, c: int) -> np.ndarray:
+        """Projects with room for one more GPU of guaranteed, paced or opportunistic work."""
+        held_g = sim.held_of(c, GUARANTEED)
+        held_go = held_g + sim.held_of(c, OPPORTUNISTIC)
+        g, o = self.guaranteed[:, c], self.opportunistic[:, c]
+        running = np.array(sim.held_ngh)
+        return ((g - held_g >= 1 - 1e-6) | (g + o - held_go >= 1 - 1e-6)
+                | (self.entitlement - running >= self.rate[c] - 1e-6))
+
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Projects furthest below their entitlement (guaranteed GPUs or pace) first."""
         entitled = max(self.guaranteed[p, c] * self.rate[c], self.pace[p])

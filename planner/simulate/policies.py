@@ -94,6 +94,14 @@ class AdmissionPolicy(Policy):
 
     fill_tag = "fill"
 
+    def candidates(self, sim, c: int) -> np.ndarray | None:
+        """(P,) mask of projects that may be entitled on ``c``, or None for all.
+
+        Taken once at the start of a pass: a project whose work is preempted during
+        the pass does not claim it back in the same pass.
+        """
+        return None
+
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Order of projects in the entitled phase (smaller first)."""
         return sim.key[job]
@@ -119,7 +127,10 @@ class AdmissionPolicy(Policy):
         if not sim.any_fits(c) and not sim.expired_held[c]:
             return  # nothing fits and nothing may be preempted: no start is possible
         heap = []
+        maybe = self.candidates(sim, c)
         for p in sim.waiting_projects(c):
+            if maybe is not None and not maybe[p]:
+                continue
             job = sim.head(c, p)
             heap.append((self.rank(sim, c, p, job), p, job))
         heapq.heapify(heap)
