@@ -34,7 +34,10 @@ The executor then enforces the plan's first period on every cluster:
    hours: the allocation a project is owed every hour it has work), with the pace
    of projects that have no work redistributed: the clusters' capacity (NGH per
    hour) water-filled over the projects' outstanding allocated work, weighted by
-   their pace, and never below min(pace, that work); a project without a budget is
+   their pace, and never below min(pace, that work); a project running nothing
+   may always start one job of up to a node paced while it has budget left (a
+   one-node job of a small project would otherwise wait for a node to empty by
+   itself); a project without a budget is
    entitled to nothing. ``share_idle_pace=False``:
    the project's own pace only; ``pace_always=False``: paced only while the
    project is behind its pace over the quarter so far (charged < budget × elapsed
@@ -258,7 +261,8 @@ class PlannerPolicy(AdmissionPolicy):
         g, o = self.guaranteed[:, c], self.opportunistic[:, c]
         running = np.array(sim.held_ngh)
         return ((g - held_g >= 1 - 1e-6) | (g + o - held_go >= 1 - 1e-6)
-                | (self.entitlement - running >= self.rate[c] - 1e-6))
+                | (self.entitlement - running >= self.rate[c] - 1e-6)
+                | ((running == 0) & (sim.charged < self.budget)))
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Projects furthest below their entitlement (guaranteed GPUs or pace) first."""
@@ -279,7 +283,11 @@ class PlannerPolicy(AdmissionPolicy):
             return GUARANTEED
         behind = self.pace_always or sim.charged[p] < self.budget[p] * sim.now / sim.hours
         cap = self.entitlement[p]
-        if behind and self._running_ngh(sim, p) + need * self.rate[c] <= cap + 1e-6:
+        running = self._running_ngh(sim, p)
+        # one job of up to a node, always, even above the cap
+        first = (running == 0 and need <= sim.gpn[c]
+                 and sim.charged[p] < self.budget[p])  # (and budget left)
+        if behind and (first or running + need * self.rate[c] <= cap + 1e-6):
             return PACED
         if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
             return OPPORTUNISTIC
