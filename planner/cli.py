@@ -80,6 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--model", default="default",
                         help="planning model for a fresh plan (default: default)")
     report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
+    simulate = sub.add_parser("simulate", help="replay a job trace under scheduling policies "
+                                               "and compare what they deliver")
+    simulate.add_argument("scenario", nargs="?", default=None,
+                          help="scenario folder or .xlsx workbook (default: data/philly if "
+                               "present, else the bundled sample)")
+    simulate.add_argument("--trace", required=True, help="the trace CSV")
+    simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
+                          help="comma-separated policies (default: all five)")
+    simulate.add_argument("--out", required=True, help="output folder")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -212,6 +221,32 @@ def _report(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _simulate(args, console: Console, err: Console) -> ExitCode:
+    from planner.simulate.run import output_files, parse_policies, simulate, table_rows
+    from planner.simulate.trace import read_trace
+
+    names = parse_policies(args.policy)
+    default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
+    scenario = load_scenario(args.scenario or str(default))
+    trace = read_trace(Path(args.trace), scenario)
+    with err.status("replaying", spinner="dots") as status:
+        runs = simulate(scenario, trace, names, status.update)
+        status.update("writing metrics, pictures and jobs")
+        written = write_files(Path(args.out), output_files(scenario, trace, runs))
+    from rich.table import Table
+
+    header, rows = table_rows(runs)
+    table = Table(title=f"{len(trace):,} jobs replayed on {scenario.config.name}")
+    table.add_column("metric")
+    for row in rows:  # one column per policy: fits a terminal whatever the metric count
+        table.add_column(row[0], justify="right")
+    for i, name in enumerate(header[1:], start=1):
+        table.add_row(name, *(row[i] for row in rows))
+    console.print(table)
+    console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def _trace_philly(args, console: Console) -> ExitCode:
     scenario = load_scenario(args.scenario)
     conversion = philly_conversion(Path(args.source), scenario)
@@ -236,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_export(args, console))
         if args.command == "report":
             return int(_report(args, console))
+        if args.command == "simulate":
+            return int(_simulate(args, console, err))
         if args.command == "trace":
             return int(_trace_philly(args, console))
         return int(_validate(args, console))

@@ -74,8 +74,12 @@ def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
 
 
 def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None = None,
-                  progress=None) -> PlanRun:
-    """Plan a validated scenario; raise :class:`SolverError` rather than return a bad plan."""
+                  progress=None, check: bool = True) -> PlanRun:
+    """Plan a validated scenario; raise :class:`SolverError` rather than return a bad plan.
+
+    ``check=False`` skips the independent re-check (for callers that plan many times
+    and re-check a sample themselves, like the replay simulator).
+    """
     step = progress or (lambda _msg: None)
     step("building the problem")
     problem = build_problem(scenario, model, previous)
@@ -83,7 +87,7 @@ def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None 
     solution = solve(problem)
     step("checking the plan against the hard rules")
     plan = extract_plan(problem, solution)
-    violations = tuple(check_plan(plan.body, scenario, previous))
+    violations = tuple(check_plan(plan.body, scenario, previous)) if check else ()
     if violations:
         shown = "\n".join(str(v) for v in violations[:20])
         raise SolverError(f"the plan breaks {len(violations)} hard rule(s); nothing written:\n"

@@ -1,0 +1,575 @@
+"""The event-driven replay: clusters of nodes, queues, starts, preemptions, run segments.
+
+Time is in hours from the scenario's ``quarter_start``; the replay ends at
+``quarter_end`` (running jobs are cut there, waiting ones stay unstarted).
+
+Events, taken from one heap (completions and min-runtime expiries), the trace
+(submits, already sorted) and the hourly clock, all at one instant batched:
+
+1. completions and expiries at ``now`` (a stale event, whose job was preempted
+   since, is skipped by its ``epoch``);
+2. submits at ``now`` join their cluster's queues;
+3. on a whole hour, running work is booked into the hourly usage table and the
+   policy's :meth:`~planner.simulate.policies.Policy.refresh` runs (shares,
+   Fair Tree ranks, the planner's replan at period boundaries);
+4. every cluster touched by 1–3 that has waiting work is handed to the policy's
+   :meth:`~planner.simulate.policies.Policy.schedule`, which starts and preempts
+   jobs through :meth:`Replay.start` and :meth:`Replay.preempt_for`.
+
+Placement, per cluster of ``nodes`` × ``gpus_per_node`` (G) GPUs:
+
+- a job of g ≥ G GPUs is a gang: it takes ⌈g / G⌉ whole free nodes (lowest
+  numbered first) and holds every GPU on them;
+- a smaller job goes best-fit onto one node: the node with the fewest free GPUs
+  that still has g (lowest numbered among equals).
+
+Nodes are kept in buckets by free GPUs, so "does a job of g fit?" costs O(G).
+
+Preemption: a running job may be preempted only from ``protected_until`` =
+start + its min runtime (unallocated work, min runtime 0: at any time). A
+resumable job is re-queued with its remaining work; a non-resumable one
+restarts from zero, and the GPU-hours it had run are counted as lost. Every run
+segment (job, start, end, GPUs, how it ended, the policy's tag) is recorded.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from planner.fairshare import OrgTree
+from planner.inputs import Scenario
+
+DONE, PREEMPTED, CUT = "done", "preempted", "cut"
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stretch a job ran without interruption."""
+
+    job: int  # row of the trace
+    cluster: int
+    project: int
+    start: float  # hours from quarter start
+    end: float
+    gpus: int  # GPUs the job uses
+    held: int  # GPUs it holds (whole nodes for a gang)
+    ended: str  # DONE, PREEMPTED or CUT (quarter end)
+    tag: str  # the policy's class of the run (e.g. "guaranteed", "borrowed")
+    nodes: tuple[int, ...] = ()  # nodes held (whole for a gang)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What a replay produced: the jobs' fates and every run segment."""
+
+    policy: str
+    hours: float  # quarter length
+    segments: tuple[Segment, ...]
+    first_start: np.ndarray  # (J,) hours, NaN if never started
+    finish: np.ndarray  # (J,) hours, NaN if not finished by quarter end
+    preemptions: np.ndarray  # (J,) times each job was preempted
+    lost_gpu_hours: np.ndarray  # (J,) GPU-hours thrown away by non-resumable restarts
+    protected_violations: int  # preemptions inside a min runtime (always 0; checked)
+    replans: int  # planner policy: plans made
+    plan_seconds: float  # planner policy: time spent planning
+
+
+class Jobs:
+    """The trace as plain Python lists (fast scalar access in the event loop)."""
+
+    def __init__(self, trace: pd.DataFrame, scenario: Scenario, tree: OrgTree,
+                 cluster_index: dict[str, int]):
+        start = scenario.config.quarter_start
+        projects = tree.leaf_index
+        unknown = sorted(set(trace["project"]) - set(projects))
+        if unknown:
+            raise ValueError(f"trace projects not in the org tree: {unknown[:5]}")
+        bad = sorted(set(trace["cluster"]) - set(cluster_index))
+        if bad:
+            raise ValueError(f"trace clusters not in the scenario: {bad[:5]}")
+        submit = ((trace["submit"] - start) / pd.Timedelta(hours=1)).to_numpy(dtype=float)
+        self.n = len(trace)
+        self.ids: list[str] = [str(x) for x in trace["job_id"]]
+        self.project: list[int] = [projects[p] for p in trace["project"]]
+        self.cluster: list[int] = [cluster_index[c] for c in trace["cluster"]]
+        self.submit: list[float] = np.maximum(submit, 0.0).tolist()
+        self.gpus: list[int] = trace["gpus"].astype(int).tolist()
+        self.duration: list[float] = trace["duration_hours"].astype(float).tolist()
+        self.min_runtime: list[float] = trace["min_runtime_hours"].astype(float).tolist()
+        self.resumable: list[bool] = trace["resumable"].astype(bool).tolist()
+        self.allocated: list[bool] = [m > 0 for m in self.min_runtime]
+
+
+class ProjectQueue:
+    """One project's waiting jobs on one cluster, in buckets by GPU count.
+
+    Each bucket is a heap of (key, job); the key is the policy's order within
+    the project (submit order by default), so the earliest job of any size that
+    fits is found in O(number of sizes).
+    """
+
+    __slots__ = ("buckets", "count")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple]] = {}
+        self.count = 0
+
+    def push(self, key: tuple, job: int, gpus: int) -> None:
+        """Add a waiting job."""
+        heapq.heappush(self.buckets.setdefault(gpus, []), (key, job))
+        self.count += 1
+
+    def head(self) -> tuple[tuple, int] | None:
+        """The first waiting job by key, whatever its size."""
+        best = None
+        for heap in self.buckets.values():
+            if heap and (best is None or heap[0] < best):
+                best = heap[0]
+        return best
+
+    def head_fit(self, fits) -> tuple[tuple, int] | None:
+        """The first waiting job by key among the sizes for which ``fits(size)``."""
+        best = None
+        for size, heap in self.buckets.items():
+            if heap and (best is None or heap[0] < best) and fits(size):
+                best = heap[0]
+        return best
+
+    def remove_head(self, gpus: int) -> None:
+        """Drop the first job of the ``gpus`` bucket (it was just started)."""
+        heapq.heappop(self.buckets[gpus])
+        self.count -= 1
+
+
+class Replay:
+    """The mutable state of one replay; policies act through its methods."""
+
+    def __init__(self, scenario: Scenario, trace: pd.DataFrame, policy) -> None:
+        cfg = scenario.config
+        self.scenario = scenario
+        self.policy = policy
+        self.tree = OrgTree.from_frame(scenario.org)
+        clusters = scenario.clusters
+        self.cluster_ids: list[str] = [str(c) for c in clusters["cluster"]]
+        self.cluster_index = {c: k for k, c in enumerate(self.cluster_ids)}
+        self.gpn: list[int] = clusters["gpus_per_node"].astype(int).tolist()
+        self.nodes: list[int] = clusters["nodes"].astype(int).tolist()
+        self.capacity: list[int] = [n * g for n, g in zip(self.nodes, self.gpn, strict=True)]
+        self.rate: list[float] = [cfg.rate(t) for t in clusters["gpu_type"]]
+        self.hours = (cfg.quarter_end - cfg.quarter_start) / pd.Timedelta(hours=1)
+        self.n_hours = int(math.ceil(self.hours - _EPS))
+        self.projects = self.tree.leaves
+        n_p, n_k = len(self.projects), len(self.cluster_ids)
+        self.jobs = Jobs(trace, scenario, self.tree, self.cluster_index)
+        jobs = self.jobs
+        # per-job state
+        self.remaining: list[float] = list(jobs.duration)
+        self.state: list[int] = [0] * jobs.n  # 0 future, 1 waiting, 2 running, 3 done
+        self.first_start = [math.nan] * jobs.n
+        self.finish = [math.nan] * jobs.n
+        self.run_start = [0.0] * jobs.n
+        self.protected_until = [0.0] * jobs.n
+        self.booked_to = [0.0] * jobs.n  # usage booked into the hourly table up to here
+        self.epoch = [0] * jobs.n
+        self.placed: list[tuple[int, ...]] = [()] * jobs.n  # nodes held
+        self.tag: list[str] = [""] * jobs.n
+        self.key: list[tuple] = [()] * jobs.n
+        self.preemptions = [0] * jobs.n
+        self.lost = [0.0] * jobs.n
+        self.segments: list[Segment] = []
+        self.protected_violations = 0
+        # per-cluster state
+        self.free = [[g] * n for n, g in zip(self.nodes, self.gpn, strict=True)]
+        self.node_jobs: list[list[dict[int, None]]] = [[{} for _ in range(n)]
+                                                        for n in self.nodes]
+        self.buckets: list[list[set[int]]] = [
+            [set() for _ in range(g)] + [set(range(n))] for n, g in zip(self.nodes, self.gpn,
+                                                                      strict=True)]
+        self.free_total = list(self.capacity)
+        self.queues: list[dict[int, ProjectQueue]] = [{} for _ in range(n_k)]
+        self.waiting_sizes: list[dict[int, int]] = [{} for _ in range(n_k)]
+        self.n_waiting = [0] * n_k
+        self.running: list[dict[int, None]] = [{} for _ in range(n_k)]
+        # GPUs held per (project, tag) on each cluster, and per project
+        self.held_by: list[dict[tuple[int, str], int]] = [{} for _ in range(n_k)]
+        self.held_project = np.zeros((n_p, n_k), dtype=np.int64)
+        self.held_ngh = [0.0] * n_p  # NGH per hour of everything p runs, all clusters
+        # GPUs held per tag on each cluster, as (P,) arrays (for vectorised policy checks)
+        self.held_tag: list[dict[str, np.ndarray]] = [{} for _ in range(n_k)]
+        # running jobs past their min runtime, per cluster → (project, tag) → job → GPUs
+        self.expired: list[dict[tuple[int, str], dict[int, int]]] = [{} for _ in range(n_k)]
+        self.expired_held = [0] * n_k
+        # outstanding (waiting or running) GPUs per project and cluster, allocated jobs only
+        self.outstanding = np.zeros((n_p, n_k), dtype=np.int64)
+        self.outstanding_all = np.zeros((n_p, n_k), dtype=np.int64)
+        # GPU-hours used per project, cluster and hour (booked at segment ends and hours)
+        self.used = np.zeros((n_p, n_k, max(self.n_hours, 1)))
+        self.charged = np.zeros(n_p)  # NGH of allocated jobs so far
+        self.events: list[tuple[float, int, int, int]] = []
+        self.now = 0.0
+        self.replans = 0
+        self.plan_seconds = 0.0
+
+    # -- placement -----------------------------------------------------------------------
+
+    def fits(self, c: int, gpus: int) -> bool:
+        """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now."""
+        gpn = self.gpn[c]
+        buckets = self.buckets[c]
+        if gpus >= gpn:
+            return len(buckets[gpn]) >= -(-gpus // gpn)
+        return any(buckets[f] for f in range(gpus, gpn + 1))
+
+    def any_fits(self, c: int) -> bool:
+        """Whether any waiting job on ``c`` fits now (cheap: one check per waiting size)."""
+        if self.free_total[c] == 0:
+            return False
+        return any(n and self.fits(c, g) for g, n in self.waiting_sizes[c].items())
+
+    def _place(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()
+               ) -> tuple[int, ...] | None:
+        gpn = self.gpn[c]
+        buckets = self.buckets[c]
+        if gpus >= gpn:
+            need = -(-gpus // gpn)
+            whole = sorted(n for n in buckets[gpn] if n not in blocked)
+            return tuple(whole[:need]) if len(whole) >= need else None
+        for f in range(gpus, gpn + 1):
+            nodes = [n for n in buckets[f] if n not in blocked] if blocked else buckets[f]
+            if nodes:
+                return (min(nodes),)
+        return None
+
+    def _take(self, c: int, node: int, gpus: int, job: int) -> None:
+        free = self.free[c]
+        self.buckets[c][free[node]].discard(node)
+        free[node] -= gpus
+        self.buckets[c][free[node]].add(node)
+        self.node_jobs[c][node][job] = None
+        self.free_total[c] -= gpus
+
+    def _give(self, c: int, node: int, gpus: int, job: int) -> None:
+        free = self.free[c]
+        self.buckets[c][free[node]].discard(node)
+        free[node] += gpus
+        self.buckets[c][free[node]].add(node)
+        del self.node_jobs[c][node][job]
+        self.free_total[c] += gpus
+
+    def held(self, job: int) -> int:
+        """GPUs a job holds: whole nodes for a gang, its GPUs otherwise."""
+        c = self.jobs.cluster[job]
+        gpus = self.jobs.gpus[job]
+        gpn = self.gpn[c]
+        return -(-gpus // gpn) * gpn if gpus >= gpn else gpus
+
+    # -- queues --------------------------------------------------------------------------
+
+    def _enqueue(self, job: int) -> None:
+        c, p, g = self.jobs.cluster[job], self.jobs.project[job], self.jobs.gpus[job]
+        queue = self.queues[c].get(p)
+        if queue is None:
+            queue = self.queues[c][p] = ProjectQueue()
+        queue.push(self.key[job], job, g)
+        sizes = self.waiting_sizes[c]
+        sizes[g] = sizes.get(g, 0) + 1
+        self.n_waiting[c] += 1
+        self.state[job] = 1
+
+    def waiting_projects(self, c: int) -> list[int]:
+        """Projects with waiting jobs on ``c``, in project order."""
+        return sorted(p for p, q in self.queues[c].items() if q.count)
+
+    def head(self, c: int, p: int) -> int | None:
+        """Project ``p``'s first waiting job on ``c`` by key, or None."""
+        queue = self.queues[c].get(p)
+        top = queue.head() if queue else None
+        return None if top is None else top[1]
+
+    def head_fit(self, c: int, p: int, blocked: frozenset[int] = frozenset()) -> int | None:
+        """Project ``p``'s first waiting job on ``c`` (by key) that fits now, or None."""
+        queue = self.queues[c].get(p)
+        if not queue or not queue.count:
+            return None
+        if blocked:
+            top = queue.head_fit(lambda g: self._place(c, g, blocked) is not None)
+        else:
+            top = queue.head_fit(lambda g: self.fits(c, g))
+        return None if top is None else top[1]
+
+    # -- starting and stopping -----------------------------------------------------------
+
+    def start(self, job: int, tag: str, blocked: frozenset[int] = frozenset()) -> None:
+        """Start a waiting job that fits now (raises if it does not): the policy's choice."""
+        jobs = self.jobs
+        c, p, g = jobs.cluster[job], jobs.project[job], jobs.gpus[job]
+        if self.state[job] != 1:
+            raise RuntimeError(f"job {jobs.ids[job]} is not waiting")
+        nodes = self._place(c, g, blocked)
+        if nodes is None:
+            raise RuntimeError(f"job {jobs.ids[job]} does not fit")
+        queue = self.queues[c][p]
+        top = queue.buckets[g][0]
+        if top[1] != job:  # not the head of its bucket: rare (policy picked a later one)
+            queue.buckets[g].remove((self.key[job], job))
+            heapq.heapify(queue.buckets[g])
+            queue.count -= 1
+        else:
+            queue.remove_head(g)
+        self.waiting_sizes[c][g] -= 1
+        self.n_waiting[c] -= 1
+        per_node = self.gpn[c] if g >= self.gpn[c] else g
+        for node in nodes:
+            self._take(c, node, per_node, job)
+        now = self.now
+        self.placed[job] = nodes
+        self.state[job] = 2
+        self.tag[job] = tag
+        self.run_start[job] = now
+        self.booked_to[job] = now
+        if math.isnan(self.first_start[job]):
+            self.first_start[job] = now
+        self.running[c][job] = None
+        held = per_node * len(nodes)
+        self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
+        self.held_project[p, c] += held
+        self.held_ngh[p] += held * self.rate[c]
+        self._held_tag(c, tag)[p] += held
+        self.epoch[job] += 1
+        heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
+        protect = jobs.min_runtime[job]
+        self.protected_until[job] = now + protect
+        if protect > 0:
+            heapq.heappush(self.events, (now + protect, 1, job, self.epoch[job]))
+        else:
+            self._expire(job)
+
+    def _expire(self, job: int) -> None:
+        c, p = self.jobs.cluster[job], self.jobs.project[job]
+        group = self.expired[c].setdefault((p, self.tag[job]), {})
+        held = self.held(job)
+        group[job] = held
+        self.expired_held[c] += held
+
+    def retag(self, job: int, tag: str) -> None:
+        """Change a running job's class (the planner's executor at a replan)."""
+        old = self.tag[job]
+        if old == tag:
+            return
+        c, p = self.jobs.cluster[job], self.jobs.project[job]
+        held = self.held(job)
+        self.held_by[c][(p, old)] -= held
+        self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
+        self._held_tag(c, old)[p] -= held
+        self._held_tag(c, tag)[p] += held
+        group = self.expired[c].get((p, old))
+        if group is not None and job in group:
+            del group[job]
+            self.expired[c].setdefault((p, tag), {})[job] = held
+        self.tag[job] = tag
+
+    def _held_tag(self, c: int, tag: str) -> np.ndarray:
+        array = self.held_tag[c].get(tag)
+        if array is None:
+            array = self.held_tag[c][tag] = np.zeros(len(self.projects), dtype=np.int64)
+        return array
+
+    def held_of(self, c: int, tag: str) -> np.ndarray:
+        """(P,) GPUs each project holds on cluster ``c`` under ``tag`` (read-only use)."""
+        return self._held_tag(c, tag)
+
+    def _book(self, job: int, upto: float) -> None:
+        """Book a running job's GPU-hours from ``booked_to`` to ``upto`` (one hour bucket)."""
+        since = self.booked_to[job]
+        if upto <= since:
+            return
+        c, p, g = self.jobs.cluster[job], self.jobs.project[job], self.jobs.gpus[job]
+        hour = min(int(since + _EPS), self.n_hours - 1)
+        self.used[p, c, hour] += g * (upto - since)
+        if self.jobs.allocated[job]:
+            self.charged[p] += g * (upto - since) * self.rate[c]
+        self.booked_to[job] = upto
+
+    def _stop(self, job: int, ended: str) -> None:
+        jobs = self.jobs
+        c, p, g = jobs.cluster[job], jobs.project[job], jobs.gpus[job]
+        now = self.now
+        self._book(job, now)
+        held = self.held(job)
+        self.segments.append(Segment(job, c, p, self.run_start[job], now, g, held, ended,
+                                     self.tag[job], self.placed[job]))
+        per_node = self.gpn[c] if g >= self.gpn[c] else g
+        for node in self.placed[job]:
+            self._give(c, node, per_node, job)
+        self.placed[job] = ()
+        del self.running[c][job]
+        tag = self.tag[job]
+        self.held_by[c][(p, tag)] -= held
+        self.held_project[p, c] -= held
+        self.held_ngh[p] -= held * self.rate[c]
+        self._held_tag(c, tag)[p] -= held
+        group = self.expired[c].get((p, tag))
+        if group is not None and job in group:
+            del group[job]
+            self.expired_held[c] -= held
+        self.epoch[job] += 1
+
+    def preempt(self, job: int) -> None:
+        """Preempt a running job past its min runtime; re-queue it (see module docstring)."""
+        now = self.now
+        if now < self.protected_until[job] - _EPS:
+            self.protected_violations += 1
+            raise RuntimeError(f"job {self.jobs.ids[job]} is inside its min runtime")
+        ran = now - self.run_start[job]
+        self._stop(job, PREEMPTED)
+        self.preemptions[job] += 1
+        if self.jobs.resumable[job]:
+            self.remaining[job] -= ran
+        else:
+            self.lost[job] += ran * self.jobs.gpus[job]
+            self.remaining[job] = self.jobs.duration[job]
+        self._enqueue(job)
+
+    def preempt_for(self, job: int, victims: Iterable[tuple[int, str]],
+                    blocked: frozenset[int] = frozenset(), scan_limit: int = 512) -> bool:
+        """Make room for ``job`` by preempting expired jobs of the ``victims`` groups.
+
+        ``victims`` lists (project, tag) groups in the policy's order of preference;
+        within a group the most recently expired job goes first. Only as many victims as
+        needed are preempted, on the node(s) where they make room first; nothing is
+        preempted when no room can be made (after at most ``scan_limit`` candidates).
+        Returns whether ``job`` now fits.
+        """
+        c, g = self.jobs.cluster[job], self.jobs.gpus[job]
+        gpn = self.gpn[c]
+        gang = g >= gpn
+        need_nodes = -(-g // gpn)
+        if gang and need_nodes > self.nodes[c]:
+            return False
+        groups = [self.expired[c].get(v) for v in victims]
+        groups = [grp for grp in groups if grp]
+        reclaim = sum(sum(grp.values()) for grp in groups)
+        short = need_nodes * gpn - len(self.buckets[c][gpn]) * gpn if gang else \
+            g - self.free_total[c]
+        if reclaim < short or not groups:
+            return False
+        freed: dict[int, int] = {}  # node → GPUs the chosen victims free on it
+        blocking: dict[int, int] = {}  # node → jobs on it not chosen yet (gangs)
+        chosen: dict[int, list[int]] = {}  # node → chosen victims on it
+        clear: list[int] = []
+        free = self.free[c]
+        scanned = 0
+        for grp in groups:
+            for victim in reversed(grp):
+                scanned += 1
+                if scanned > scan_limit:
+                    return False
+                per_node = gpn if self.jobs.gpus[victim] >= gpn else self.jobs.gpus[victim]
+                for node in self.placed[victim]:
+                    if node in blocked:
+                        continue
+                    chosen.setdefault(node, []).append(victim)
+                    if gang:
+                        left = blocking.get(node, len(self.node_jobs[c][node])) - 1
+                        blocking[node] = left
+                        if left == 0:
+                            clear.append(node)
+                            whole = len(self.buckets[c][gpn] - blocked) if blocked else \
+                                len(self.buckets[c][gpn])
+                            if whole + len(clear) >= need_nodes:
+                                return self._evict(job, chosen, clear, blocked)
+                    else:
+                        freed[node] = freed.get(node, 0) + per_node
+                        if free[node] + freed[node] >= g:
+                            return self._evict(job, chosen, [node], blocked)
+        return False
+
+    def _evict(self, job: int, chosen: dict[int, list[int]], nodes: list[int],
+               blocked: frozenset[int]) -> bool:
+        for node in nodes:
+            for victim in chosen[node]:
+                if self.state[victim] == 2:
+                    self.preempt(victim)
+        c, g = self.jobs.cluster[job], self.jobs.gpus[job]
+        return self._place(c, g, blocked) is not None
+
+    # -- the event loop ------------------------------------------------------------------
+
+    def run(self) -> ReplayResult:
+        """Replay the whole trace under the policy, to quarter end."""
+        jobs = self.jobs
+        policy = self.policy
+        order = sorted(range(jobs.n), key=lambda j: (jobs.submit[j], j))
+        for j in range(jobs.n):
+            self.key[j] = policy.job_key(self, j)
+        policy.prepare(self)
+        end = self.hours
+        nxt = 0
+        tick = 0.0
+        events = self.events
+        while True:
+            t_submit = jobs.submit[order[nxt]] if nxt < jobs.n else math.inf
+            t_event = events[0][0] if events else math.inf
+            now = min(t_submit, t_event, tick)
+            if now >= end - _EPS:
+                break
+            self.now = now
+            dirty: set[int] = set()
+            while events and events[0][0] <= now + _EPS:
+                _, kind, job, epoch = heapq.heappop(events)
+                if epoch != self.epoch[job] or self.state[job] != 2:
+                    continue
+                c = jobs.cluster[job]
+                if kind == 0:
+                    self._stop(job, DONE)
+                    self.remaining[job] = 0.0
+                    self.state[job] = 3
+                    self.finish[job] = now
+                    self._outstanding(job, -1)
+                else:
+                    self._expire(job)
+                dirty.add(c)
+            while nxt < jobs.n and jobs.submit[order[nxt]] <= now + _EPS:
+                job = order[nxt]
+                nxt += 1
+                self._enqueue(job)
+                self._outstanding(job, +1)
+                dirty.add(jobs.cluster[job])
+            if now >= tick - _EPS:
+                for c in range(len(self.cluster_ids)):
+                    for job in self.running[c]:
+                        self._book(job, now)
+                if policy.refresh(self, now):
+                    dirty.update(range(len(self.cluster_ids)))
+                tick += 1.0
+            for c in sorted(dirty):
+                if self.n_waiting[c]:
+                    policy.schedule(self, c)
+        self.now = end
+        for c in range(len(self.cluster_ids)):
+            for job in list(self.running[c]):
+                self._stop(job, CUT)
+        return ReplayResult(
+            policy=policy.name, hours=self.hours, segments=tuple(self.segments),
+            first_start=np.array(self.first_start), finish=np.array(self.finish),
+            preemptions=np.array(self.preemptions, dtype=np.int64),
+            lost_gpu_hours=np.array(self.lost), protected_violations=self.protected_violations,
+            replans=self.replans, plan_seconds=self.plan_seconds)
+
+    def _outstanding(self, job: int, sign: int) -> None:
+        c, p, g = self.jobs.cluster[job], self.jobs.project[job], self.jobs.gpus[job]
+        self.outstanding_all[p, c] += sign * g
+        if self.jobs.allocated[job]:
+            self.outstanding[p, c] += sign * g
+
+
+def replay(scenario: Scenario, trace: pd.DataFrame, policy) -> ReplayResult:
+    """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns)."""
+    return Replay(scenario, trace, policy).run()

@@ -1,0 +1,514 @@
+"""The scheduling policies a trace is replayed under, behind one small interface.
+
+A :class:`Policy` has four hooks the replay (:mod:`planner.simulate.engine`) calls:
+
+- ``job_key(sim, job)``: the job's order within its project's queue (a tuple);
+- ``prepare(sim)``: once, before the first event (quotas, caps, shares);
+- ``refresh(sim, now)``: at every whole hour; returns True to have every cluster
+  rescheduled (new shares, ranks or plan);
+- ``schedule(sim, cluster)``: at a scheduling moment, start and preempt jobs on
+  one cluster through ``sim.start(job, tag)`` and ``sim.preempt_for(job, groups)``.
+
+Most policies share one two-phase pass (:class:`AdmissionPolicy`):
+
+1. **entitled** — projects in the policy's order (``rank``); a project's first
+   waiting job starts if the policy entitles it (``entitled`` returns its tag),
+   preempting expired jobs of the ``victims`` groups if it does not fit;
+2. **fill** — every idle GPU goes to waiting work that fits, in ``fill_rank``
+   order, without preemption (work-conserving).
+
+The policies (``POLICIES``):
+
+``priority``  The system Ai2 replaced. Each team has a cap on non-preemptible GPUs per
+              cluster (its budget share of the cluster). A job is *high* priority when
+              crc32(job_id)/2³² < 0.10 + 0.50·(submit / quarter length): the share of
+              jobs marked high inflates from 10 % to 60 % over the quarter. High before
+              normal, FIFO within. An allocated high job within its team's cap runs
+              non-preemptible and may preempt preemptible jobs; everything else runs
+              preemptible in idle GPUs. Non-preemptible work never yields.
+``fairtree``  Slurm's multifactor priority with Fair Tree: projects ranked depth-first
+              down the org tree by level fairshare S/U (shares over usage among
+              siblings), usage decayed with a 7-day half-life and booked hourly;
+              PriorityWeightAge = 0, FIFO within a project; EASY backfill (the
+              highest-priority job that does not fit reserves the nodes that free first;
+              a later job starts only if it ends before that or stays off those nodes);
+              durations are known exactly (as if time limits were exact); no budgets,
+              no preemption.
+``quota``     Kueue-like. Each project has a nominal quota per cluster (its budget share
+              of the cluster, integer by largest remainder). A job within its
+              project's nominal quota is admitted first (FIFO) and reclaims borrowed
+              GPUs (preempting expired jobs of projects above their nominal quota);
+              other jobs borrow idle quota, from their team's cohort first, then the
+              area's, then the root's.
+``lookback``  Ai2's online hierarchical fair share: every hour the cluster's GPUs are
+              water-filled down the org tree by weight, capped by outstanding demand,
+              offset by the last 7 days' usage (NGH, as the planner's lookback).
+              Projects furthest below their share go first; an allocated job of a
+              project below its share may preempt expired jobs of projects above theirs
+              (unallocated ones first); idle GPUs go to any waiting work.
+``planner``   Ours (:mod:`planner.simulate.planner_policy`).
+
+Budget shares of a cluster (``priority`` caps, ``quota`` nominal quotas): each
+project's budget is split over clusters in proportion to its trace GPU-hours on
+them (how an administrator sets quotas where teams work); a cluster's GPUs are
+then divided in proportion to the budget shares on it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+
+import numpy as np
+
+from planner.fairshare import hierarchical_water_fill
+
+HOURS_PER_WEEK = 168.0
+
+
+class Policy:
+    """The interface; see the module docstring."""
+
+    name = "policy"
+    work_conserving = True  # no idle GPU while a waiting job fits (checked in tests)
+
+    def job_key(self, sim, job: int) -> tuple:
+        """Order within a project's queue: submit order."""
+        return (sim.jobs.submit[job], job)
+
+    def prepare(self, sim) -> None:
+        """Once, before the replay."""
+
+    def refresh(self, sim, now: float) -> bool:
+        """At every whole hour; True reschedules every cluster."""
+        return False
+
+    def schedule(self, sim, c: int) -> None:
+        """Start (and preempt) jobs on cluster ``c`` at ``sim.now``."""
+        raise NotImplementedError
+
+
+class AdmissionPolicy(Policy):
+    """The two-phase pass of the module docstring; subclasses give the hooks."""
+
+    fill_tag = "fill"
+
+    def candidates(self, sim, c: int) -> np.ndarray | None:
+        """(P,) mask of projects that may be entitled on ``c``, or None for all.
+
+        Taken once at the start of a pass: a project whose work is preempted during
+        the pass does not claim it back in the same pass.
+        """
+        return None
+
+    def rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Order of projects in the entitled phase (smaller first)."""
+        return sim.key[job]
+
+    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+        """The tag job ``job`` runs under if entitled, else None."""
+        return None
+
+    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """(project, tag) groups ``job`` may preempt, preferred first."""
+        return []
+
+    def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Order of jobs in the fill phase (smaller first)."""
+        return sim.key[job]
+
+    def fill_tag_of(self, sim, job: int) -> str:
+        """The tag of a job started by the fill phase (when not entitled)."""
+        return self.fill_tag
+
+    def schedule(self, sim, c: int) -> None:
+        """Entitled phase with preemption, then fill."""
+        if not sim.any_fits(c) and not sim.expired_held[c]:
+            return  # nothing fits and nothing may be preempted: no start is possible
+        heap = []
+        maybe = self.candidates(sim, c)
+        for p in sim.waiting_projects(c):
+            if maybe is not None and not maybe[p]:
+                continue
+            job = sim.head(c, p)
+            heap.append((self.rank(sim, c, p, job), p, job))
+        heapq.heapify(heap)
+        gpus = sim.jobs.gpus
+        while heap:
+            _, p, job = heapq.heappop(heap)
+            tag = self.entitled(sim, c, p, job)
+            if tag is None:
+                continue
+            if not (sim.fits(c, gpus[job])
+                    or sim.preempt_for(job, self.victims(sim, c, p, job))):
+                continue
+            sim.start(job, tag)
+            nxt = sim.head(c, p)
+            if nxt is not None:
+                heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+        self.fill(sim, c)
+
+    def fill(self, sim, c: int) -> None:
+        """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits."""
+        if not sim.any_fits(c):
+            return
+        heap = []
+        for p in sim.waiting_projects(c):
+            job = sim.head_fit(c, p)
+            if job is not None:
+                heap.append((self.fill_rank(sim, c, p, job), p, job))
+        heapq.heapify(heap)
+        gpus = sim.jobs.gpus
+        while heap:
+            _, p, job = heapq.heappop(heap)
+            if sim.state[job] != 1 or not sim.fits(c, gpus[job]):
+                job = sim.head_fit(c, p)
+                if job is not None:
+                    heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+                continue
+            sim.start(job, self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job))
+            if not sim.any_fits(c):
+                return
+            job = sim.head_fit(c, p)
+            if job is not None:
+                heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+
+
+# -- shares of the clusters by budget ---------------------------------------------------
+
+
+def project_teams(tree) -> tuple[list[int], list[int]]:
+    """Per project: its team (parent node, or itself at top level) and area (top node)."""
+    teams, areas = [], []
+    for node in tree.leaf_nodes:
+        up = int(tree.parent[node])
+        teams.append(up if up >= 0 else int(node))
+        top = int(node)
+        while tree.parent[top] >= 0:
+            top = int(tree.parent[top])
+        areas.append(top)
+    return teams, areas
+
+
+def budget_shares(sim) -> np.ndarray:
+    """(P, K) GPUs of each cluster by budget share (see the module docstring), floats."""
+    n_p, n_k = len(sim.projects), len(sim.cluster_ids)
+    budget = np.zeros(n_p)
+    index = sim.tree.leaf_index
+    for p, b in zip(sim.scenario.budgets["project"], sim.scenario.budgets["gpu_hours"],
+                    strict=True):
+        if p in index:
+            budget[index[p]] = float(b)
+    work = np.zeros((n_p, n_k))
+    jobs = sim.jobs
+    np.add.at(work, (np.array(jobs.project, dtype=np.int64),
+                     np.array(jobs.cluster, dtype=np.int64)),
+              np.array(jobs.gpus, dtype=float) * np.array(jobs.duration, dtype=float))
+    total = work.sum(axis=1, keepdims=True)
+    split = np.divide(work, total, out=np.zeros_like(work), where=total > 0) * budget[:, None]
+    on_cluster = split.sum(axis=0, keepdims=True)
+    share = np.divide(split, on_cluster, out=np.zeros_like(split), where=on_cluster > 0)
+    return share * np.array(sim.capacity, dtype=float)[None, :]
+
+
+def largest_remainder(values: np.ndarray, total: int) -> np.ndarray:
+    """Integers summing to ``total`` (when values sum to it) by largest remainder."""
+    floor = np.floor(values + 1e-9).astype(np.int64)
+    left = total - int(floor.sum())
+    if left > 0:
+        order = np.lexsort((np.arange(len(values)), -(values - floor)))
+        floor[order[:left]] += 1
+    return floor
+
+
+# -- priority -------------------------------------------------------------------------------
+
+
+def high_priority(job_id: str, submit_hours: float, quarter_hours: float,
+                  first: float = 0.10, last: float = 0.60) -> bool:
+    """Whether the job is marked high: its hash below the inflating share."""
+    share = first + (last - first) * min(max(submit_hours / quarter_hours, 0.0), 1.0)
+    return zlib.crc32(job_id.encode()) / 2 ** 32 < share
+
+
+class PriorityPolicy(AdmissionPolicy):
+    """``priority``: caps on non-preemptible GPUs per team, inflating priorities."""
+
+    name = "priority"
+    fill_tag = "preemptible"
+
+    def job_key(self, sim, job: int) -> tuple:
+        """High before normal, then submit order."""
+        jobs = sim.jobs
+        high = high_priority(jobs.ids[job], jobs.submit[job], sim.hours)
+        return (0 if high else 1, jobs.submit[job], job)
+
+    def prepare(self, sim) -> None:
+        """Team caps: the team's budget share of each cluster, whole GPUs."""
+        self.team, _ = project_teams(sim.tree)
+        shares = budget_shares(sim)
+        teams = sorted(set(self.team))
+        self.members = {t: [p for p, tp in enumerate(self.team) if tp == t] for t in teams}
+        self.cap = {}
+        for c, total in enumerate(sim.capacity):
+            per_team = np.array([shares[self.members[t], c].sum() for t in teams])
+            for t, cap in zip(teams, largest_remainder(per_team, total), strict=True):
+                self.cap[(t, c)] = int(cap)
+
+    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+        """High, allocated and within the team's cap: non-preemptible."""
+        if sim.key[job][0] != 0 or not sim.jobs.allocated[job]:
+            return None
+        team = self.team[p]
+        held = sim.held_by[c]
+        used = sum(held.get((q, "nonpreemptible"), 0) for q in self.members[team])
+        return "nonpreemptible" if used + sim.held(job) <= self.cap[(team, c)] else None
+
+    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """Any team's preemptible work."""
+        return [(q, "preemptible") for q in range(len(sim.projects))]
+
+
+# -- quota (Kueue) --------------------------------------------------------------------------
+
+
+class QuotaPolicy(AdmissionPolicy):
+    """``quota``: nominal quotas, borrowing in cohorts, reclaim."""
+
+    name = "quota"
+    fill_tag = "borrowed"
+
+    def prepare(self, sim) -> None:
+        """Nominal quotas by budget share, integer per cluster."""
+        self.team, self.area = project_teams(sim.tree)
+        shares = budget_shares(sim)
+        self.nominal = np.zeros(shares.shape, dtype=np.int64)
+        for c, total in enumerate(sim.capacity):
+            self.nominal[:, c] = largest_remainder(shares[:, c], total)
+
+    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+        """Within the project's nominal quota."""
+        within = sim.held_project[p, c] + sim.held(job) <= self.nominal[p, c]
+        return "nominal" if within else None
+
+    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """Borrowed work of projects above their nominal quota, most over first."""
+        over = sim.held_project[:, c] - self.nominal[:, c]
+        order = [int(q) for q in np.lexsort((np.arange(len(over)), -over)) if over[q] > 0]
+        return [(q, "borrowed") for q in order]
+
+    def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Borrow from the team's cohort first, then the area's, then the root's; FIFO."""
+        unused = self.nominal[:, c] - sim.held_project[:, c]
+        team = np.asarray(self.team) == self.team[p]
+        area = np.asarray(self.area) == self.area[p]
+        need = sim.held(job)
+        level = 0 if unused[team].sum() >= need else 1 if unused[area].sum() >= need else 2
+        return (level, *sim.key[job])
+
+
+# -- lookback -------------------------------------------------------------------------------
+
+
+class LookbackPolicy(AdmissionPolicy):
+    """``lookback``: hourly hierarchical fair share with a 7-day sliding window."""
+
+    name = "lookback"
+    fill_tag = "fill"
+
+    def __init__(self, window_hours: float = HOURS_PER_WEEK) -> None:
+        self.window = int(round(window_hours))
+
+    def job_key(self, sim, job: int) -> tuple:
+        """Allocated work before unallocated, then submit order."""
+        return (0 if sim.jobs.allocated[job] else 1, sim.jobs.submit[job], job)
+
+    def prepare(self, sim) -> None:
+        """No shares before the first hour's refresh."""
+        self.share = np.zeros((len(sim.projects), len(sim.cluster_ids)))
+        self.rate = np.array(sim.rate)
+        self.period = float(sim.scenario.config.period_hours)
+
+    def refresh(self, sim, now: float) -> bool:
+        """Water-fill each cluster's GPUs down the tree, offset by the window's usage."""
+        hour = int(round(now))
+        used = sim.used[:, :, max(0, hour - self.window):hour]
+        offset = (used.sum(axis=2) * self.rate[None, :]).sum(axis=1)  # NGH per project
+        scale = self.rate * self.period  # GPUs → NGH over a period
+        demand = sim.outstanding_all * scale[None, :]
+        capacity = np.array(sim.capacity, dtype=float) * scale
+        grant = hierarchical_water_fill(sim.tree, capacity, demand, offset)
+        self.share = grant / scale[None, :]
+        return True
+
+    def _ratio(self, sim, c: int, p: int, extra: int = 0) -> float:
+        share = self.share[p, c]
+        held = sim.held_project[p, c] + extra
+        return held / share if share > 1e-9 else math.inf if held else 0.0
+
+    def rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Furthest below its share first."""
+        return (self._ratio(sim, c, p), *sim.key[job])
+
+    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+        """Allocated work of a project below its share."""
+        if not sim.jobs.allocated[job]:
+            return None
+        return "share" if sim.held_project[p, c] < self.share[p, c] - 1e-9 else None
+
+    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """Unallocated work anywhere, then projects more over their share than p would be."""
+        after = self._ratio(sim, c, p, sim.held(job))
+        n_p = len(sim.projects)
+        groups = [(q, "unallocated") for q in range(n_p)]
+        over = sorted((-self._ratio(sim, c, q), q) for q in range(n_p)
+                       if q != p and sim.held_project[q, c] > self.share[q, c] + 1e-9
+                       and self._ratio(sim, c, q) > after)
+        for _, q in over:
+            groups += [(q, "fill"), (q, "share")]
+        return groups
+
+    def fill_tag_of(self, sim, job: int) -> str:
+        """Unallocated work apart from allocated work beyond the share."""
+        return "fill" if sim.jobs.allocated[job] else "unallocated"
+
+    def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
+        """Allocated before unallocated, furthest below share first."""
+        return (sim.key[job][0], self._ratio(sim, c, p), *sim.key[job][1:])
+
+
+# -- fairtree (Slurm) ----------------------------------------------------------------------
+
+
+class FairTreePolicy(Policy):
+    """``fairtree``: Fair Tree ranks, 7-day half-life decay, EASY backfill."""
+
+    name = "fairtree"
+    work_conserving = False
+
+    def __init__(self, half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500):
+        self.decay = 0.5 ** (1.0 / half_life_hours)
+        self.bf_max_job_test = bf_max_job_test
+
+    def prepare(self, sim) -> None:
+        """Zero usage, ranks in org order."""
+        self.usage = np.zeros(len(sim.projects))
+        self.rate = np.array(sim.rate)
+        self.rank_of = list(range(len(sim.projects)))
+
+    def refresh(self, sim, now: float) -> bool:
+        """Decay the usage, add the last hour's (NGH), re-rank the tree."""
+        hour = int(round(now))
+        if hour >= 1:
+            last = (sim.used[:, :, hour - 1] * self.rate[None, :]).sum(axis=1)
+            self.usage = self.usage * self.decay + last
+        self.rank_of = fair_tree_ranks(sim.tree, self.usage)
+        return True
+
+    def schedule(self, sim, c: int) -> None:
+        """Strict priority order until the first job that does not fit; then backfill."""
+        order = sorted(sim.waiting_projects(c), key=lambda p: self.rank_of[p])
+        gpus = sim.jobs.gpus
+        head = None
+        for i, p in enumerate(order):
+            while True:
+                job = sim.head(c, p)
+                if job is None:
+                    break
+                if not sim.fits(c, gpus[job]):
+                    head = job
+                    break
+                sim.start(job, "run")
+            if head is not None:
+                order = order[i:]
+                break
+        if head is None or not sim.any_fits(c):
+            return
+        shadow, reserved = self._reservation(sim, c, head)
+        tested = 0
+        for p in order:
+            while tested < self.bf_max_job_test:
+                job = sim.head_fit(c, p)
+                if job is None:
+                    break
+                tested += 1
+                if sim.now + sim.remaining[job] <= shadow + 1e-9:
+                    sim.start(job, "backfill")
+                    continue
+                job = sim.head_fit(c, p, reserved)
+                if job is None or sim.now + sim.remaining[job] <= shadow + 1e-9:
+                    break
+                sim.start(job, "backfill", reserved)
+            if not sim.any_fits(c):
+                return
+
+    @staticmethod
+    def _reservation(sim, c: int, head: int) -> tuple[float, frozenset[int]]:
+        """When and on which nodes the blocked head job will fit (running jobs' ends)."""
+        g, gpn = sim.jobs.gpus[head], sim.gpn[c]
+        ends = {}
+        free = sim.free[c]
+        best = (math.inf, -1)
+        for node, jobs in enumerate(sim.node_jobs[c]):
+            if g >= gpn:
+                ends[node] = max((sim.run_start[j] + sim.remaining[j] for j in jobs),
+                                 default=sim.now)
+                continue
+            have = free[node]
+            for end, j in sorted((sim.run_start[j] + sim.remaining[j], j) for j in jobs):
+                have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
+                if have >= g:
+                    if (end, node) < best:
+                        best = (end, node)
+                    break
+        if g >= gpn:
+            need = -(-g // gpn)
+            if need > sim.nodes[c]:
+                return math.inf, frozenset()
+            first = sorted((t, n) for n, t in ends.items())[:need]
+            return first[-1][0], frozenset(n for _, n in first)
+        if best[1] < 0:
+            return math.inf, frozenset()
+        return best[0], frozenset((best[1],))
+
+
+def fair_tree_ranks(tree, usage: np.ndarray) -> list[int]:
+    """Fair Tree: rank of each project (0 = first) by depth-first level fairshare.
+
+    Among siblings, level fairshare = (w_i / Σ w) / (U_i / Σ U), U the subtree's
+    decayed usage (∞ when the siblings have used nothing, ties in org order); the
+    siblings are visited in decreasing level fairshare, each subtree whole.
+    """
+    node_usage = tree.subtree_sum(usage)
+    ranks = [0] * len(tree.leaves)
+    leaf_pos = {int(n): i for i, n in enumerate(tree.leaf_nodes)}
+    counter = 0
+
+    def visit(siblings: tuple[int, ...]) -> None:
+        nonlocal counter
+        weights = np.array([tree.weight[s] for s in siblings])
+        used = np.array([node_usage[s] for s in siblings])
+        total_u = used.sum()
+        share = weights / weights.sum()
+        level = np.where(used > 0, share / np.where(used > 0, used / max(total_u, 1e-300), 1.0),
+                         math.inf)
+        for _, s in sorted((-level[i], i) for i in range(len(siblings))):
+            node = siblings[s]
+            kids = tree.children(node)
+            if kids:
+                visit(kids)
+            else:
+                ranks[leaf_pos[node]] = counter
+                counter += 1
+
+    visit(tree.top)
+    return ranks
+
+
+POLICIES = {
+    "priority": PriorityPolicy,
+    "fairtree": FairTreePolicy,
+    "quota": QuotaPolicy,
+    "lookback": LookbackPolicy,
+}

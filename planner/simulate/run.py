@@ -1,0 +1,131 @@
+"""``planner simulate``'s library side: replay a trace under policies, measure, write.
+
+:func:`simulate` replays one trace frame (``read_trace``'s columns) under each named
+policy; :func:`output_files` turns the results into ``metrics.json`` (same inputs,
+same bytes: no clock time inside), the PNGs and a jobs CSV per policy.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import InputError, InputProblem
+from planner.inputs import Scenario
+from planner.simulate.engine import ReplayResult, replay
+from planner.simulate.metrics import PolicyMetrics, compute_metrics
+from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.policies import POLICIES as _BASELINES
+
+POLICIES = {**_BASELINES, "planner": PlannerPolicy}
+POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner")
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy's replay, its figures and how long it took."""
+
+    name: str
+    result: ReplayResult
+    metrics: PolicyMetrics
+    seconds: float
+
+
+def parse_policies(text: str) -> list[str]:
+    """``--policy a,b``: known names, in the order given, each once; InputError otherwise."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown or not names:
+        raise InputError([InputProblem("--policy", None, None,
+                                       f"unknown policy {', '.join(unknown) or '(none)'}; "
+                                       f"choose from {', '.join(POLICY_NAMES)}")])
+    return list(dict.fromkeys(names))
+
+
+def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
+             progress=None) -> list[PolicyRun]:
+    """Replay ``trace`` under each policy in ``names`` and measure it."""
+    runs = []
+    for name in names:
+        if progress:
+            progress(f"replaying under {name}")
+        began = time.perf_counter()
+        result = replay(scenario, trace, POLICIES[name]())
+        seconds = time.perf_counter() - began
+        runs.append(PolicyRun(name, result, compute_metrics(scenario, trace, result), seconds))
+    return runs
+
+
+def metrics_json(runs: list[PolicyRun]) -> bytes:
+    """``metrics.json``: {"policies": {name: figures}}, keys sorted, no timings."""
+    body = {"policies": {r.name: r.metrics.summary for r in runs}}
+    return (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> bytes:
+    """Per job: first start, finish, wait, preemptions, lost GPU-hours (hours from start)."""
+    start = scenario.config.quarter_start
+    hour = pd.Timedelta(hours=1)
+    submit = np.maximum(((trace["submit"] - start) / hour).to_numpy(dtype=float), 0.0)
+
+    def stamp(values: np.ndarray) -> list[str]:
+        return ["" if np.isnan(v) else (start + v * hour).strftime("%Y-%m-%dT%H:%M:%SZ")
+                for v in values]
+
+    first = result.first_start
+    frame = pd.DataFrame({
+        "job_id": trace["job_id"].to_numpy(), "project": trace["project"].to_numpy(),
+        "cluster": trace["cluster"].to_numpy(), "gpus": trace["gpus"].to_numpy(),
+        "submit": stamp(submit), "first_start": stamp(first), "finish": stamp(result.finish),
+        "wait_hours": np.round(np.where(np.isnan(first), np.nan, first - submit), 6),
+        "preemptions": result.preemptions, "lost_gpu_hours": np.round(result.lost_gpu_hours,
+                                                                     6)})
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False, lineterminator="\n")
+    return buffer.getvalue().encode()
+
+
+def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
+                 ) -> dict[str, bytes]:
+    """Every file ``planner simulate`` writes, by name."""
+    from planner.simulate.pictures import pictures
+
+    files = {"metrics.json": metrics_json(runs)}
+    for r in runs:
+        files[f"{r.name}-jobs.csv"] = jobs_csv(scenario, trace, r.result)
+        files.update(pictures(r.name, r.metrics))
+    return files
+
+
+COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
+           ("delivered_over_owed", "delivered ÷ owed"),
+           ("delivered_over_owed_within_budget", "… within budget"),
+           ("worst_team_delivered_over_owed", "worst team"),
+           ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %"),
+           ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
+           ("jain", "Jain"), ("wait_p50_hours", "wait p50 h"), ("wait_p90_hours", "wait p90 h"),
+           ("small_wait_p50_hours", "small wait p50 h"),
+           ("small_wait_p90_hours", "small wait p90 h"), ("preemptions", "preemptions"),
+           ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption"),
+           ("reserved_idle_gpu_hours", "held idle GPU-h"))
+
+
+def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
+    """The terminal/README table: a header and one row per policy."""
+    header = ["policy"] + [label for _, label in COLUMNS] + (["seconds"] if seconds else [])
+    rows = []
+    for r in runs:
+        row = [r.name]
+        for key, _ in COLUMNS:
+            value = r.metrics.summary[key]
+            row.append("–" if value is None else f"{value:,}" if isinstance(value, int)
+                       else f"{value:.3f}")
+        if seconds:
+            row.append(f"{r.seconds:.1f}")
+        rows.append(row)
+    return header, rows

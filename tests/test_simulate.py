@@ -1,0 +1,299 @@
+"""The replay simulator on tiny traces worked out by hand, one or more per policy."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pandas as pd
+import pytest
+
+from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.metrics import compute_metrics, spread
+from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.policies import (
+    FairTreePolicy,
+    LookbackPolicy,
+    PriorityPolicy,
+    QuotaPolicy,
+    fair_tree_ranks,
+    high_priority,
+)
+from tests.tiny import scenario
+
+Q0 = pd.Timestamp("2026-10-01", tz="UTC")
+COLUMNS = ["job_id", "project", "cluster", "submit", "gpus", "duration_hours",
+           "min_runtime_hours", "resumable"]
+
+
+def trace(rows: list[tuple]) -> pd.DataFrame:
+    """Rows (job_id, project, submit hour, gpus, duration, min runtime[, resumable]) on c1."""
+    full = [(j, p, "c1", Q0 + pd.Timedelta(hours=t), g, d, m, *(rest or (True,)))
+            for j, p, t, g, d, m, *rest in rows]
+    df = pd.DataFrame(full, columns=COLUMNS)
+    df["submit"] = pd.to_datetime(df["submit"], utc=True)
+    df = df.astype({"gpus": "int64", "duration_hours": "float64",
+                    "min_runtime_hours": "float64", "resumable": bool})
+    return df.sort_values(["submit", "job_id"], kind="stable").reset_index(drop=True)
+
+
+def two_teams(nodes: int = 1, days: int = 4, budgets=(("a", 100.0), ("b", 100.0)),
+              same_team: bool = False):
+    """Projects a and b, in teams ta and tb (or one team t), on c1 of ``nodes`` × 8 GPUs."""
+    org = ([("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)] if same_team else
+           [("ta", "", 1.0), ("a", "ta", 1.0), ("tb", "", 1.0), ("b", "tb", 1.0)])
+    end = (Q0 + pd.Timedelta(days=days)).strftime("%Y-%m-%d")
+    return scenario(clusters=[("c1", "H100", nodes, 8)], org=org, budgets=list(budgets),
+                    quarter_start="2026-10-01", quarter_end=end, as_of="2026-10-01")
+
+
+def runs(result, job: int) -> list[tuple[float, float, str]]:
+    """(start, end, how it ended) of each run segment of trace row ``job``."""
+    return sorted((s.start, s.end, s.ended) for s in result.segments if s.job == job)
+
+
+def ids_with(predicate, prefix: str, count: int) -> list[str]:
+    """The first ``count`` ids prefix0, prefix1, … whose crc32 share satisfies predicate."""
+    out, i = [], 0
+    while len(out) < count:
+        name = f"{prefix}{i}"
+        if predicate(zlib.crc32(name.encode()) / 2 ** 32):
+            out.append(name)
+        i += 1
+    return out
+
+
+# -- preemption exactly at the end of the min runtime (quota reclaim) ---------------------
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+def test_quota_reclaims_borrowed_gpus_exactly_after_min_runtime(resumable):
+    # One node of 8 GPUs; a and b have equal budgets, so nominal quotas 4 and 4.
+    # t=0  A (a, 8 GPUs, 10 h, min 3 h) is over a's nominal 4: it borrows all 8.
+    # t=1  B (b, 4 GPUs, 2 h, min 1 h) is within b's nominal: it may reclaim, but A is
+    #      protected until t=3, so B waits.
+    # t=3  A's min runtime ends: B preempts it at exactly 3.0 and runs 3 → 5.
+    # t=5  A restarts: resumable, 7 h left → 5 → 12; non-resumable, 10 h → 5 → 15 and
+    #      the 3 h × 8 GPUs it had run are lost.
+    sc = two_teams()
+    tr = trace([("A", "a", 0, 8, 10.0, 3.0, resumable), ("B", "b", 1, 4, 2.0, 1.0)])
+    result = replay(sc, tr, QuotaPolicy())
+    end = 12.0 if resumable else 15.0
+    assert runs(result, 0) == [(0.0, 3.0, PREEMPTED), (5.0, end, DONE)]
+    assert runs(result, 1) == [(3.0, 5.0, DONE)]
+    assert result.preemptions.tolist() == [1, 0]
+    assert result.lost_gpu_hours.tolist() == [0.0 if resumable else 24.0, 0.0]
+    tags = {(s.job, s.start): s.tag for s in result.segments}
+    assert tags[(0, 0.0)] == "borrowed" and tags[(1, 3.0)] == "nominal"
+
+
+# -- a gang job waits for whole nodes --------------------------------------------------------
+
+
+def test_gang_job_waits_for_a_whole_free_node():
+    # Two nodes of 8. Best fit: s1 (4 GPUs, 5 h) and s2 (4 GPUs, 1 h) share node 0, s3
+    # (4 GPUs, 3 h) goes to node 1. At t=1 s2 ends: 4 + 4 GPUs are free, but no whole
+    # node, so the gang G (8 GPUs) submitted at 0.5 waits until s3 frees node 1 at 3.
+    # Min runtimes of 8 h keep lookback from preempting anything.
+    sc = two_teams(nodes=2)
+    tr = trace([("s1", "a", 0, 4, 5.0, 8.0), ("s2", "a", 0, 4, 1.0, 8.0),
+                ("s3", "a", 0, 4, 3.0, 8.0), ("x", "a", 0.5, 8, 2.0, 8.0)])
+    result = replay(sc, tr, LookbackPolicy())
+    assert runs(result, 3) == [(3.0, 5.0, DONE)]
+    gang = [s for s in result.segments if s.job == 3][0]
+    assert gang.held == 8
+
+
+def test_gang_of_two_nodes_holds_whole_nodes():
+    # 12 GPUs on 8-GPU nodes: two whole nodes held, 4 GPUs of them idle for 2 h.
+    sc = two_teams(nodes=2)
+    result = replay(sc, trace([("g", "a", 0, 12, 2.0, 1.0)]), LookbackPolicy())
+    (seg,) = result.segments
+    assert (seg.gpus, seg.held) == (12, 16)
+    metrics = compute_metrics(sc, trace([("g", "a", 0, 12, 2.0, 1.0)]), result).summary
+    assert metrics["reserved_idle_gpu_hours"] == pytest.approx(8.0)
+
+
+# -- priority starves a team that does not inflate ------------------------------------------
+
+
+def test_priority_starves_the_team_with_normal_jobs_quota_does_not():
+    # One node; teams ta (a) and tb (b), equal budgets: caps / nominal quotas 4 and 4.
+    # b's jobs are all marked high (crc32 share < 10 %), a's all normal (≥ 60 %).
+    # t=0   b submits 8 one-GPU jobs of 10 h (min 2 h): 4 non-preemptible (b's cap),
+    #       4 preemptible in the idle GPUs. Every 10 h b submits 8 more.
+    # t=0.5 a submits 4 normal one-GPU jobs. Normal jobs never preempt and queue behind
+    #       b's high ones, which take every GPU freed at each 10 h boundary: a never runs.
+    # Under quota, a's jobs are within its nominal 4: at t=2 (b's borrowed jobs' min
+    # runtime over) they reclaim the 4 borrowed GPUs.
+    sc = two_teams(days=2)
+    high = ids_with(lambda h: h < 0.10, "b", 40)
+    normal = ids_with(lambda h: h >= 0.60, "a", 4)
+    rows = [(high[8 * w + i], "b", 10 * w, 1, 10.0, 2.0) for w in range(5) for i in range(8)]
+    rows += [(n, "a", 0.5, 1, 10.0, 2.0) for n in normal]
+    tr = trace(rows)
+    assert all(high_priority(j, 0.0, 48.0) for j in high)
+    assert not any(high_priority(j, 48.0, 48.0) for j in normal)
+    a_jobs = tr.index[tr["project"] == "a"]
+    prio = replay(sc, tr, PriorityPolicy())
+    assert all(math.isnan(prio.first_start[j]) for j in a_jobs)
+    metrics = compute_metrics(sc, tr, prio).summary
+    assert metrics["teams"]["ta"]["delivered_over_owed"] == 0.0
+    assert metrics["worst_team_delivered_over_owed"] == 0.0
+    quota = replay(sc, tr, QuotaPolicy())
+    assert [quota.first_start[j] for j in a_jobs] == [2.0] * 4
+    # a's pace is 100/48 NGH/h; owed: hour 0 its 0.5 h × 4 GPUs = 2, hours 1–11 the pace;
+    # delivered: hours 2–11 at the pace.
+    pace = 100 / 48
+    ratio = compute_metrics(sc, tr, quota).summary["teams"]["ta"]["delivered_over_owed"]
+    assert ratio == pytest.approx(10 * pace / (2 + 11 * pace), abs=1e-6)
+
+
+# -- fairtree: EASY backfill ----------------------------------------------------------------
+
+
+def test_fairtree_backfills_only_what_does_not_delay_the_head():
+    # Two nodes of 8, one project, FIFO: j1 (8 GPUs, 5 h) takes node 0; j2 (16 GPUs, 2 h)
+    # needs both nodes: blocked, it reserves them from t=5 (node 0 frees then, node 1 is
+    # free now). j3 (8 GPUs, 4 h) ends at 4 ≤ 5: it backfills on node 1 at once. j4
+    # (4 GPUs, 6 h) would end at 6 > 5 and every free GPU is on a reserved node: it
+    # waits (at t=4 too, when node 1 frees) until j2 has run 5 → 7; then 7 → 13.
+    sc = two_teams(nodes=2)
+    tr = trace([("j1", "a", 0, 8, 5.0, 1.0), ("j2", "a", 0, 16, 2.0, 1.0),
+                ("j3", "a", 0, 8, 4.0, 1.0), ("j4", "a", 0, 4, 6.0, 1.0)])
+    result = replay(sc, tr, FairTreePolicy())
+    assert [runs(result, j) for j in range(4)] == [
+        [(0.0, 5.0, DONE)], [(5.0, 7.0, DONE)], [(0.0, 4.0, DONE)], [(7.0, 13.0, DONE)]]
+    assert result.preemptions.sum() == 0
+
+
+def test_fair_tree_ranks_by_level_fairshare():
+    # Areas x (weight 1) and y (weight 1); x has projects p1, p2; y has p3.
+    # Usage: p1 30, p2 10, p3 20. Level of x: 0.5/(40/60) = 0.75, y: 0.5/(20/60) = 1.5,
+    # so y first: p3 rank 0. Inside x: p1 0.5/0.75, p2 0.5/0.25 → p2 then p1.
+    from planner.fairshare import OrgTree
+
+    org = pd.DataFrame({"id": ["x", "p1", "p2", "y", "p3"], "parent": ["", "x", "x", "", "y"],
+                        "weight": [1.0] * 5})
+    tree = OrgTree.from_frame(org)
+    assert fair_tree_ranks(tree, [30.0, 10.0, 20.0]) == [2, 1, 0]
+
+
+# -- lookback: the team that ran less last week goes first ----------------------------------
+
+
+def test_lookback_prefers_the_team_that_ran_less_last_week():
+    # One node; teams ta (a) and tb (b), equal weights. a ran the whole node for the
+    # first week (t 0 → 168). At t=200 both submit eight one-GPU jobs of 10 h. The
+    # window (t 32 → 200) holds 136 h × 8 GPUs of a's usage, none of b's: the day's
+    # 192 GPU-hours all go to b (λ·w − U ≤ 0 for a), so b's eight start at 200 and a's
+    # at 210, when b's end.
+    sc = two_teams(days=14)
+    rows = [("a-old", "a", 0, 8, 168.0, 8.0)]
+    rows += [(f"a{i}", "a", 200, 1, 10.0, 2.0) for i in range(8)]
+    rows += [(f"b{i}", "b", 200, 1, 10.0, 2.0) for i in range(8)]
+    tr = trace(rows)
+    result = replay(sc, tr, LookbackPolicy())
+    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    assert [starts[f"b{i}"] for i in range(8)] == [200.0] * 8
+    assert [starts[f"a{i}"] for i in range(8)] == [210.0] * 8
+    # Fair Tree with its 7-day half-life decay agrees: b's decayed usage is 0.
+    fair = replay(sc, tr, FairTreePolicy())
+    assert dict(zip(tr["job_id"], fair.first_start, strict=True))["b0"] == 200.0
+
+
+# -- planner: a guaranteed quota is honoured -----------------------------------------------
+
+
+def test_planner_guarantees_the_planned_quota_and_fills_the_rest():
+    # One node; a has a budget, b none. t=0: a's four allocated one-GPU jobs (30 h) and
+    # b's eight unallocated ones (30 h). The plan made at 0 sees a's demand (4 GPUs for
+    # two periods, 192 NGH ≤ 500): 4 guaranteed GPUs. a's four start guaranteed, b's
+    # first four fill the idle GPUs as unallocated work, the other four wait until a's
+    # end at 30. The replan at 24 keeps a's 4 GPUs guaranteed.
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"a{i}", "a", 0, 1, 30.0, 8.0) for i in range(4)]
+    rows += [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    tr = trace(rows)
+    result = replay(sc, tr, PlannerPolicy())
+    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    assert [starts[f"a{i}"] for i in range(4)] == [0.0] * 4
+    assert sorted(starts[f"b{i}"] for i in range(8)) == [0.0] * 4 + [30.0] * 4
+    a_jobs = set(tr.index[tr["project"] == "a"])
+    assert {s.tag for s in result.segments if s.job in a_jobs} == {"guaranteed"}
+    assert {s.tag for s in result.segments if s.job not in a_jobs} == {"unallocated"}
+    assert result.preemptions.sum() == 0
+    assert result.replans == 3
+
+
+def test_planner_work_the_plan_did_not_see_runs_paced_at_once():
+    # One node; t=0: b's eight unallocated one-GPU jobs (30 h) fill it; the plan made at
+    # 0 has no allocated demand, so a has no guaranteed GPUs. t=1: a submits four
+    # allocated one-GPU jobs (20 h, min 8 h). a's pace, 500 NGH / 72 h = 6.9 GPUs,
+    # covers 4 (and, the only project with allocated work, it may have the whole
+    # node): they run *paced*,
+    # preempting four of b's unallocated jobs (min runtime 0) at once, at t=1.
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    rows += [(f"a{i}", "a", 1, 1, 20.0, 8.0) for i in range(4)]
+    tr = trace(rows)
+    result = replay(sc, tr, PlannerPolicy())
+    a_jobs = list(tr.index[tr["project"] == "a"])
+    assert [result.first_start[j] for j in a_jobs] == [1.0] * 4
+    assert {s.tag for s in result.segments if s.job in a_jobs} == {"paced"}
+    assert result.preemptions.sum() == 4
+    # A budget whose pace is under one GPU (50 / 72 NGH/h): on its own pace
+    # (share_idle_pace=False) only the one job a project running nothing may always
+    # start is paced: a0 at t=1, and a1 when a0 ends at 21 (a runs nothing again);
+    # a2 and a3 wait for the plan at t=24, which sees their demand.
+    # By default the pace of projects without work is shared over
+    # those with work: a is the only project with allocated work, so its entitlement
+    # is the whole node and its four jobs start at t=1.
+    small = two_teams(days=3, budgets=(("a", 50.0), ("b", 0.0)))
+    later = replay(small, tr, PlannerPolicy(share_idle_pace=False))
+    assert [later.first_start[j] for j in a_jobs] == [1.0, 21.0, 24.0, 24.0]
+    shared = replay(small, tr, PlannerPolicy())
+    assert [shared.first_start[j] for j in a_jobs] == [1.0] * 4
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+def test_spread_splits_stretches_over_hours():
+    # [0.5, 2.25) × 2 GPUs: 1.0 in hour 0, 2.0 in hour 1, 0.5 in hour 2; [3, 3.5) × 4 on row 1.
+    out = spread([0.5, 3.0], [2.25, 3.5], [2.0, 4.0], [0, 1], 2, 4)
+    assert out.tolist() == [[1.0, 2.0, 0.5, 0.0], [0.0, 0.0, 0.0, 2.0]]
+
+
+def test_metrics_owed_is_pace_capped_at_demand():
+    # One project a with budget 96 NGH over 4 days (96 h): pace 1 NGH/h. One job of 1 GPU
+    # submitted at 0 runs 0 → 10: owed 10 (demand 1 GPU for 10 h), delivered 10; it is
+    # charged 10 NGH: budget error |10 − 96| / 96. Occupancy: busy 10 GPU-h over the 10
+    # cluster-hours with outstanding work × 8 GPUs = 0.125.
+    sc = two_teams(budgets=(("a", 96.0), ("b", 96.0)))
+    tr = trace([("j", "a", 0, 1, 10.0, 1.0)])
+    m = compute_metrics(sc, tr, replay(sc, tr, QuotaPolicy())).summary
+    assert m["owed_ngh"] == pytest.approx(10.0)
+    assert m["delivered_over_owed"] == 1.0
+    assert m["budget_error_max"] == pytest.approx(1.0)  # b spent nothing
+    assert m["budget_error_mean"] == pytest.approx((86 / 96 + 1.0) / 2)
+    assert m["occupancy"] == pytest.approx(0.125)
+    assert m["wait_p50_hours"] == 0.0 and m["small_wait_p90_hours"] == 0.0
+
+
+def test_planner_fills_projects_without_budget_after_those_with_one():
+    # One node of 8; a (budget 500) and b (budget 0) each submit eight allocated one-GPU
+    # jobs (5 h) at t=0, b's first in the queue. The plan at 0 guarantees a's demand
+    # (8 GPUs for a period, 192 NGH ≤ 500) and nothing to b (no budget): a's eight start
+    # guaranteed, b's wait until they end at 5 and then run as fill (no budget: its
+    # pace is 0, so nothing of b's is ever paced).
+    sc = two_teams(days=2, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"b{i}", "b", 0, 1, 5.0, 1.0) for i in range(8)]
+    rows += [(f"a{i}", "a", 0, 1, 5.0, 1.0) for i in range(8)]
+    tr = trace(rows)
+    result = replay(sc, tr, PlannerPolicy())
+    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    assert [starts[f"a{i}"] for i in range(8)] == [0.0] * 8
+    assert [starts[f"b{i}"] for i in range(8)] == [5.0] * 8
+    tags = {s.job: s.tag for s in result.segments}
+    assert {tags[j] for j in tr.index[tr["project"] == "b"]} == {"fill"}

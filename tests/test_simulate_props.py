@@ -1,0 +1,102 @@
+"""Invariants of the replay over random small traces, for every policy (hypothesis)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.metrics import compute_metrics
+from planner.simulate.run import POLICIES
+from tests.test_simulate import COLUMNS, Q0
+from tests.tiny import scenario
+
+EPS = 1e-6
+JOB = st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["c1", "c2"]),
+                st.floats(0, 40).map(lambda x: round(x, 2)),
+                st.sampled_from([1, 1, 2, 3, 4, 8, 12]),
+                st.floats(0.25, 12).map(lambda x: round(x, 2)),
+                st.sampled_from([0.0, 0.0, 1.0, 3.0]), st.booleans())
+
+
+def random_case(jobs, nodes):
+    sc = scenario(clusters=[("c1", "H100", nodes[0], 4), ("c2", "A100", nodes[1], 8)],
+                  org=[("t1", "", 1.0), ("a", "t1", 1.0), ("b", "t1", 2.0), ("t2", "", 1.0),
+                       ("c", "t2", 1.0)],
+                  budgets=[("a", 150.0), ("b", 100.0), ("c", 0.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01",
+                  gpu_rates={"A100": 0.5})
+    rows = [(f"j{i:02d}", p, c, Q0 + pd.Timedelta(hours=t), g, d, m, r)
+            for i, (p, c, t, g, d, m, r) in enumerate(jobs)]
+    tr = pd.DataFrame(rows, columns=COLUMNS)
+    tr["submit"] = pd.to_datetime(tr["submit"], utc=True)
+    tr = tr.astype({"gpus": "int64", "duration_hours": "float64",
+                    "min_runtime_hours": "float64", "resumable": bool})
+    return sc, tr.sort_values(["submit", "job_id"], kind="stable").reset_index(drop=True)
+
+
+def checked(cls):
+    """The policy, asserting after every pass that no waiting job fits an idle GPU."""
+
+    class Checked(cls):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            if self.work_conserving:
+                waiting = [g for g, n in sim.waiting_sizes[c].items() if n]
+                assert not any(sim.fits(c, g) for g in waiting), (sim.now, c, waiting)
+
+    return Checked
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=1, max_size=14),
+       nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
+       name=st.sampled_from(sorted(POLICIES)))
+def test_replay_invariants(jobs, nodes, name):
+    sc, tr = random_case(jobs, nodes)
+    result = replay(sc, tr, checked(POLICIES[name])())
+    gpn = {0: 4, 1: 8}
+    # no GPU used twice: per node, the GPUs held never exceed the node's
+    changes: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    for s in result.segments:
+        per_node = gpn[s.cluster] if s.gpus >= gpn[s.cluster] else s.gpus
+        assert len(s.nodes) * per_node == s.held
+        for node in s.nodes:
+            changes.setdefault((s.cluster, node), []).extend([(s.start, per_node),
+                                                              (s.end, -per_node)])
+    for (c, _), deltas in changes.items():
+        level = 0
+        for _, delta in sorted(deltas, key=lambda x: (x[0], x[1])):
+            level += delta
+            assert level <= gpn[c]
+    for j, row in tr.iterrows():
+        segs = sorted((s for s in result.segments if s.job == j), key=lambda s: s.start)
+        submit = (row["submit"] - Q0) / pd.Timedelta(hours=1)
+        for s in segs:
+            assert s.start >= submit - EPS
+            # never preempted inside the min runtime
+            if s.ended == PREEMPTED:
+                assert s.end - s.start >= row["min_runtime_hours"] - EPS
+        for first, second in zip(segs, segs[1:], strict=False):
+            assert first.end <= second.start + EPS and first.ended == PREEMPTED
+        ran = sum(s.end - s.start for s in segs)
+        # work conserved: resumable jobs run their duration in all, others in their last run
+        if segs and segs[-1].ended == DONE:
+            if row["resumable"]:
+                assert abs(ran - row["duration_hours"]) < EPS
+            else:
+                assert abs(segs[-1].end - segs[-1].start - row["duration_hours"]) < EPS
+                lost = sum(s.end - s.start for s in segs[:-1]) * row["gpus"]
+                assert abs(result.lost_gpu_hours[j] - lost) < EPS
+        elif row["resumable"]:
+            assert ran <= row["duration_hours"] + EPS
+        assert result.preemptions[j] == sum(s.ended == PREEMPTED for s in segs)
+    assert result.protected_violations == 0
+    m = compute_metrics(sc, tr, result).summary
+    for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed",
+                "delivered_over_owed_within_budget", "worst_team_delivered_over_owed",
+                "worst_sizeable_team_delivered_over_owed", "jain"):
+        assert m[key] is None or -EPS <= m[key] <= 1 + EPS, (key, m[key])
+    assert m["budget_error_mean"] >= 0 and m["budget_error_max"] >= m["budget_error_mean"]
+    assert m["delivered_ngh"] <= m["owed_ngh"] + EPS
