@@ -51,10 +51,11 @@ def spend_vs_pace(name: str, metrics: PolicyMetrics) -> bytes:
     hours = np.arange(1, hourly.charged_team.shape[1] + 1)
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots(figsize=(8.0, 4.5))
+        colours = plt.get_cmap("tab20").colors  # one colour a team up to 20 teams
         for t, team in enumerate(hourly.teams):
-            line, = ax.plot(hours / 24, hourly.charged_team[t], lw=1, label=team)
-            ax.plot(hours / 24, hourly.pace_team[t] * hours, lw=0.8, ls="--",
-                    color=line.get_color())
+            colour = colours[t % len(colours)]
+            ax.plot(hours / 24, hourly.charged_team[t], lw=1, label=team, color=colour)
+            ax.plot(hours / 24, hourly.pace_team[t] * hours, lw=0.8, ls="--", color=colour)
         ax.set_xlabel("day of the quarter")
         ax.set_ylabel("NGH charged (dashed: budget pace)")
         ax.set_title(f"{name}: cumulative spend vs budget pace")
