@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
     assert main(["simulate", *args, "--out", str(tmp_path / "one")]) == 0
     assert main(["simulate", *args, "--out", str(tmp_path / "two")]) == 0
     names = sorted(p.name for p in (tmp_path / "one").iterdir())
-    assert names == sorted(["metrics.json"] + [
+    assert names == sorted(["metrics.json", "report.html"] + [
         f"{n}-{what}" for n in ("priority", "fairtree", "quota", "lookback", "planner")
         for what in ("jobs.csv", "delivered-vs-owed.png", "spend-vs-pace.png",
                      "occupancy.png")])
@@ -61,6 +62,19 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
     assert (tmp_path / "one" / "quota-occupancy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert "delivered ÷ owed" in out and "planner" in out
+    # report.html: every PNG embedded as it was written, the figures as in metrics.json,
+    # per team owed and delivered; self-contained (no link, script or remote source)
+    html = (tmp_path / "one" / "report.html").read_text()
+    for name in names:
+        if name.endswith(".png"):
+            data = base64.b64encode((tmp_path / "one" / name).read_bytes()).decode()
+            assert f'src="data:image/png;base64,{data}"' in html
+    for figures in body["policies"].values():
+        assert f'<td class="n">{figures["occupancy"]:.3f}</td>' in html
+        assert f'<td class="n">{figures["delivered_over_owed"]:.3f}</td>' in html
+        for team, t in figures["teams"].items():
+            assert f"<td>{team}</td><td class=\"n\">{t['owed_ngh']:,.0f}</td>" in html
+    assert "<script" not in html and "<link" not in html and "http" not in html
 
 
 def test_simulate_bad_trace_row_exits_2_and_writes_nothing(tmp_path, capsys):

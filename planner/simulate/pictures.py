@@ -84,8 +84,13 @@ def occupancy_over_time(name: str, metrics: PolicyMetrics) -> bytes:
         return _png(fig)
 
 
+CHARTS = (("delivered-vs-owed", "delivered vs owed per team"),
+          ("spend-vs-pace", "cumulative spend vs budget pace"),
+          ("occupancy", "occupancy over time"))
+_DRAW = {"delivered-vs-owed": delivered_vs_owed, "spend-vs-pace": spend_vs_pace,
+         "occupancy": occupancy_over_time}
+
+
 def pictures(name: str, metrics: PolicyMetrics) -> dict[str, bytes]:
-    """The three PNGs of one policy, by file name."""
-    return {f"{name}-delivered-vs-owed.png": delivered_vs_owed(name, metrics),
-            f"{name}-spend-vs-pace.png": spend_vs_pace(name, metrics),
-            f"{name}-occupancy.png": occupancy_over_time(name, metrics)}
+    """The three PNGs of one policy, by file name (``<policy>-<chart>.png``)."""
+    return {f"{name}-{chart}.png": _DRAW[chart](name, metrics) for chart, _ in CHARTS}

@@ -2,7 +2,8 @@
 
 :func:`simulate` replays one trace frame (``read_trace``'s columns) under each named
 policy; :func:`output_files` turns the results into ``metrics.json`` (same inputs,
-same bytes: no clock time inside), the PNGs and a jobs CSV per policy.
+same bytes: no clock time inside), the PNGs and a jobs CSV per policy, and
+``report.html`` with the table and every chart in one file.
 """
 
 from __future__ import annotations
@@ -93,12 +94,17 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
 def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
                  ) -> dict[str, bytes]:
     """Every file ``planner simulate`` writes, by name."""
+    from planner.simulate.html import render_simulation_html
     from planner.simulate.pictures import pictures
 
     files = {"metrics.json": metrics_json(runs)}
+    drawn: dict[str, bytes] = {}
     for r in runs:
         files[f"{r.name}-jobs.csv"] = jobs_csv(scenario, trace, r.result)
-        files.update(pictures(r.name, r.metrics))
+        drawn.update(pictures(r.name, r.metrics))
+    files.update(drawn)
+    files["report.html"] = render_simulation_html(scenario, len(trace), runs,
+                                                  drawn).encode()
     return files
 
 
