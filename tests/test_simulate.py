@@ -87,6 +87,48 @@ def test_quota_reclaims_borrowed_gpus_exactly_after_min_runtime(resumable):
     assert tags[(0, 0.0)] == "borrowed" and tags[(1, 3.0)] == "nominal"
 
 
+# -- which expired job a reclaim takes: the one that loses least -----------------------------
+
+
+def test_reclaim_takes_the_resumable_victim_before_the_non_resumable_one():
+    # One node of 8 GPUs; budgets a 1, b 199, so nominal quotas a 0, b 8 (largest
+    # remainder of 0.04 / 7.96): everything a runs is borrowed, one victim group.
+    # t=0  R (a, 4 GPUs, 10 h, min 1 h, resumable) and N (a, 4 GPUs, 10 h, min 2 h, not
+    #      resumable) borrow the whole node; R's protection ends at 1, N's at 2.
+    # t=3  B (b, 4 GPUs, 2 h) is within b's quota and must reclaim 4 GPUs: one of R, N.
+    #      N expired more recently (the old rule would take it and throw away 3 h × 4 =
+    #      12 GPU-hours); R loses nothing, so R goes. B runs 3 → 5, R resumes at 5 with
+    #      10 − 3 = 7 h left → 12; N runs undisturbed 0 → 10; nothing is lost.
+    sc = two_teams(budgets=(("a", 1.0), ("b", 199.0)))
+    tr = trace([("R", "a", 0, 4, 10.0, 1.0, True), ("N", "a", 0, 4, 10.0, 2.0, False),
+                ("B", "b", 3, 4, 2.0, 1.0)])
+    rows = {job_id: i for i, job_id in enumerate(tr["job_id"])}
+    result = replay(sc, tr, QuotaPolicy())
+    assert runs(result, rows["R"]) == [(0.0, 3.0, PREEMPTED), (5.0, 12.0, DONE)]
+    assert runs(result, rows["N"]) == [(0.0, 10.0, DONE)]
+    assert runs(result, rows["B"]) == [(3.0, 5.0, DONE)]
+    assert result.lost_gpu_hours.sum() == 0.0
+
+
+def test_reclaim_takes_the_non_resumable_victim_that_ran_least():
+    # As above, both of a's jobs not resumable. N1 (4 GPUs, 10 h, min 3 h) starts at 0,
+    # N2 (4 GPUs, 10 h, min 1 h) at 1; N2's protection ends at 2, N1's at 3.
+    # t=4  B (b, 4 GPUs, 2 h) reclaims 4 GPUs. N1 expired more recently (the old rule
+    #      would take it: 4 h × 4 = 16 GPU-hours lost); N2 started later and has run
+    #      only 3 h, so N2 goes: 12 GPU-hours lost. B runs 4 → 6; N2 restarts from
+    #      zero at 6 → 16; N1 runs 0 → 10.
+    sc = two_teams(budgets=(("a", 1.0), ("b", 199.0)))
+    tr = trace([("N1", "a", 0, 4, 10.0, 3.0, False), ("N2", "a", 1, 4, 10.0, 1.0, False),
+                ("B", "b", 4, 4, 2.0, 1.0)])
+    rows = {job_id: i for i, job_id in enumerate(tr["job_id"])}
+    result = replay(sc, tr, QuotaPolicy())
+    assert runs(result, rows["N1"]) == [(0.0, 10.0, DONE)]
+    assert runs(result, rows["N2"]) == [(1.0, 4.0, PREEMPTED), (6.0, 16.0, DONE)]
+    assert runs(result, rows["B"]) == [(4.0, 6.0, DONE)]
+    assert result.lost_gpu_hours[rows["N2"]] == 12.0
+    assert result.lost_gpu_hours.sum() == 12.0
+
+
 # -- a gang job waits for whole nodes --------------------------------------------------------
 
 

@@ -30,10 +30,18 @@ start + its min runtime (unallocated work, min runtime 0: at any time). A
 resumable job is re-queued with its remaining work; a non-resumable one
 restarts from zero, and the GPU-hours it had run are counted as lost. Every run
 segment (job, start, end, GPUs, how it ended, the policy's tag) is recorded.
+
+Victim order (the engine's rule, the same for every policy): the policy names
+victim groups (project, tag) in its order of preference; within a group
+resumable jobs go first (they lose nothing; most recently expired first), then
+non-resumable ones with the least run time (most recently started) first. Each
+group keeps the two kinds in separate containers (:class:`VictimGroup`), so a
+reclaim scans them in this order without sorting anything.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Iterable
@@ -148,6 +156,56 @@ class ProjectQueue:
         self.count -= 1
 
 
+class VictimGroup:
+    """One (project, tag) group's running jobs past their min runtime, on one cluster.
+
+    Resumable jobs (they lose nothing if preempted) in expiry order; non-resumable
+    ones sorted by (run start, job), so the one that has run least is last. Victims
+    are offered resumable first, most recently expired first, then non-resumable,
+    most recently started first.
+    """
+
+    __slots__ = ("held", "resumable", "restart", "total")
+
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}  # job → GPUs it holds (every member)
+        self.resumable: dict[int, None] = {}  # in expiry order
+        self.restart: list[tuple[float, int]] = []  # (run start, job), sorted
+        self.total = 0  # GPUs the group holds
+
+    def __bool__(self) -> bool:
+        return bool(self.held)
+
+    def __contains__(self, job: int) -> bool:
+        return job in self.held
+
+    def add(self, job: int, held: int, resumable: bool, started: float) -> None:
+        """Add a job that just passed its min runtime (or was retagged into the group)."""
+        self.held[job] = held
+        self.total += held
+        if resumable:
+            self.resumable[job] = None
+        else:
+            bisect.insort(self.restart, (started, job))
+
+    def remove(self, job: int, resumable: bool, started: float) -> int:
+        """Drop a member; returns the GPUs it held."""
+        held = self.held.pop(job)
+        self.total -= held
+        if resumable:
+            del self.resumable[job]
+        else:
+            i = bisect.bisect_left(self.restart, (started, job))
+            del self.restart[i]
+        return held
+
+    def order(self) -> Iterable[int]:
+        """Members in the order victims are taken (see the class docstring)."""
+        yield from reversed(self.resumable)
+        for _, job in reversed(self.restart):
+            yield job
+
+
 class Replay:
     """The mutable state of one replay; policies act through its methods."""
 
@@ -203,8 +261,8 @@ class Replay:
         self.held_ngh = [0.0] * n_p  # NGH per hour of everything p runs, all clusters
         # GPUs held per tag on each cluster, as (P,) arrays (for vectorised policy checks)
         self.held_tag: list[dict[str, np.ndarray]] = [{} for _ in range(n_k)]
-        # running jobs past their min runtime, per cluster → (project, tag) → job → GPUs
-        self.expired: list[dict[tuple[int, str], dict[int, int]]] = [{} for _ in range(n_k)]
+        # running jobs past their min runtime, per cluster → (project, tag) → victim group
+        self.expired: list[dict[tuple[int, str], VictimGroup]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
         # outstanding (waiting or running) GPUs per project and cluster, allocated jobs only
         self.outstanding = np.zeros((n_p, n_k), dtype=np.int64)
@@ -353,9 +411,11 @@ class Replay:
 
     def _expire(self, job: int) -> None:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
-        group = self.expired[c].setdefault((p, self.tag[job]), {})
+        group = self.expired[c].get((p, self.tag[job]))
+        if group is None:
+            group = self.expired[c][(p, self.tag[job])] = VictimGroup()
         held = self.held(job)
-        group[job] = held
+        group.add(job, held, self.jobs.resumable[job], self.run_start[job])
         self.expired_held[c] += held
 
     def retag(self, job: int, tag: str) -> None:
@@ -371,8 +431,12 @@ class Replay:
         self._held_tag(c, tag)[p] += held
         group = self.expired[c].get((p, old))
         if group is not None and job in group:
-            del group[job]
-            self.expired[c].setdefault((p, tag), {})[job] = held
+            resumable, started = self.jobs.resumable[job], self.run_start[job]
+            group.remove(job, resumable, started)
+            into = self.expired[c].get((p, tag))
+            if into is None:
+                into = self.expired[c][(p, tag)] = VictimGroup()
+            into.add(job, held, resumable, started)
         self.tag[job] = tag
 
     def _held_tag(self, c: int, tag: str) -> np.ndarray:
@@ -417,7 +481,7 @@ class Replay:
         self._held_tag(c, tag)[p] -= held
         group = self.expired[c].get((p, tag))
         if group is not None and job in group:
-            del group[job]
+            group.remove(job, self.jobs.resumable[job], self.run_start[job])
             self.expired_held[c] -= held
         self.epoch[job] += 1
 
@@ -442,7 +506,9 @@ class Replay:
         """Make room for ``job`` by preempting expired jobs of the ``victims`` groups.
 
         ``victims`` lists (project, tag) groups in the policy's order of preference;
-        within a group the most recently expired job goes first. Only as many victims as
+        within a group resumable jobs go first (they lose nothing; most recently expired
+        first), then non-resumable ones, least run time (most recently started) first —
+        the engine's rule, the same for every policy. Only as many victims as
         needed are preempted, on the node(s) where they make room first; nothing is
         preempted when no room can be made (after at most ``scan_limit`` candidates).
         Returns whether ``job`` now fits.
@@ -455,7 +521,7 @@ class Replay:
             return False
         groups = [self.expired[c].get(v) for v in victims]
         groups = [grp for grp in groups if grp]
-        reclaim = sum(sum(grp.values()) for grp in groups)
+        reclaim = sum(grp.total for grp in groups)
         short = need_nodes * gpn - len(self.buckets[c][gpn]) * gpn if gang else \
             g - self.free_total[c]
         if reclaim < short or not groups:
@@ -467,7 +533,7 @@ class Replay:
         free = self.free[c]
         scanned = 0
         for grp in groups:
-            for victim in reversed(grp):
+            for victim in grp.order():
                 scanned += 1
                 if scanned > scan_limit:
                     return False

@@ -49,7 +49,9 @@ The executor then enforces the plan's first period on every cluster:
    (budget × elapsed share of the quarter)), then unallocated work
    (``over_budget_last=True``: allocated jobs of projects that spent their budget
    after the unallocated work). Reclaim takes unallocated, then fill, then
-   opportunistic work, from the projects furthest ahead of their budget pace first.
+   opportunistic work, from the projects furthest ahead of their budget pace first
+   (within each project and class, the engine's rule: resumable jobs first, then
+   non-resumable ones that ran least).
 
 ``replan_hours`` (default: ``period_hours``) replans more often than the period
 grid, from any hour. At each replan the running jobs are re-classed against the

@@ -13,7 +13,9 @@ Most policies share one two-phase pass (:class:`AdmissionPolicy`):
 
 1. **entitled** — projects in the policy's order (``rank``); a project's first
    waiting job starts if the policy entitles it (``entitled`` returns its tag),
-   preempting expired jobs of the ``victims`` groups if it does not fit;
+   preempting expired jobs of the ``victims`` groups if it does not fit (within a
+   group the engine takes resumable jobs first, then non-resumable ones that ran
+   least: :meth:`~planner.simulate.engine.Replay.preempt_for`);
 2. **fill** — every idle GPU goes to waiting work that fits, in ``fill_rank``
    order, without preemption (work-conserving).
 
