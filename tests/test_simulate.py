@@ -47,6 +47,11 @@ def two_teams(nodes: int = 1, days: int = 4, budgets=(("a", 100.0), ("b", 100.0)
                     quarter_start="2026-10-01", quarter_end=end, as_of="2026-10-01")
 
 
+def first_starts(tr: pd.DataFrame, result) -> dict[str, float]:
+    """Each job's first start (hours), by job id."""
+    return dict(zip(tr["job_id"], result.first_start, strict=True))
+
+
 def runs(result, job: int) -> list[tuple[float, float, str]]:
     """(start, end, how it ended) of each run segment of trace row ``job``."""
     return sorted((s.start, s.end, s.ended) for s in result.segments if s.job == job)
@@ -236,12 +241,12 @@ def test_lookback_prefers_the_team_that_ran_less_last_week():
     rows += [(f"b{i}", "b", 200, 1, 10.0, 2.0) for i in range(8)]
     tr = trace(rows)
     result = replay(sc, tr, LookbackPolicy())
-    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    starts = first_starts(tr, result)
     assert [starts[f"b{i}"] for i in range(8)] == [200.0] * 8
     assert [starts[f"a{i}"] for i in range(8)] == [210.0] * 8
     # Fair Tree with its 7-day half-life decay agrees: b's decayed usage is 0.
     fair = replay(sc, tr, FairTreePolicy())
-    assert dict(zip(tr["job_id"], fair.first_start, strict=True))["b0"] == 200.0
+    assert first_starts(tr, fair)["b0"] == 200.0
 
 
 # -- planner: a guaranteed quota is honoured -----------------------------------------------
@@ -258,7 +263,7 @@ def test_planner_guarantees_the_planned_quota_and_fills_the_rest():
     rows += [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
     tr = trace(rows)
     result = replay(sc, tr, PlannerPolicy())
-    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(4)] == [0.0] * 4
     assert sorted(starts[f"b{i}"] for i in range(8)) == [0.0] * 4 + [30.0] * 4
     a_jobs = set(tr.index[tr["project"] == "a"])
@@ -334,7 +339,7 @@ def test_planner_fills_projects_without_budget_after_those_with_one():
     rows += [(f"a{i}", "a", 0, 1, 5.0, 1.0) for i in range(8)]
     tr = trace(rows)
     result = replay(sc, tr, PlannerPolicy())
-    starts = dict(zip(tr["job_id"], result.first_start, strict=True))
+    starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(8)] == [0.0] * 8
     assert [starts[f"b{i}"] for i in range(8)] == [5.0] * 8
     tags = {s.job: s.tag for s in result.segments}

@@ -22,6 +22,7 @@ from planner.simulate.engine import ReplayResult, replay
 from planner.simulate.metrics import PolicyMetrics, compute_metrics
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.policies import POLICIES as _BASELINES
+from planner.times import iso
 
 POLICIES = {**_BASELINES, "planner": PlannerPolicy}
 POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner")
@@ -75,8 +76,7 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     submit = np.maximum(((trace["submit"] - start) / hour).to_numpy(dtype=float), 0.0)
 
     def stamp(values: np.ndarray) -> list[str]:
-        return ["" if np.isnan(v) else (start + v * hour).strftime("%Y-%m-%dT%H:%M:%SZ")
-                for v in values]
+        return ["" if np.isnan(v) else iso(start + v * hour) for v in values]
 
     first = result.first_start
     frame = pd.DataFrame({
