@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from planner.inputs import Scenario
+from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "reports"
@@ -191,7 +192,4 @@ def render_html(plan: dict[str, Any], scenario: Scenario) -> str:
 def write_html(plan: dict[str, Any], scenario: Scenario, path: str | os.PathLike[str]) -> Path:
     """Write the HTML report of ``plan`` to ``path``."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(render_html(plan, scenario), encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return write_files(target.parent, {target.name: render_html(plan, scenario).encode()})[0]

@@ -47,6 +47,7 @@ from planner.inputs.schema import (
     SCENARIO_SHEET_COLUMNS,
     TABLES,
 )
+from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
 from planner.times import iso
 
@@ -625,7 +626,4 @@ def write_workbook(plan: dict[str, Any], scenario: Scenario,
     book = build_workbook(report, scenario)
     data = workbook_bytes(book, book.properties.created)
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
-    return target
+    return write_files(target.parent, {target.name: data})[0]
