@@ -10,10 +10,11 @@ from rich.console import Console
 
 from planner import __version__
 from planner.check import check_plan
-from planner.config import load_model
+from planner.config import ModelConfig, load_model
 from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
+from planner.inputs import Scenario
 from planner.inputs.load import load_scenario, validate_scenario
 from planner.plan.write import write_files
 from planner.run import (
@@ -99,7 +100,25 @@ def _parser() -> argparse.ArgumentParser:
                         default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
                         help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
     philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
+    explain = sub.add_parser("explain", help="why a project or team gets what it gets")
+    explain.add_argument("node", metavar="PROJECT|TEAM", help="a project or team id")
+    explain.add_argument("--scenario", default=str(SAMPLE),
+                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
+    _plan_options(explain)
+    explain.add_argument("--period", help="a time inside the period to explain "
+                                          "(default: the plan's first period)")
+    status = sub.add_parser("status", help="the plan in force: granted, running vs. entitled, "
+                                           "forecast and risks per project")
+    status.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                        help="scenario folder or .xlsx workbook (default: the bundled sample)")
+    _plan_options(status)
     return parser
+
+
+def _plan_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--plan", help="plan.json (default: plan the scenario now)")
+    command.add_argument("--model", help="planning model (default: the plan's, or default)")
+    command.add_argument("--json", action="store_true", help="JSON for machines")
 
 
 def _with_solver_overrides(model, args):
@@ -247,6 +266,63 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _plan_for(args) -> tuple[dict, Scenario, ModelConfig]:
+    """The plan, the scenario at its as_of, and the planning model.
+
+    ``--plan`` is refused unless made from the scenario; without it the scenario is
+    planned now.
+    """
+    from planner.explain import check_plan_matches
+
+    scenario = load_scenario(args.scenario)
+    if args.plan:
+        plan = load_previous(Path(args.plan))
+        check_plan_matches(plan, scenario, Path(args.plan).name)
+        model = load_model(args.model or plan["model"])
+        return plan, scenario.with_as_of(parse_as_of(plan["as_of"], scenario)), model
+    model = load_model(args.model or "default")
+    return plan_scenario(scenario, model).plan.body, scenario, model
+
+
+def _print_json(console: Console, body: dict) -> None:
+    import json
+
+    console.print(json.dumps(body, indent=1, ensure_ascii=False, allow_nan=False),
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _explain(args, console: Console) -> ExitCode:
+    from planner.explain import build_context, explain, explanation_lines
+
+    plan, scenario, model = _plan_for(args)
+    explanation = explain(build_context(plan, scenario, model, args.period), args.node)
+    if args.json:
+        _print_json(console, explanation.as_json())
+    else:
+        for line in explanation_lines(explanation):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return ExitCode.OK
+
+
+def _status(args, console: Console) -> ExitCode:
+    from rich.text import Text
+
+    from planner.status import OVERRUN, UNUSED, plan_status, status_lines
+
+    plan, scenario, _ = _plan_for(args)
+    status = plan_status(plan, scenario)
+    if args.json:
+        _print_json(console, status.as_json())
+        return ExitCode.OK
+    lines = status_lines(status)
+    styles = {2: "bold"}  # the header; a row's colour follows its risk flag
+    for i, row in enumerate(status.rows, start=3):
+        styles[i] = "red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags else ""
+    for i, line in enumerate(lines):  # colour only on a terminal: rich drops it when piped
+        console.print(Text(line, style=styles.get(i, "")), soft_wrap=True)
+    return ExitCode.OK
+
+
 def _trace_philly(args, console: Console) -> ExitCode:
     scenario = load_scenario(args.scenario)
     conversion = philly_conversion(Path(args.source), scenario)
@@ -275,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(_simulate(args, console, err))
         if args.command == "trace":
             return int(_trace_philly(args, console))
+        if args.command == "explain":
+            return int(_explain(args, console))
+        if args.command == "status":
+            return int(_status(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

@@ -1,0 +1,147 @@
+"""The plan in force, ``sshare``-like: ``planner status``.
+
+Per project (org order), from the plan and the scenario's usage, no solver:
+
+- *granted now*: GPUs in the plan's first period, guaranteed + opportunistic elastic
+  (GPU-hours ÷ period hours) + GPUs of its reservations running at ``as_of``;
+- *entitled*: the guaranteed part of that (guaranteed elastic + reserved GPUs);
+- *running*: GPUs of the usage rows running at ``as_of`` — those whose ``[start, end)``
+  covers it, or, when ``usage.csv`` has a ``state`` column (``planner ingest``), rows
+  marked ``running`` that started by then;
+- *headroom* = entitled − running (negative: running beyond its guarantee);
+- *forecast* = used + planned (NGH) against the budget, and its share;
+- risk flags: ``will overrun`` when the forecast exceeds the budget or the opportunistic
+  NGH planned beyond it exceed :data:`OPPORTUNISTIC_HEAVY` of the budget;
+  ``will leave budget unused`` when the forecast is below :data:`~planner.reports.content.UNDER`
+  (80 %) of the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from planner.inputs import Scenario
+from planner.plan.build import num
+from planner.reports.content import UNDER
+
+OPPORTUNISTIC_HEAVY = 0.25  # opportunistic NGH beyond this share of the budget: overrun risk
+OVERRUN = "will overrun"
+UNUSED = "will leave budget unused"
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One project's line (GPUs now; NGH over the quarter)."""
+
+    project: str
+    path: tuple[str, ...]  # top-level node … project
+    granted_gpus: float
+    entitled_gpus: float
+    opportunistic_gpus: float
+    running_gpus: float
+    headroom_gpus: float
+    budget: float
+    used: float
+    planned: float
+    planned_opportunistic: float
+    forecast: float
+    forecast_share: float | None  # forecast ÷ budget; None without a budget
+    flags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Status:
+    """The status table of a plan."""
+
+    scenario: str
+    as_of: str
+    period_start: str
+    period_end: str
+    rows: tuple[StatusRow, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return asdict(self)
+
+
+def running_gpus(scenario: Scenario, as_of: pd.Timestamp) -> dict[str, float]:
+    """GPUs running at ``as_of`` per project, from the scenario's usage."""
+    usage = scenario.usage
+    if usage.empty:
+        return {}
+    running = (usage["start"] <= as_of) & (usage["end"] > as_of)
+    if "state" in usage.columns:
+        running |= (usage["state"].astype(str) == "running") & (usage["start"] <= as_of)
+    return {str(p): float(g) for p, g in
+            usage[running].groupby("project")["gpus"].sum().items()}
+
+
+def _flags(budget: float, forecast: float, opportunistic: float) -> tuple[str, ...]:
+    if budget <= 0:
+        return (OVERRUN,) if forecast > 1e-6 else ()
+    if forecast > budget + 1e-6 or opportunistic > OPPORTUNISTIC_HEAVY * budget:
+        return (OVERRUN,)
+    if forecast < UNDER * budget:
+        return (UNUSED,)
+    return ()
+
+
+def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
+    """The status of ``plan`` (planned from ``scenario``) at its ``as_of``."""
+    as_of = pd.Timestamp(plan["as_of"])
+    first = plan["periods"][0]
+    start, end = pd.Timestamp(first["start"]), pd.Timestamp(first["end"])
+    hours = (end - start).total_seconds() / 3600
+    guaranteed: dict[str, float] = {}
+    opportunistic: dict[str, float] = {}
+    for a in plan["allocations"]:
+        if a["period_start"] == first["start"]:
+            into = guaranteed if a["kind"] == "guaranteed" else opportunistic
+            into[a["project"]] = into.get(a["project"], 0.0) + a["gpu_hours"] / hours
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    reserved: dict[str, float] = {}
+    for r in plan["reservations"]:
+        if pd.Timestamp(r["start"]) <= as_of < pd.Timestamp(r["end"]):
+            reserved[r["project"]] = reserved.get(r["project"], 0.0) + r["nodes"] * gpn[
+                r["cluster"]]
+    running = running_gpus(scenario, as_of)
+    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+    rows = []
+    for b in plan["budgets"]:
+        p = b["project"]
+        path = [p]
+        while parent.get(path[0]):
+            path.insert(0, parent[path[0]])
+        entitled = guaranteed.get(p, 0.0) + reserved.get(p, 0.0)
+        opp = opportunistic.get(p, 0.0)
+        forecast = b["used"] + b["planned"]
+        rows.append(StatusRow(
+            p, tuple(path), num(entitled + opp), num(entitled), num(opp),
+            num(running.get(p, 0.0)), num(entitled - running.get(p, 0.0)), b["budget"],
+            b["used"], b["planned"], b["planned_opportunistic"], num(forecast),
+            num(forecast / b["budget"]) if b["budget"] else None,
+            _flags(b["budget"], forecast, b["planned_opportunistic"])))
+    return Status(plan["scenario"], plan["as_of"], first["start"], first["end"], tuple(rows))
+
+
+HEADER = (f"{'project':<32}{'granted':>9}{'entitled':>9}{'running':>9}{'headroom':>9}"
+          f"{'budget NGH':>12}{'used':>10}{'planned':>10}{'forecast':>10}{'%':>7}  flags")
+
+
+def status_lines(status: Status) -> list[str]:
+    """The table as fixed-width text lines (GPUs now, NGH for the quarter)."""
+    lines = [f"plan for {status.scenario} as of {status.as_of}: GPUs in "
+             f"{status.period_start} → {status.period_end}; NGH to quarter end", "", HEADER]
+    for r in status.rows:
+        share = f"{100 * r.forecast_share:6.1f}%" if r.forecast_share is not None else " " * 7
+        lines.append(f"{r.project:<32}{r.granted_gpus:>9,.1f}{r.entitled_gpus:>9,.1f}"
+                     f"{r.running_gpus:>9,.1f}{r.headroom_gpus:>9,.1f}{r.budget:>12,.0f}"
+                     f"{r.used:>10,.0f}{r.planned:>10,.0f}{r.forecast:>10,.0f}{share}  "
+                     f"{', '.join(r.flags)}".rstrip())
+    n_over = sum(OVERRUN in r.flags for r in status.rows)
+    n_unused = sum(UNUSED in r.flags for r in status.rows)
+    lines += ["", f"{len(status.rows)} projects: {n_over} {OVERRUN}, {n_unused} {UNUSED}"]
+    return lines

@@ -1,0 +1,341 @@
+"""``planner explain`` and ``planner status`` against hand-worked plans."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from planner.cli import main
+from planner.config import load_model
+from planner.explain import (
+    KINDS,
+    ProjectWhy,
+    TeamWhy,
+    build_context,
+    explain,
+    explanation_lines,
+    water_level,
+)
+from planner.run import plan_scenario
+from planner.status import OVERRUN, UNUSED, plan_status, running_gpus, status_lines
+from tests.scenario_factory import write_scenario
+from tests.tiny import scenario, ts
+
+MODEL = load_model("default")
+BIG = 1e6
+APPROX = {"abs": 1e-6}
+
+# --------------------------------------------------------------------------- fair share
+
+# Org: area A (weight 2) with a1, a2 (weight 1 each); area B (weight 1) with b1.
+# One cluster of 100 H100 GPUs, one 24 h period: C = 2400 GPU-hours = 2400 NGH.
+ORG = [("A", "", 2.0), ("B", "", 1.0), ("a1", "A", 1.0), ("a2", "A", 1.0), ("b1", "B", 1.0)]
+ONE_BIG_NODE = [("c1", "H100", 1, 100)]
+DEMAND = [("a1", "c1", "2026-11-02", "2026-11-03", 10),   # 240 GPU-hours
+          ("a2", "c1", "2026-11-02", "2026-11-03", 80),   # 1920
+          ("b1", "c1", "2026-11-02", "2026-11-03", 60)]   # 1440
+# b1 ran 10 GPUs × 40 h = 400 NGH inside the 7-day window before as_of: U_B = U_b1 = 400.
+USAGE = [("j1", "b1", "c1", 10, "2026-10-31T00:00:00", "2026-11-01T16:00:00")]
+
+
+@pytest.fixture(scope="module")
+def fair():
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND, usage=USAGE,
+                  budgets=[("a1", BIG), ("a2", BIG), ("b1", BIG)])
+    run = plan_scenario(sc, MODEL)
+    return run, build_context(run.plan.body, sc, MODEL)
+
+
+def test_fair_share_with_lookback_shows_lambda_weights_and_usage(fair):
+    # Root: A = min(2160, 2λ), B = min(1440, max(0, λ − 400)); 3λ − 400 = 2400,
+    # λ = 2800/3 = 933.33: A = 5600/3 = 1866.67, B = 1600/3 = 533.33 (both below demand).
+    # Inside B, b1 alone gets B's 533.33; it is below its demand on a full cluster, at its
+    # target: fair share binds. Runner-up without lookback: λ = 800, B = 800.
+    run, ctx = fair
+    why = explain(ctx, "b1").subject
+    assert isinstance(why, ProjectWhy)
+    assert why.usage == pytest.approx(400.0, **APPROX)
+    (b,) = why.bindings
+    assert (b.cluster, b.kind) == ("c1", "fair share")
+    assert b.target == pytest.approx(1600 / 3, **APPROX)
+    assert b.guaranteed == pytest.approx(1600 / 3, **APPROX)
+    root, team = b.levels
+    assert root.parent == "" and root.capacity == pytest.approx(2400.0)
+    assert root.lam == pytest.approx(2800 / 3, **APPROX)
+    by_node = {s.node: s for s in root.siblings}
+    assert by_node["A"].weight == 2.0 and by_node["B"].weight == 1.0
+    assert by_node["A"].demand == pytest.approx(2160.0) and by_node["B"].usage == 400.0
+    assert by_node["A"].grant == pytest.approx(5600 / 3, **APPROX)
+    assert by_node["B"].grant == pytest.approx(1600 / 3, **APPROX)
+    assert by_node["B"].on_path and not by_node["A"].on_path
+    # B has one child: the whole 533.33 goes to b1, below its 1440. Its usage offsets it
+    # there too: 533.33 = λ·1 − 400, so λ = 933.33 again.
+    assert team.parent == "B" and team.lam == pytest.approx(2800 / 3, **APPROX)
+    assert run.plan.body["budgets"][2]["marginal_value"] == 0.0
+
+
+def test_capped_by_demand_and_fair_share_inside_a_team(fair):
+    # Inside A (1866.67): a1 = min(240, μ), a2 = min(1920, μ); 240 + μ = 1866.67 →
+    # μ = 1626.67: a1 gets its 240 (demand binds), a2 1626.67 (its fair share, λ = μ).
+    _, ctx = fair
+    a1 = explain(ctx, "a1").subject
+    (b,) = a1.bindings
+    assert b.kind == "demand" and b.guaranteed == pytest.approx(240.0, **APPROX)
+    assert a1.headline == "demand (c1)"
+    (b,) = explain(ctx, "a2").subject.bindings
+    assert b.kind == "fair share"
+    assert b.levels[1].parent == "A"
+    assert b.levels[1].lam == pytest.approx(5600 / 3 - 240, **APPROX)
+    assert b.guaranteed == pytest.approx(5600 / 3 - 240, **APPROX)
+
+
+def test_a_team_sums_its_children(fair):
+    # A: budgets 2e6, nothing used; granted this period 240 + 1626.67 GPU-hours.
+    _, ctx = fair
+    why = explain(ctx, "A").subject
+    assert isinstance(why, TeamWhy)
+    assert why.budget == 2 * BIG and why.used == 0.0
+    assert [c.node for c in why.children] == ["a1", "a2"]
+    assert sum(c.granted_gpu_hours for c in why.children) == pytest.approx(5600 / 3, **APPROX)
+    assert why.planned == pytest.approx(sum(c.planned for c in why.children), **APPROX)
+    assert [c.binding for c in why.children] == ["demand (c1)", "fair share (c1)"]
+    assert why.levels["c1"][0].lam == pytest.approx(2800 / 3, **APPROX)
+    lines = explanation_lines(explain(ctx, "A"))
+    assert any("λ = 933.333" in line for line in lines)
+
+
+@pytest.mark.parametrize("capacity, demand, weight, offset, expected", [
+    (10.0, [4.0, 8.0], [1.0, 1.0], [0.0, 0.0], 6.0),     # 4 capped, 6 to the other
+    (12.0, [4.0, 8.0], [1.0, 1.0], [0.0, 0.0], None),    # everything fits
+    (6.0, [4.0, 8.0], [1.0, 2.0], [0.0, 0.0], 2.0),      # 2λ + 2·... : λ = 2, x = 2, 4
+    (4.0, [4.0, 8.0], [1.0, 1.0], [0.0, 10.0], 4.0),     # the other's usage: all to the first
+])
+def test_water_level_read_back_from_the_grants(capacity, demand, weight, offset, expected):
+    import numpy as np
+
+    from planner.fairshare.waterfill import water_fill
+
+    d, w, u = (np.array(v) for v in (demand, weight, offset))
+    grant = water_fill(capacity, d, w, u)
+    lam = water_level(capacity, d, w, u, grant)
+    assert lam == (None if expected is None else pytest.approx(expected))
+    if lam is not None:  # the contract's rule at that λ gives the grants back
+        assert np.minimum(d, np.maximum(0.0, lam * w - u)) == pytest.approx(grant)
+
+
+# --------------------------------------------------------------------------- budget
+
+
+def budget_scenario(usage=()):
+    # One 10-GPU cluster, one 24 h period: 240 GPU-hours. p1 (budget 72 NGH) wants all
+    # 10 GPUs (240); p2 (budget 1000) wants 5 (120) and ran 4 GPUs × 30 h before as_of
+    # (until 06:00 on as_of's day: still running at as_of).
+    # Targets: caps p1 min(240, 72) = 72, p2 120; 192 ≤ 240, no contention.
+    # LP: p1 guaranteed 72 (its budget), p2 120; the 48 left go to p1 as opportunistic
+    # (rule 5). p1: 120 of 240, budget binds. One more NGH of budget turns an
+    # opportunistic GPU-hour guaranteed: + G − O = 4 − 1 = 3; one NGH less also drops p1
+    # below its target 72, − (G − O + F) = −4. The optimum is degenerate (g = τ exactly),
+    # so the budget row's dual may be anything in [3, 4]; HiGHS reports one of them.
+    usage = list(usage) or [("j1", "p2", "c1", 4, "2026-11-01T00:00:00",
+                             "2026-11-02T06:00:00")]
+    return scenario(clusters=[("c1", "H100", 1, 10)],
+                    org=[("p1", "", 1.0), ("p2", "", 1.0)],
+                    budgets=[("p1", 72.0), ("p2", 1000.0)],
+                    demand=[("p1", "c1", "2026-11-02", "2026-11-03", 10),
+                            ("p2", "c1", "2026-11-02", "2026-11-03", 5)],
+                    usage=usage)
+
+
+def test_capped_by_budget_with_its_dual():
+    sc = budget_scenario()
+    run = plan_scenario(sc, MODEL)
+    why = explain(build_context(run.plan.body, sc, MODEL), "p1").subject
+    (b,) = why.bindings
+    assert b.kind == "budget"
+    assert (b.guaranteed, b.opportunistic) == (pytest.approx(72.0), pytest.approx(48.0))
+    assert why.budget_left == pytest.approx(0.0, **APPROX)
+    assert 3.0 - 1e-6 <= why.marginal_value <= 4.0 + 1e-6
+    assert why.marginal_value == run.plan.body["budgets"][0]["marginal_value"]
+    assert why.forecast == pytest.approx(72.0)
+    assert f"marginal value {why.marginal_value:g}" in b.detail
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_equals_the_plan():
+    # p1: granted (72 + 48) / 24 = 5 GPUs, entitled 3, running 0, headroom 3; forecast
+    # 72 = 100 % of budget, but 48 opportunistic NGH > 25 % of 72: will overrun.
+    # p2: granted and entitled 5, running 4 (j1 covers as_of), headroom 1; used 4 × 24 =
+    # 96 NGH before as_of + planned 120 = 216, 21.6 % of 1000: will leave budget unused.
+    sc = budget_scenario()
+    plan = plan_scenario(sc, MODEL).plan.body
+    status = plan_status(plan, sc)
+    p1, p2 = status.rows
+    assert (p1.granted_gpus, p1.entitled_gpus, p1.opportunistic_gpus) == (5.0, 3.0, 2.0)
+    assert (p1.running_gpus, p1.headroom_gpus, p1.forecast_share) == (0.0, 3.0, 1.0)
+    assert p1.flags == (OVERRUN,)
+    assert (p2.granted_gpus, p2.entitled_gpus, p2.running_gpus, p2.headroom_gpus) == (
+        5.0, 5.0, 4.0, 1.0)
+    assert (p2.used, p2.planned, p2.forecast) == (96.0, 120.0, 216.0)
+    assert p2.flags == (UNUSED,)
+    budgets = {b["project"]: b for b in plan["budgets"]}
+    for row in status.rows:  # the NGH columns are the plan's
+        for field in ("budget", "used", "planned", "planned_opportunistic"):
+            assert getattr(row, field) == budgets[row.project][field]
+    text = "\n".join(status_lines(status))
+    assert "1 will overrun, 1 will leave budget unused" in text
+
+
+def test_running_reads_the_ingest_state_column():
+    # A row ingested while running ends at the ingest time (here as_of itself): its
+    # interval no longer covers as_of, but state = running says it still runs.
+    sc = budget_scenario(usage=[("j1", "p2", "c1", 4, "2026-11-01", "2026-11-02"),
+                                ("j2", "p1", "c1", 2, "2026-11-01", "2026-11-02")])
+    assert running_gpus(sc, ts("2026-11-02")) == {}
+    usage = sc.usage.copy()
+    usage["state"] = ["running", ""]
+    from dataclasses import replace
+
+    assert running_gpus(replace(sc, usage=usage), ts("2026-11-02")) == {"p2": 4.0}
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+def reservation_scenario():
+    # One cluster of 4 nodes × 8 GPUs, four daily periods (11-02 … 11-05).
+    # r1 (p1, 3 nodes, 48 h) may only start 11-02: placed in periods 0–1.
+    # r2 (p2, 2 nodes, 48 h) must end by 11-03: window too short, unplaced. Free of
+    # reservations: 1 node in periods 0–1, 4 in 2–3, so 2 nodes for 2 periods fit first
+    # from 11-04. p3 wants 16 GPUs throughout; in periods 0–1 only 8 GPUs are not
+    # reserved, so it gets 8 × 24 = 192 of 384 GPU-hours: the reservation binds (without
+    # it, 16 ≤ 32 GPUs would fit).
+    return scenario(clusters=[("c1", "H100", 4, 8)],
+                    org=[("p1", "", 1.0), ("p2", "", 1.0), ("p3", "", 1.0)],
+                    budgets=[("p1", BIG), ("p2", BIG), ("p3", BIG)],
+                    demand=[("p3", "c1", "2026-11-02", "2026-11-06", 16)],
+                    reservations=[("r1", "p1", "c1", 3, 48, "2026-11-02", "2026-11-04"),
+                                  ("r2", "p2", "c1", 2, 48, "2026-11-02", "2026-11-03")],
+                    quarter_end="2026-11-06")
+
+
+def test_unplaced_reservation_gets_its_earliest_fitting_window():
+    sc = reservation_scenario()
+    run = plan_scenario(sc, MODEL)
+    assert [r["request_id"] for r in run.plan.reservations] == ["r1"]
+    ctx = build_context(run.plan.body, sc, MODEL)
+    (u,) = explain(ctx, "p2").subject.unplaced
+    assert (u.request_id, u.nodes, u.periods) == ("r2", 2, 2)
+    assert u.reason.startswith("window too short")
+    assert u.earliest_start == "2026-11-04T00:00:00Z"
+    (b,) = explain(ctx, "p3").subject.bindings
+    assert b.kind == "reservation"
+    assert (b.guaranteed, b.cluster_reserved) == (pytest.approx(192.0), pytest.approx(576.0))
+    later = explain(build_context(run.plan.body, sc, MODEL, "2026-11-04T12:00:00"), "p3")
+    assert later.period_start == "2026-11-04T00:00:00Z"
+    assert later.subject.bindings[0].kind == "demand"
+
+
+def test_no_window_this_quarter():
+    # r2 asks for 5 nodes: more than the cluster has, never fits.
+    sc = scenario(clusters=[("c1", "H100", 4, 8)], org=[("p1", "", 1.0)],
+                  budgets=[("p1", BIG)],
+                  reservations=[("r2", "p1", "c1", 5, 24, "2026-11-02", "2026-11-04")],
+                  quarter_end="2026-11-04")
+    run = plan_scenario(sc, MODEL)
+    (u,) = explain(build_context(run.plan.body, sc, MODEL), "p1").subject.unplaced
+    assert u.earliest_start is None
+    assert any("none this quarter" in line
+               for line in explanation_lines(explain(build_context(run.plan.body, sc, MODEL),
+                                                     "p1")))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explain")
+    folder = write_scenario(root / "sc")
+    assert main(["run", str(folder), "--out", str(root / "out"), "--quiet"]) == 0
+    return folder, root / "out" / "plan.json"
+
+
+def test_explain_json_is_schema_stable(planned, capsys):
+    folder, plan = planned
+    assert main(["explain", "p1", "--scenario", str(folder), "--plan", str(plan),
+                 "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert set(body) == {"scenario", "as_of", "period_start", "period_end", "model",
+                         "lookback", "kind", "subject"}
+    assert body["kind"] == "project"
+    assert set(body["subject"]) == {
+        "project", "path", "weight", "budget", "used", "planned", "planned_reserved",
+        "planned_opportunistic", "forecast", "pace", "budget_left", "marginal_value", "usage",
+        "bindings", "unplaced", "headline"}
+    for b in body["subject"]["bindings"]:
+        assert b["kind"] in KINDS
+        assert set(b) == {"cluster", "kind", "detail", "demand", "target", "guaranteed",
+                          "opportunistic", "cluster_capacity", "cluster_reserved",
+                          "cluster_granted", "levels"}
+        for level in b["levels"]:
+            assert set(level) == {"parent", "capacity", "lam", "siblings"}
+    assert main(["explain", "research", "--scenario", str(folder), "--plan", str(plan),
+                 "--json"]) == 0
+    team = json.loads(capsys.readouterr().out)
+    assert team["kind"] == "team"
+    assert set(team["subject"]) == {"node", "path", "weight", "budget", "used", "planned",
+                                    "planned_opportunistic", "forecast", "pace", "children",
+                                    "levels"}
+
+
+def test_status_json_matches_the_plan(planned, capsys):
+    folder, plan = planned
+    assert main(["status", str(folder), "--plan", str(plan), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert set(body) == {"scenario", "as_of", "period_start", "period_end", "rows"}
+    budgets = {b["project"]: b for b in json.loads(plan.read_text())["budgets"]}
+    assert [r["project"] for r in body["rows"]] == list(budgets)
+    for row in body["rows"]:
+        assert set(row) == {"project", "path", "granted_gpus", "entitled_gpus",
+                            "opportunistic_gpus", "running_gpus", "headroom_gpus", "budget",
+                            "used", "planned", "planned_opportunistic", "forecast",
+                            "forecast_share", "flags"}
+        assert row["budget"] == budgets[row["project"]]["budget"]
+        assert row["forecast"] == pytest.approx(budgets[row["project"]]["used"]
+                                                + budgets[row["project"]]["planned"])
+
+
+def test_unknown_id_exits_2_with_the_closest_ids(planned, capsys):
+    folder, plan = planned
+    assert main(["explain", "visoin", "--scenario", str(folder), "--plan", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert "no project or team 'visoin'" in err and "'vision'" in err
+
+
+def test_a_plan_from_other_inputs_is_refused(planned, tmp_path, capsys):
+    folder, plan = planned
+    other = write_scenario(tmp_path / "other", budgets="project,gpu_hours,clusters\np1,1,\n")
+    for argv in (["explain", "p1", "--scenario", str(other), "--plan", str(plan)],
+                 ["status", str(other), "--plan", str(plan)]):
+        assert main(argv) == 2
+        assert "column input_digest" in capsys.readouterr().err
+
+
+def test_status_is_plain_when_piped_and_coloured_on_a_terminal(planned, monkeypatch, capsys):
+    folder, plan = planned
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    piped = subprocess.run([sys.executable, "-m", "planner.cli", "status", str(folder),
+                            "--plan", str(plan)], capture_output=True, text=True, env=env,
+                           check=True)
+    assert "\x1b[" not in piped.stdout
+    assert "p1" in piped.stdout and "headroom" in piped.stdout
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["status", str(folder), "--plan", str(plan)]) == 0
+    coloured = capsys.readouterr().out
+    assert "\x1b[" in coloured
