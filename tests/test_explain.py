@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.config import load_model
@@ -23,6 +26,7 @@ from planner.explain import (
 from planner.run import plan_scenario
 from planner.status import OVERRUN, UNUSED, plan_status, running_gpus, status_lines
 from tests.scenario_factory import write_scenario
+from tests.test_properties import scenarios
 from tests.tiny import scenario, ts
 
 MODEL = load_model("default")
@@ -115,8 +119,6 @@ def test_a_team_sums_its_children(fair):
     (4.0, [4.0, 8.0], [1.0, 1.0], [0.0, 10.0], 4.0),     # the other's usage: all to the first
 ])
 def test_water_level_read_back_from_the_grants(capacity, demand, weight, offset, expected):
-    import numpy as np
-
     from planner.fairshare.waterfill import water_fill
 
     d, w, u = (np.array(v) for v in (demand, weight, offset))
@@ -339,3 +341,33 @@ def test_status_is_plain_when_piped_and_coloured_on_a_terminal(planned, monkeypa
     assert main(["status", str(folder), "--plan", str(plan)]) == 0
     coloured = capsys.readouterr().out
     assert "\x1b[" in coloured
+
+
+# --------------------------------------------------------------------------- invariants
+
+PROPERTY_MODELS = {name: load_model(name) for name in ("default", "strict-budgets")}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sc=scenarios(), model=st.sampled_from(sorted(PROPERTY_MODELS)))
+def test_explanations_replay_the_planners_own_targets(sc, model):
+    # On random plans: the replayed targets are the solver's; every level's λ gives its
+    # grants back by the contract's rule; the path ends at the project's target (before
+    # the budget scaling (4) of the targets, which only lowers it); every binding is named.
+    run = plan_scenario(sc, PROPERTY_MODELS[model])
+    ctx = build_context(run.plan.body, sc, PROPERTY_MODELS[model])
+    assert np.allclose(ctx.targets, run.solution.targets, atol=1e-9)
+    for p, project in enumerate(ctx.problem.projects):
+        why = explain(ctx, project).subject
+        for b in why.bindings:
+            assert b.kind in KINDS[:-1], b.detail
+            k = ctx.problem.clusters.index(b.cluster)
+            for level in b.levels:
+                if level.lam is None:
+                    continue
+                d, w, u, x = (np.array([getattr(s, f) for s in level.siblings])
+                              for f in ("demand", "weight", "usage", "grant"))
+                assert np.minimum(d, np.maximum(0.0, level.lam * w - u)) == pytest.approx(
+                    x, abs=1e-4)
+            last = next(s for s in b.levels[-1].siblings if s.on_path)
+            assert last.grant >= ctx.targets[p, k, 0] * ctx.problem.rate[k] - 1e-4
