@@ -78,8 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("scenario", nargs="?", default=str(SAMPLE),
                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
     report.add_argument("--plan", help="plan.json to report on (default: plan the scenario now)")
-    report.add_argument("--model", default="default",
-                        help="planning model for a fresh plan (default: default)")
+    report.add_argument("--model",
+                        help="planning model for a fresh plan (default: default), or the "
+                             "lookback to explain --plan with (default: the plan's model)")
     report.add_argument("--out", required=True, help="FILE.xlsx or FILE.html")
     simulate = sub.add_parser("simulate", help="replay a job trace under scheduling policies "
                                                "and compare what they deliver")
@@ -224,18 +225,19 @@ def _report(args, console: Console) -> ExitCode:
         plan = load_previous(Path(args.plan))
         scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
     else:
-        plan = plan_scenario(scenario, load_model(args.model)).plan.body
+        plan = plan_scenario(scenario, load_model(args.model or "default")).plan.body
+    model = load_model(args.model or plan["model"])
     if not out.parent.is_dir():
         raise InputError([InputProblem("--out", None, None,
                                        f"{str(out.parent)!r} is not a folder")])
     if suffix == ".xlsx":
         from planner.reports.workbook import write_workbook
 
-        written = write_workbook(plan, scenario, out)
+        written = write_workbook(plan, scenario, out, model)
     else:
         from planner.reports.html import write_html
 
-        written = write_html(plan, scenario, out)
+        written = write_html(plan, scenario, out, model)
     console.print(f"wrote {written}", markup=False, highlight=False)
     return ExitCode.OK
 

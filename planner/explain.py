@@ -249,6 +249,21 @@ def _reserved(plan: dict[str, Any], problem: Problem) -> tuple[np.ndarray, ...]:
     return gpu_h, nodes, ngh
 
 
+def _check_names(plan: dict[str, Any], problem: Problem) -> None:
+    """Refuse a plan whose projects, clusters or periods are not the scenario's."""
+    problems = []
+    if [b["project"] for b in plan["budgets"]] != list(problem.projects):
+        problems.append("its projects are not the scenario's")
+    if not {c["cluster"] for c in plan["clusters"]} <= set(problem.clusters):
+        problems.append("it names clusters the scenario does not have")
+    if [p["start"] for p in plan["periods"]] != [iso(s) for s in problem.period_start]:
+        problems.append("its periods are not the scenario's grid from its as_of")
+    if problems:
+        raise InputError([InputProblem("plan", None, None,
+                                       f"the plan does not fit the scenario: {m}")
+                          for m in problems])
+
+
 def _period(problem: Problem, when: str | None) -> int:
     if when is None:
         return 0
@@ -276,6 +291,7 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     """
     scenario = scenario.with_as_of(pd.Timestamp(plan["as_of"]))
     problem = build_problem(scenario, model)
+    _check_names(plan, problem)
     t = _period(problem, period)
     reserved_gpu_h, reserved_nodes, reserved_ngh = _reserved(plan, problem)
     rate = problem.rate

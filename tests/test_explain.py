@@ -371,3 +371,47 @@ def test_explanations_replay_the_planners_own_targets(sc, model):
                     x, abs=1e-4)
             last = next(s for s in b.levels[-1].siblings if s.on_path)
             assert last.grant >= ctx.targets[p, k, 0] * ctx.problem.rate[k] - 1e-4
+
+
+# --------------------------------------------------------------------------- reports
+
+FORMULA, SCRIPT = '=HYPERLINK("http://x","y")', "<script>alert(1)</script>"
+
+
+def hostile_budget_scenario():
+    # budget_scenario with hostile ids: FORMULA is p1 (budget binds), SCRIPT is p2.
+    return scenario(clusters=[("c1", "H100", 1, 10)],
+                    org=[(FORMULA, "", 1.0), (SCRIPT, "", 1.0)],
+                    budgets=[(FORMULA, 72.0), (SCRIPT, 1000.0)],
+                    demand=[(FORMULA, "c1", "2026-11-02", "2026-11-03", 10),
+                            (SCRIPT, "c1", "2026-11-02", "2026-11-03", 5)])
+
+
+def test_workbook_why_sheet_rows_and_inert_ids(tmp_path):
+    import openpyxl
+
+    from planner.reports.workbook import WHY, WHY_COLUMNS, write_workbook
+
+    sc = hostile_budget_scenario()
+    plan = plan_scenario(sc, MODEL).plan.body
+    ws = openpyxl.load_workbook(write_workbook(plan, sc, tmp_path / "r.xlsx"))[WHY]
+    assert [c.value for c in ws[1]] == list(WHY_COLUMNS)
+    rows = {r[0].value: r for r in ws.iter_rows(min_row=2, max_row=3)}
+    p1, p2 = rows[FORMULA], rows[SCRIPT]
+    assert p1[0].data_type == "s"
+    # p1: 72 guaranteed + 48 opportunistic of 240 asked, target 72 (not contended)
+    assert [c.value for c in p1[1:7]] == ["c1", "budget", 240.0, 72.0, 120.0, 48.0]
+    assert p1[7].value == "not contended"
+    assert p1[10].value == plan["budgets"][0]["marginal_value"]
+    assert [c.value for c in p2[1:7]] == ["c1", "demand", 120.0, 120.0, 120.0, 0.0]
+
+
+def test_html_why_sections_are_collapsible_and_escaped():
+    from planner.reports.html import render_html
+
+    sc = hostile_budget_scenario()
+    html = render_html(plan_scenario(sc, MODEL).plan.body, sc)
+    assert html.count('<details class="why">') == 2
+    assert "<script" not in html
+    assert "<summary>&lt;script&gt;alert(1)&lt;/script&gt;: demand (c1)</summary>" in html
+    assert "budget binds" in html

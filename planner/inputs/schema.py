@@ -260,7 +260,7 @@ SCENARIO_SHEET_COLUMNS = ("key", "value")
 #: sheets that differ only in case: hence "Budget tree", not "Budgets", and "Cluster use",
 #: not "Clusters").
 REPORT_SHEETS = ("Summary", "Budget tree", "Pacing", "Cluster use", "Reservation plan",
-                 "Next quarter", "About")
+                 "Next quarter", "About", "Why")
 
 
 def _default_text(f: Field) -> str:

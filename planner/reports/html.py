@@ -20,6 +20,8 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from planner.config import ModelConfig, load_model
+from planner.explain import explain_all, explanation_lines
 from planner.inputs import Scenario
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
@@ -171,8 +173,9 @@ def environment() -> jinja2.Environment:
                               lstrip_blocks=True)
 
 
-def render_html(plan: dict[str, Any], scenario: Scenario) -> str:
-    """The report as HTML text."""
+def render_html(plan: dict[str, Any], scenario: Scenario,
+                model: ModelConfig | None = None) -> str:
+    """The report as HTML text (``model``: the plan's lookback; default its ``model``)."""
     report = build_report(plan, scenario)
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
     rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
@@ -186,10 +189,14 @@ def render_html(plan: dict[str, Any], scenario: Scenario) -> str:
         pacing=pacing_chart(report), heat_color=heat_color,
         opportunistic=[sum(a.opportunistic[w.number - 1] for a in report.pacing)
                        for w in report.weeks],
-        reservations=reservations, over=OVER, under=UNDER)
+        reservations=reservations, over=OVER, under=UNDER,
+        whys=[(ex.subject.project, ex.subject.headline, explanation_lines(ex))
+              for ex in explain_all(plan, scenario, model or load_model(plan["model"]))])
 
 
-def write_html(plan: dict[str, Any], scenario: Scenario, path: str | os.PathLike[str]) -> Path:
+def write_html(plan: dict[str, Any], scenario: Scenario, path: str | os.PathLike[str],
+               model: ModelConfig | None = None) -> Path:
     """Write the HTML report of ``plan`` to ``path``."""
     target = Path(path)
-    return write_files(target.parent, {target.name: render_html(plan, scenario).encode()})[0]
+    return write_files(target.parent,
+                       {target.name: render_html(plan, scenario, model).encode()})[0]

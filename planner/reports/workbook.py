@@ -6,7 +6,9 @@ chart, headline risks), *Budget tree* (the org tree with outline levels and live
 budget line, live formulas and a line chart), *Cluster use* (utilization per cluster and
 week as a colour-scale heat map; guaranteed, opportunistic and reserved GPU-hours),
 *Reservation plan* (placed and unplaced), *Next quarter* (how to
-edit and re-plan), *About* (provenance), and then the scenario itself in the workbook
+edit and re-plan), *About* (provenance), *Why* (per project and cluster, the rule that
+binds it in the first period, its fair-share target against its grant, λ and the budget's
+marginal value, from :mod:`planner.explain`), and then the scenario itself in the workbook
 form ``planner run`` reads (sheets ``scenario``, ``clusters``, ``org``, ``budgets``,
 ``demand``, ``reservations``, ``usage``), pre-filled from this quarter.
 
@@ -39,6 +41,8 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
 
+from planner.config import ModelConfig, load_model
+from planner.explain import Explanation, ProjectWhy, explain_all
 from planner.inputs import Scenario
 from planner.inputs.schema import (
     CONFIG_SHEET,
@@ -51,7 +55,7 @@ from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
 from planner.times import iso
 
-SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT = REPORT_SHEETS
+SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT, WHY = REPORT_SHEETS
 
 NGH = "#,##0"
 PCT = "0.0%"
@@ -538,6 +542,54 @@ def _about(ws: Worksheet, report: Report) -> None:
     widths(ws, [24, 70, 14, 14, 10])
 
 
+WHY_COLUMNS = ("project", "cluster", "binds", "demand GPU-h", "fair-share target GPU-h",
+               "granted GPU-h", "of which opportunistic", "λ at the project's level (NGH)",
+               "lookback usage NGH", "budget left NGH", "budget marginal value", "why")
+
+
+def _why(ws: Worksheet, whys: tuple[Explanation, ...]) -> None:
+    """One row per project and cluster it wants in the first period; then unplaced requests."""
+    header(ws, 1, WHY_COLUMNS)
+    row = 2
+    for ex in whys:
+        s = ex.subject
+        assert isinstance(s, ProjectWhy)
+        common = [s.usage, s.budget_left, s.marginal_value]
+        if not s.bindings:
+            for j, v in enumerate([s.project, "", "no demand in this period", 0.0, 0.0, 0.0, 0.0,
+                                   None, *common, ""], start=1):
+                put(ws, row, j, v, NGH if isinstance(v, float) else None)
+            row += 1
+        for b in s.bindings:
+            lam = b.levels[-1].lam if b.levels else None
+            values = [s.project, b.cluster, b.kind, b.demand, b.target,
+                      b.guaranteed + b.opportunistic, b.opportunistic,
+                      lam if lam is not None else "not contended", *common, b.detail]
+            for j, v in enumerate(values, start=1):
+                put(ws, row, j, v, ("0.000" if j in (8, 11) else NGH)
+                    if isinstance(v, float) else None)
+            row += 1
+    last = row - 1
+    ws.auto_filter.ref = f"A1:L{max(last, 1)}"
+    row += 1
+    period = f"{whys[0].period_start} → {whys[0].period_end}" if whys else ""
+    put(ws, row, 1, f"The first period ({period}); planner explain PROJECT says more. λ: the "
+                    "water level of the project among its siblings, each getting "
+                    "min(demand, max(0, λ·weight − lookback usage)).")
+    row += 2
+    unplaced = [(ex.subject, u) for ex in whys for u in ex.subject.unplaced]
+    put(ws, row, 1, f"Unplaced reservations ({len(unplaced)})").font = BOLD
+    header(ws, row + 1, ["request", "project", "cluster", "nodes", "periods",
+                         "earliest start that fits (window ignored)", "reason"])
+    for i, (s, u) in enumerate(unplaced, start=row + 2):
+        for j, v in enumerate([u.request_id, s.project, u.cluster, u.nodes, u.periods,
+                               u.earliest_start or "none this quarter", u.reason], start=1):
+            put(ws, i, j, v)
+    ws.freeze_panes = "B2"
+    widths(ws, [30, 12, 14, 12, 12, 12, 12, 12, 12, 12, 10, 90])
+    _landscape(ws)
+
+
 # --------------------------------------------------------------------------- scenario
 
 
@@ -586,14 +638,17 @@ def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
 # --------------------------------------------------------------------------- writing
 
 
-def build_workbook(report: Report, scenario: Scenario) -> Workbook:
-    """The workbook in memory."""
+def build_workbook(report: Report, scenario: Scenario,
+                   model: ModelConfig | None = None) -> Workbook:
+    """The workbook in memory (``model``: the plan's lookback; default its ``model``)."""
     book = Workbook()
     book.remove(book.active)
     for name, fill in ((SUMMARY, _summary), (BUDGETS, _budgets), (PACING, _pacing),
                        (CLUSTER_USE, _cluster_use), (RESERVATIONS, _reservations),
                        (NEXT, _next_quarter), (ABOUT, _about)):
         fill(book.create_sheet(name), report)
+    _why(book.create_sheet(WHY), explain_all(report.plan, scenario,
+                                             model or load_model(report.plan["model"])))
     _scenario_sheets(book, scenario)
     stamp = _stamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None).to_pydatetime()
     book.properties.created = stamp
@@ -620,10 +675,10 @@ def workbook_bytes(book: Workbook, stamp: dt.datetime) -> bytes:
 
 
 def write_workbook(plan: dict[str, Any], scenario: Scenario,
-                   path: str | os.PathLike[str]) -> Path:
+                   path: str | os.PathLike[str], model: ModelConfig | None = None) -> Path:
     """Write the report workbook of ``plan`` (planned from ``scenario``) to ``path``."""
     report = build_report(plan, scenario)
-    book = build_workbook(report, scenario)
+    book = build_workbook(report, scenario, model)
     data = workbook_bytes(book, book.properties.created)
     target = Path(path)
     return write_files(target.parent, {target.name: data})[0]
