@@ -415,3 +415,16 @@ def test_html_why_sections_are_collapsible_and_escaped():
     assert "<script" not in html
     assert "<summary>&lt;script&gt;alert(1)&lt;/script&gt;: demand (c1)</summary>" in html
     assert "budget binds" in html
+
+
+def test_period_option_and_its_bad_values(planned, capsys):
+    folder, plan = planned
+    base = ["explain", "p1", "--scenario", str(folder), "--plan", str(plan), "--json"]
+    assert main([*base, "--period", "2026-11-03T05:00:00"]) == 0
+    first = capsys.readouterr().out
+    assert json.loads(first)["period_start"] == "2026-11-03T00:00:00Z"
+    assert main([*base, "--period", "2026-11-03T05:00:00"]) == 0
+    assert capsys.readouterr().out == first  # same inputs, same bytes
+    for bad in ("yesterday", "2026-10-01"):
+        assert main([*base, "--period", bad]) == 2
+        assert "--period" in capsys.readouterr().err
