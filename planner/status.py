@@ -127,17 +127,16 @@ def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
     return Status(plan["scenario"], plan["as_of"], first["start"], first["end"], tuple(rows))
 
 
-HEADER = (f"{'project':<32}{'granted':>9}{'entitled':>9}{'running':>9}{'headroom':>9}"
-          f"{'budget NGH':>12}{'used':>10}{'planned':>10}{'forecast':>10}{'%':>7}  flags")
-
-
 def status_lines(status: Status) -> list[str]:
     """The table as fixed-width text lines (GPUs now, NGH for the quarter)."""
+    width = max([len("project"), *(len(r.project) for r in status.rows)]) + 2
     lines = [f"plan for {status.scenario} as of {status.as_of}: GPUs in "
-             f"{status.period_start} → {status.period_end}; NGH to quarter end", "", HEADER]
+             f"{status.period_start} → {status.period_end}; NGH to quarter end", "",
+             f"{'project':<{width}}{'granted':>9}{'entitled':>9}{'running':>9}{'headroom':>9}"
+             f"{'budget NGH':>12}{'used':>10}{'planned':>10}{'forecast':>10}{'%':>7}  flags"]
     for r in status.rows:
         share = f"{100 * r.forecast_share:6.1f}%" if r.forecast_share is not None else " " * 7
-        lines.append(f"{r.project:<32}{r.granted_gpus:>9,.1f}{r.entitled_gpus:>9,.1f}"
+        lines.append(f"{r.project:<{width}}{r.granted_gpus:>9,.1f}{r.entitled_gpus:>9,.1f}"
                      f"{r.running_gpus:>9,.1f}{r.headroom_gpus:>9,.1f}{r.budget:>12,.0f}"
                      f"{r.used:>10,.0f}{r.planned:>10,.0f}{r.forecast:>10,.0f}{share}  "
                      f"{', '.join(r.flags)}".rstrip())
