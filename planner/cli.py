@@ -224,9 +224,10 @@ def _report(args, console: Console) -> ExitCode:
     if args.plan:
         plan = load_previous(Path(args.plan))
         scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
+        model = load_model(args.model) if args.model else None  # None: the plan's, if known
     else:
-        plan = plan_scenario(scenario, load_model(args.model or "default")).plan.body
-    model = load_model(args.model or plan["model"])
+        model = load_model(args.model or "default")
+        plan = plan_scenario(scenario, model).plan.body
     if not out.parent.is_dir():
         raise InputError([InputProblem("--out", None, None,
                                        f"{str(out.parent)!r} is not a folder")])

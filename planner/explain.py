@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.config import ModelConfig
+from planner.config import ModelConfig, load_model
 from planner.errors import InputError, InputProblem
 from planner.fairshare.targets import fair_share_targets
 from planner.fairshare.waterfill import water_fill
@@ -603,8 +603,18 @@ def explanation_lines(ex: Explanation) -> list[str]:
     return lines
 
 
-def explain_all(plan: dict[str, Any], scenario: Scenario, model: ModelConfig
-                ) -> tuple[Explanation, ...]:
-    """Every project's explanation in the plan's first period (for the reports)."""
+def explain_all(plan: dict[str, Any], scenario: Scenario, model: ModelConfig | None = None
+                ) -> tuple[Explanation, ...] | None:
+    """Every project's explanation in the plan's first period (for the reports).
+
+    ``model`` gives the lookback; by default the plan's ``model`` by name. None when
+    that name is not a known model (a plan made with a model file): the reports then
+    say to pass ``--model``.
+    """
+    if model is None:
+        try:
+            model = load_model(plan["model"])
+        except InputError:
+            return None
     ctx = build_context(plan, scenario, model)
     return tuple(explain(ctx, p) for p in ctx.problem.projects)

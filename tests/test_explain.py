@@ -428,3 +428,18 @@ def test_period_option_and_its_bad_values(planned, capsys):
     for bad in ("yesterday", "2026-10-01"):
         assert main([*base, "--period", bad]) == 2
         assert "--period" in capsys.readouterr().err
+
+
+def test_reports_of_a_plan_from_an_unknown_model_say_how_to_explain_it(tmp_path):
+    import openpyxl
+
+    from planner.reports.html import render_html
+    from planner.reports.workbook import WHY, write_workbook
+
+    sc = hostile_budget_scenario()
+    plan = {**plan_scenario(sc, MODEL).plan.body, "model": "my-own"}  # a model file's name
+    ws = openpyxl.load_workbook(write_workbook(plan, sc, tmp_path / "r.xlsx"))[WHY]
+    assert "--model FILE.toml" in ws["A2"].value
+    html = render_html(plan, sc)
+    assert "<details" not in html and "--model FILE.toml" in html
+    assert "<details" in render_html(plan, sc, MODEL)

@@ -20,7 +20,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from planner.config import ModelConfig, load_model
+from planner.config import ModelConfig
 from planner.explain import explain_all, explanation_lines
 from planner.inputs import Scenario
 from planner.plan.write import write_files
@@ -177,6 +177,7 @@ def render_html(plan: dict[str, Any], scenario: Scenario,
                 model: ModelConfig | None = None) -> str:
     """The report as HTML text (``model``: the plan's lookback; default its ``model``)."""
     report = build_report(plan, scenario)
+    whys = explain_all(plan, scenario, model)
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
     rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     reservations = []
@@ -190,8 +191,8 @@ def render_html(plan: dict[str, Any], scenario: Scenario,
         opportunistic=[sum(a.opportunistic[w.number - 1] for a in report.pacing)
                        for w in report.weeks],
         reservations=reservations, over=OVER, under=UNDER,
-        whys=[(ex.subject.project, ex.subject.headline, explanation_lines(ex))
-              for ex in explain_all(plan, scenario, model or load_model(plan["model"]))])
+        whys=None if whys is None else [(ex.subject.project, ex.subject.headline,
+                                          explanation_lines(ex)) for ex in whys])
 
 
 def write_html(plan: dict[str, Any], scenario: Scenario, path: str | os.PathLike[str],

@@ -41,7 +41,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
 
-from planner.config import ModelConfig, load_model
+from planner.config import ModelConfig
 from planner.explain import Explanation, ProjectWhy, explain_all
 from planner.inputs import Scenario
 from planner.inputs.schema import (
@@ -547,9 +547,13 @@ WHY_COLUMNS = ("project", "cluster", "binds", "demand GPU-h", "fair-share target
                "lookback usage NGH", "budget left NGH", "budget marginal value", "why")
 
 
-def _why(ws: Worksheet, whys: tuple[Explanation, ...]) -> None:
+def _why(ws: Worksheet, whys: tuple[Explanation, ...] | None, model: str) -> None:
     """One row per project and cluster it wants in the first period; then unplaced requests."""
     header(ws, 1, WHY_COLUMNS)
+    if whys is None:
+        put(ws, 2, 1, f"The plan's model {model!r} is not a known planning model: "
+                      "planner report --plan PLAN --model FILE.toml explains it.")
+        return
     row = 2
     for ex in whys:
         s = ex.subject
@@ -647,8 +651,8 @@ def build_workbook(report: Report, scenario: Scenario,
                        (CLUSTER_USE, _cluster_use), (RESERVATIONS, _reservations),
                        (NEXT, _next_quarter), (ABOUT, _about)):
         fill(book.create_sheet(name), report)
-    _why(book.create_sheet(WHY), explain_all(report.plan, scenario,
-                                             model or load_model(report.plan["model"])))
+    _why(book.create_sheet(WHY), explain_all(report.plan, scenario, model),
+         report.plan["model"])
     _scenario_sheets(book, scenario)
     stamp = _stamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None).to_pydatetime()
     book.properties.created = stamp
