@@ -31,7 +31,7 @@ from planner.ingest.records import (
     UNKNOWN_CLUSTER,
     UNKNOWN_PROJECT,
 )
-from planner.ingest.sacct import parse_tres
+from planner.ingest.sacct import FIELDS, parse_tres
 from planner.inputs.load import load_scenario
 from planner.run import plan_scenario
 from tests.export_fixtures import ORG, PLAN
@@ -224,6 +224,13 @@ def test_the_sacct_header_and_job_steps_are_recognised(tmp_path: Path):
     assert report.added == ("slurm:h100-a:7",)
     assert [k for k in report.skipped] == [
         "a job step, not an allocation (run sacct with --allocations)"]
+
+
+def test_the_readme_shows_the_command_and_the_sacct_format():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "planner ingest sacct|kueue FILE [SCENARIO] [--now TIME] [--dry-run]" in readme
+    assert f"--format={','.join(FIELDS)}" in readme and "kubectl get workloads -A -o json" \
+        in readme
 
 
 def test_other_bad_input_exits_2(tmp_path: Path, capsys):
@@ -441,3 +448,33 @@ def test_rows_from_elsewhere_are_kept_and_a_finished_row_is_final():
     again = merge(merged.rows, [other_end])
     assert again.rows == merged.rows
     assert [s.reason for s in again.skipped] == ["differs from its finished row in usage.csv"]
+
+
+def test_an_evicted_workload_waiting_again_is_reported_with_the_time_it_ran(tmp_path: Path):
+    folder = scenario(tmp_path, usage=None)
+    listed = json.loads(WORKLOADS.read_text())
+    item = listed["items"][3]  # p3's pretraining, preempted once
+    del item["status"]["admission"]
+    item["status"]["conditions"] = [c for c in item["status"]["conditions"]
+                                    if c["type"] not in ("Admitted", "Finished")]
+    jsonschema.Draft7Validator(workload_schema()).validate(item)
+    path = tmp_path / "wl.json"
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": [item]}))
+    report = ingest_usage(folder, "kueue", path, now=NOW)
+    assert dict(report.skipped) == {NOT_ADMITTED: (
+        "p3/job-pretrain-4d5e6-7f8a9 (row 1, ran 7200 s before an eviction; counted once "
+        "admitted again)",)}
+    assert not report.written and not (folder / "usage.csv").exists()
+
+
+def test_a_job_shorter_than_a_second_is_not_written_as_start_equals_end(tmp_path: Path):
+    folder = scenario(tmp_path, usage=None)
+    path = tmp_path / "sacct.txt"
+    path.write_text("7|p1|h100-a|gres/gpu=1|2026-11-02T10:00:00|Unknown|RUNNING\n")
+    report = ingest_usage(folder, "sacct", path, now=pd.Timestamp("2026-11-02T10:00:00.6Z"))
+    assert list(report.skipped) == [NO_TIME] and not report.written
+    later = ingest_usage(folder, "sacct", path, now=pd.Timestamp("2026-11-02T10:00:01.6Z"))
+    assert usage_text(folder).splitlines()[1] == (
+        "slurm:h100-a:7,p1,h100-a,1,2026-11-02T10:00:00Z,2026-11-02T10:00:01Z,running")
+    assert later.added == ("slurm:h100-a:7",)
+    load_scenario(folder)  # valid

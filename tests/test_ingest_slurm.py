@@ -55,7 +55,7 @@ def _scenario(folder: Path, today: pd.Timestamp) -> Path:
 
 
 def _sacct_rows(slurm) -> dict[str, dict[str, str]]:
-    """The exact command of the README (as root: every job is root's), by JobIDRaw."""
+    """The exact command of the issue (as root: every job is root's), by JobIDRaw."""
     out = slurm.run(*COMMAND.split()).stdout
     fields = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State")
     return {line.split("|")[0]: dict(zip(fields, line.split("|"), strict=True))

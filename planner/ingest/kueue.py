@@ -150,11 +150,12 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
     admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
     finished = _condition(conditions, "Finished", f"{path}.status.conditions")
     admission = _get(status, "admission", f"{path}.status", dict, required=False)
-    if admitted is None or not admission:
-        return Skip(NOT_ADMITTED, job, row)
-    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
     past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
                 required=False)
+    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
+        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
+        return Skip(NOT_ADMITTED, job, row, before)
+    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
     pod_sets = {}
     for i, ps in enumerate(_get(spec, "podSets", f"{path}.spec", list)):
         where = f"{path}.spec.podSets[{i}]"

@@ -126,26 +126,26 @@ def place(jobs: tuple[SourceJob, ...], names: Names, config: ScenarioConfig,
                                 f"{names.place_kind} {job.place!r}{several}"))
             continue
         job_id = ledger_id(source, cluster, job.job)
-        end = now if job.end is None else job.end
-        if end <= job.start:
-            skipped.append(Skip(NO_TIME, job_id, job.row,
-                                f"start {iso(job.start)}, end {iso(end)}"))
+        # whole seconds, as written: a row never reads start = end
+        begin = job.start.floor("s")
+        end = (now if job.end is None else job.end).floor("s")
+        if end <= begin:
+            skipped.append(Skip(NO_TIME, job_id, job.row, f"start {iso(begin)}, end {iso(end)}"))
             continue
-        start, stop = max(job.start, config.quarter_start), min(end, config.quarter_end)
+        start, stop = max(begin, config.quarter_start), min(end, config.quarter_end)
         if stop <= start:
-            skipped.append(Skip(OUTSIDE, job_id, job.row, f"{iso(job.start)} to {iso(end)}"))
+            skipped.append(Skip(OUTSIDE, job_id, job.row, f"{iso(begin)} to {iso(end)}"))
             continue
-        if (start, stop) != (job.start, end):
-            clipped.append(f"{job_id} ({iso(job.start)} to {iso(end)})")
+        if (start, stop) != (begin, end):
+            clipped.append(f"{job_id} ({iso(begin)} to {iso(end)})")
         rows.append(UsageRow(job_id, project, cluster, job.gpus, start, stop, job.end is None))
     return rows, skipped, clipped
 
 
 def _now(now: pd.Timestamp | None) -> pd.Timestamp:
-    if now is None:
-        return pd.Timestamp.now(tz="UTC").floor("s")
-    stamp = pd.Timestamp(now)
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    stamp = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.floor("s")
 
 
 def _scenario_folder(scenario_dir: Path) -> None:
