@@ -525,3 +525,15 @@ def test_ingesting_any_permutation_or_repetition_of_a_sacct_batch_gives_the_same
         rnd.shuffle(shuffled)
         assert ingested("b", [shuffled]) == reference
         assert ingested("c", [shuffled[i::2] for i in range(2)] + [lines]) == reference
+
+
+def test_the_report_names_the_first_jobs_of_a_long_list_and_counts_the_rest(tmp_path: Path):
+    folder = scenario(tmp_path, usage=None)
+    path = tmp_path / "cpu.txt"  # 60 CPU-only jobs
+    path.write_text("".join(f"{n}|p1|h100-a|cpu=1|2026-11-01T00:00:00|2026-11-01T01:00:00|"
+                            "COMPLETED\n" for n in range(1, 61)))
+    report = ingest_usage(folder, "sacct", path, now=NOW)
+    assert len(report.skipped[NO_GPU]) == 60
+    (line,) = [x for x in report.lines() if "no GPU" in x]
+    assert line.startswith("  skipped, no GPU (60): 1 (row 1, cpu=1), 2 (row 2, cpu=1)")
+    assert line.endswith("50 (row 50, cpu=1) … and 10 more")
