@@ -37,6 +37,7 @@ from pathlib import Path
 import highspy
 import numpy as np
 
+from planner.config import SolverOptions
 from planner.errors import InputError, InputProblem
 from planner.model.lp import MatrixForm, highs_lp, new_highs
 from planner.model.result import SolverStatus
@@ -128,8 +129,12 @@ def _pulp_class(name: str) -> str | None:
 
 
 def solve_matrix(form: MatrixForm, solver: str = DEFAULT_SOLVER, *, time_limit: float = 60.0,
-                 threads: int = 1, seed: int = 0, mip_gap: float = 1e-6) -> MatrixResult:
-    """Solve ``form`` with ``solver`` (see the module docstring); never raises on a bad outcome."""
+                 threads: int = SolverOptions.threads, seed: int = 0, mip_gap: float = 1e-6
+                 ) -> MatrixResult:
+    """Solve ``form`` with ``solver`` (see the module docstring); never raises on a bad outcome.
+
+    HiGHS keeps one thread pool a process: pass the same ``threads`` everywhere.
+    """
     if solver == DEFAULT_SOLVER:
         return _solve_highs(form, time_limit, threads, seed, mip_gap)
     cls = _pulp_class(solver)

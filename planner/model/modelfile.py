@@ -99,9 +99,18 @@ def mps_text(form: MatrixForm, col_names: list[str], row_names: list[str],
 
 
 def _terms(coefficients, names: list[str]) -> list[str]:
-    """``+ 3 x`` chunks, four a line (CPLEX LP lines stay under 560 characters)."""
-    parts = [f"{'-' if c < 0 else '+'} {_num(abs(c))} {n}" for c, n in coefficients]
-    return [" ".join(parts[i:i + 4]) for i in range(0, len(parts), 4)] or ["0 " + names[0]]
+    """``+ 3 x`` terms in lines of at most ~300 characters (CPLEX LP reads 560 a line)."""
+    lines: list[str] = []
+    line = ""
+    for c, n in coefficients:
+        term = f"{'-' if c < 0 else '+'} {_num(abs(c))} {n}"
+        if line and len(line) + len(term) > 300:
+            lines.append(line)
+            line = ""
+        line = f"{line} {term}" if line else term
+    if line:
+        lines.append(line)
+    return lines or ["0 " + names[0]]
 
 
 def lp_text(form: MatrixForm, col_names: list[str], row_names: list[str]) -> str:
