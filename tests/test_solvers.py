@@ -196,7 +196,7 @@ def test_hand_worked_instance_through_cbc_gives_the_hand_optimum():
 
 
 @needs_cbc
-def test_joint_mip_through_cbc_reaches_the_highs_optimum():
+def test_joint_mip_through_cbc_and_its_mps_reach_the_highs_optimum(tmp_path):
     problem = build_problem(random_instance(1), MODEL)
     split = solve(problem)
     _, pace_headroom, _ = elastic_inputs(problem, split.reservation_start)
@@ -205,6 +205,14 @@ def test_joint_mip_through_cbc_reaches_the_highs_optimum():
     by_cbc = solve_joint_model(joint, 30, MODEL.solver.threads, solver="cbc")
     assert by_highs.status is by_cbc.status is SolverStatus.OPTIMAL
     assert by_cbc.objective == pytest.approx(by_highs.objective, rel=1e-6)
+    files = model_files(joint.lp, "joint")
+    assert b"'INTORG'" in files["joint.mps"] and b"\nGeneral\n" in files["joint.lp"]
+    assert b" x_start(r0," in files["joint.mps"]
+    write_files(tmp_path, files)
+    for name in ("joint.mps", "joint.lp"):
+        status, objective, _ = highs_read(tmp_path / name)
+        assert status == "Optimal"
+        assert objective == pytest.approx(by_highs.objective, rel=1e-6)
 
 
 def market_split(seed: int, rows: int, columns: int, slack: bool) -> LpBuilder:
