@@ -15,6 +15,8 @@ from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
 from planner.inputs.load import load_scenario, validate_scenario
+from planner.model.backends import check_solver
+from planner.model.modelfile import model_files
 from planner.plan.write import write_files
 from planner.run import (
     SAMPLE,
@@ -49,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
     run.add_argument("--export", help="also export the first period to these targets, "
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
+    run.add_argument("--solver", help="solver of the LP/MIP stages: highs (default) or any "
+                                      "PuLP reaches here (cbc, gurobi, cplex, …); reservations "
+                                      "are always placed by CP-SAT")
+    run.add_argument("--write-model", dest="write_model", metavar="DIR",
+                     help="also write the elastic LP as DIR/elastic.mps, .lp and "
+                          "-names.csv (see models/README.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     check = sub.add_parser("check", help="check a plan against its scenario's hard rules")
@@ -124,6 +132,8 @@ def _with_solver_overrides(model, args):
         solver = replace(solver, time_limit_seconds=args.time_limit)
     if args.mip_gap is not None:
         solver = replace(solver, mip_gap=args.mip_gap)
+    if getattr(args, "solver", None) is not None:
+        solver = replace(solver, lp_solver=args.solver)
     return replace(model, solver=solver)
 
 
@@ -138,14 +148,21 @@ def _run(args, console: Console, err: Console) -> ExitCode:
         if args.as_of:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
+        if args.solver is not None:
+            check_solver(args.solver)
+        else:
+            check_solver(model.solver.lp_solver, Path(model.source).name, "solver.lp_solver")
         previous = load_previous(Path(args.previous)) if args.previous else None
         if previous is not None and "slurm" in targets:
             problems = export_problems(previous, Path(args.previous).name, scenario.org)
             if problems:
                 raise InputError(problems)
-        result = plan_scenario(scenario, model, previous, progress)
+        built = []
+        result = plan_scenario(scenario, model, previous, progress, on_built=built.append)
         progress("writing")
         written = write_outputs(result, Path(args.out))
+        if args.write_model and built:
+            written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
         for target in targets:  # the plan was checked, its org is the scenario's
             written += write_files(Path(args.out) / target, export_files(
                 result.plan.body, target, scenario.org, 1, previous))
