@@ -216,7 +216,9 @@ def check_full_occupancy(scenario, periods, alloc, res, demand) -> list[Violatio
     for (project, cluster, start), asked in demand.items():
         if (cluster, start) in flagged or start not in hours:
             continue
-        if asked - by_cell.get((project, cluster, start), 0.0) > 1e-6:
+        # "waits": unmet by more than the relative tolerance of sums (solvers that report
+        # 8 significant digits, like CBC through PuLP, leave ~1e-8 relative unmet)
+        if asked - by_cell.get((project, cluster, start), 0.0) > asked * TOL + TOL:
             idle = cap[cluster] * hours[start] - granted.get((cluster, start), 0.0) - \
                 reserved.get((cluster, start), 0.0)
             if idle > hours[start] + 1e-6:

@@ -16,6 +16,8 @@ from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
 from planner.inputs import Scenario
 from planner.inputs.load import load_scenario, validate_scenario
+from planner.model.backends import check_solver
+from planner.model.modelfile import model_files
 from planner.plan.write import write_files
 from planner.run import (
     SAMPLE,
@@ -50,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
     run.add_argument("--export", help="also export the first period to these targets, "
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
+    run.add_argument("--solver", help="solver of the LP/MIP stages: highs (default) or any "
+                                      "PuLP reaches here (cbc, gurobi, cplex, …); reservations "
+                                      "are always placed by CP-SAT")
+    run.add_argument("--write-model", dest="write_model", metavar="DIR",
+                     help="also write the elastic LP as DIR/elastic.mps, .lp and "
+                          "-names.csv (see models/README.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     check = sub.add_parser("check", help="check a plan against its scenario's hard rules")
@@ -101,6 +109,20 @@ def _parser() -> argparse.ArgumentParser:
                         default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
                         help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
     philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
+    ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
+                                           "scenario's usage.csv, once per job")
+    ingest.add_argument("source", choices=("sacct", "kueue"),
+                        help="sacct: `sacct --parsable2 --noheader --allocations "
+                             "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State`; "
+                             "kueue: `kubectl get workloads -A -o json`")
+    ingest.add_argument("file", help="the saved output")
+    ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                        help="scenario folder whose usage.csv to update (default: the bundled "
+                             "sample)")
+    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
+                                      "time)")
+    ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="report what would change; write nothing")
     explain = sub.add_parser("explain", help="why a project or team gets what it gets")
     explain.add_argument("node", metavar="PROJECT|TEAM", help="a project or team id")
     explain.add_argument("--scenario", default=str(SAMPLE),
@@ -130,6 +152,8 @@ def _with_solver_overrides(model, args):
         solver = replace(solver, time_limit_seconds=args.time_limit)
     if args.mip_gap is not None:
         solver = replace(solver, mip_gap=args.mip_gap)
+    if getattr(args, "solver", None) is not None:
+        solver = replace(solver, lp_solver=args.solver)
     return replace(model, solver=solver)
 
 
@@ -144,14 +168,21 @@ def _run(args, console: Console, err: Console) -> ExitCode:
         if args.as_of:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
+        if args.solver is not None:
+            check_solver(args.solver)
+        else:
+            check_solver(model.solver.lp_solver, Path(model.source).name, "solver.lp_solver")
         previous = load_previous(Path(args.previous)) if args.previous else None
         if previous is not None and "slurm" in targets:
             problems = export_problems(previous, Path(args.previous).name, scenario.org)
             if problems:
                 raise InputError(problems)
-        result = plan_scenario(scenario, model, previous, progress)
+        built = []
+        result = plan_scenario(scenario, model, previous, progress, on_built=built.append)
         progress("writing")
         written = write_outputs(result, Path(args.out))
+        if args.write_model and built:
+            written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
         for target in targets:  # the plan was checked, its org is the scenario's
             written += write_files(Path(args.out) / target, export_files(
                 result.plan.body, target, scenario.org, 1, previous))
@@ -336,6 +367,25 @@ def _trace_philly(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _ingest(args, console: Console) -> ExitCode:
+    import pandas as pd
+
+    from planner.ingest import ingest_usage
+    from planner.inputs.validate import DATE_HINT, parse_datetime
+
+    now = None
+    if args.now is not None:
+        stamp = parse_datetime(args.now)
+        if stamp is None:
+            raise InputError([InputProblem("--now", None, None,
+                                           f"{args.now!r} is not a time; {DATE_HINT}")])
+        now = pd.Timestamp(stamp)
+    report = ingest_usage(Path(args.scenario), args.source, Path(args.file), now, args.dry_run)
+    for line in report.lines():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -354,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_simulate(args, console, err))
         if args.command == "trace":
             return int(_trace_philly(args, console))
+        if args.command == "ingest":
+            return int(_ingest(args, console))
         if args.command == "explain":
             return int(_explain(args, console))
         if args.command == "status":

@@ -59,6 +59,7 @@ class SolverOptions:
     threads: int = 2
     reservation_time_share: float = 0.5  # part of the time limit given to reservation placement
     random_seed: int = 0
+    lp_solver: str = "highs"  # the LP/MIP stages' solver: highs, or any PuLP reaches (cbc, …)
 
 
 @dataclass(frozen=True)

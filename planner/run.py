@@ -74,17 +74,19 @@ def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
 
 
 def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None = None,
-                  progress=None, check: bool = True) -> PlanRun:
+                  progress=None, check: bool = True, on_built=None) -> PlanRun:
     """Plan a validated scenario; raise :class:`SolverError` rather than return a bad plan.
 
     ``check=False`` skips the independent re-check (for callers that plan many times
-    and re-check a sample themselves, like the replay simulator).
+    and re-check a sample themselves, like the replay simulator). ``on_built`` is
+    handed the built elastic LP (:func:`planner.model.solve.solve`).
     """
     step = progress or (lambda _msg: None)
     step("building the problem")
     problem = build_problem(scenario, model, previous)
-    step("solving: reservations (CP-SAT), then elastic GPU-hours (HiGHS)")
-    solution = solve(problem)
+    lp_solver = "HiGHS" if model.solver.lp_solver == "highs" else model.solver.lp_solver
+    step(f"solving: reservations (CP-SAT), then elastic GPU-hours ({lp_solver})")
+    solution = solve(problem, on_built)
     step("checking the plan against the hard rules")
     plan = extract_plan(problem, solution)
     violations = tuple(check_plan(plan.body, scenario, previous)) if check else ()

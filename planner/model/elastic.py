@@ -1,4 +1,4 @@
-"""Stage 2: elastic GPU-hours by linear programming (HiGHS), around the placed reservations.
+"""Stage 2: elastic GPU-hours by linear programming, around the placed reservations.
 
 Indices: e = (p, k, t) ∈ E, the triples with elastic demand dem[p,k,t] > 0 on a
 cluster the project may use; P, K, T as in :mod:`planner.model.problem`.
@@ -29,17 +29,19 @@ GPU-hour from opportunistic to a project within budget gains ≥ G − O − P �
 so opportunistic work only takes capacity nobody within budget wants (rule 4);
 and O − C > 0 fills the rest (rule 5). Hence the fair-share and pacing terms only
 choose among plans that already keep every GPU busy.
+
+Solved by HiGHS by default, or by any solver PuLP reaches (``solver.lp_solver``,
+``planner run --solver``): the same built matrix either way (:mod:`planner.model.backends`).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
-from planner.model.lp import INF, LpBuilder, new_highs
+from planner.model.backends import solve_matrix
+from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
 from planner.model.result import SolverStatus, StageResult
 
@@ -53,6 +55,17 @@ class ElasticModel:
     g: np.ndarray  # column of g_e
     o: np.ndarray  # column of o_e
     budget_projects: np.ndarray  # project of each budget row
+
+
+def keys(problem: Problem, project=None, cluster=None, period=None) -> Keys:
+    """The keys of a block from index arrays: project, cluster and period labels."""
+    dims = {}
+    for dim, labels, index in (("project", problem.projects, project),
+                               ("cluster", problem.clusters, cluster),
+                               ("period", problem.period_start, period)):
+        if index is not None:
+            dims[dim] = np.asarray(labels, dtype=object)[np.asarray(index, dtype=np.int64)]
+    return Keys.of(**dims)
 
 
 def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,21 +103,24 @@ def add_grant_columns(lp: LpBuilder, problem: Problem, e, lower: tuple) -> tuple
     """g_e, o_e with (2)'s per-column part as bounds: 0 ≤ g_e, o_e ≤ d_e."""
     w = problem.model.objective
     d = problem.dem[e]
-    g = lp.add_columns("guaranteed", lower[0], d, w.guaranteed)
-    o = lp.add_columns("opportunistic", lower[1], d, w.opportunistic)
+    g = lp.add_columns("guaranteed", lower[0], d, w.guaranteed, keys=keys(problem, *e))
+    o = lp.add_columns("opportunistic", lower[1], d, w.opportunistic, keys=keys(problem, *e))
     return g, o
 
 
-def add_capacity(lp: LpBuilder, e, g, o, available: np.ndarray) -> np.ndarray:
+def add_capacity(lp: LpBuilder, problem: Problem, e, g, o, available: np.ndarray
+                 ) -> np.ndarray:
     """(1) Elastic grants fit in what reservations leave of each cluster and period.
 
     Returns the row's cells as codes k·|T| + t.
     """
     _, k, t = e
-    cells, row = np.unique(k * available.shape[1] + t, return_inverse=True)
+    n_periods = available.shape[1]
+    cells, row = np.unique(k * n_periods + t, return_inverse=True)
     upper = available.reshape(-1)[cells]
     lp.add_rows("capacity", np.full(len(cells), -INF), upper,
-                np.concatenate([row, row]), np.concatenate([g, o]), 1.0)
+                np.concatenate([row, row]), np.concatenate([g, o]), 1.0,
+                keys=keys(problem, cluster=cells // n_periods, period=cells % n_periods))
     return cells
 
 
@@ -113,7 +129,7 @@ def add_demand(lp: LpBuilder, problem: Problem, e, g, o) -> None:
     n = len(g)
     row = np.arange(n)
     lp.add_rows("demand", np.full(n, -INF), problem.dem[e],
-                np.concatenate([row, row]), np.concatenate([g, o]), 1.0)
+                np.concatenate([row, row]), np.concatenate([g, o]), 1.0, keys=keys(problem, *e))
 
 
 def add_budget(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> np.ndarray:
@@ -121,7 +137,7 @@ def add_budget(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> n
     p, k, _ = e
     projects, row = np.unique(p, return_inverse=True)
     lp.add_rows("budget", np.full(len(projects), -INF), np.maximum(headroom[projects], 0.0),
-                row, g, problem.rate[k])
+                row, g, problem.rate[k], keys=keys(problem, projects))
     return projects
 
 
@@ -129,10 +145,12 @@ def add_fair_share(lp: LpBuilder, problem: Problem, e, g, targets: np.ndarray) -
     """(F) Shortfall below the hierarchical fair-share target is penalised."""
     tau = targets[e]
     has = np.nonzero(tau > 1e-9)[0]
-    s = lp.add_columns("shortfall", np.zeros(len(has)), INF, -problem.model.objective.fair_share)
+    at = tuple(index[has] for index in e)
+    s = lp.add_columns("shortfall", np.zeros(len(has)), INF, -problem.model.objective.fair_share,
+                       keys=keys(problem, *at))
     row = np.arange(len(has))
     lp.add_rows("fair_share", tau[has], INF, np.concatenate([row, row]),
-                np.concatenate([g[has], s]), 1.0)
+                np.concatenate([g[has], s]), 1.0, keys=keys(problem, *at))
 
 
 def add_pacing(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> None:
@@ -148,18 +166,22 @@ def add_pacing(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> N
     share = np.cumsum(problem.hours) / problem.hours.sum()
     pace = (np.maximum(headroom[projects], 0.0)[:, None] * share[None, :]).reshape(-1)
     weight = problem.model.objective.pacing / (n_periods * max(1.0, problem.rate.max()))
-    cum = lp.add_columns("spend", np.zeros(n), INF, 0.0)
-    ahead = lp.add_columns("ahead_of_pace", np.zeros(n), INF, -weight)
+    cell_keys = keys(problem, np.repeat(projects, n_periods),
+                     period=np.tile(np.arange(n_periods), len(projects)))
+    cum = lp.add_columns("spend", np.zeros(n), INF, 0.0, keys=cell_keys)
+    ahead = lp.add_columns("ahead_of_pace", np.zeros(n), INF, -weight, keys=cell_keys)
     cells = np.arange(n)
     previous_cell = cells[(cells % n_periods) > 0]
     # spend_pt: c_pt − c_p,t−1 − Σ_k r_k g_pkt = 0
     lp.add_rows("spend", np.zeros(n), np.zeros(n),
                 np.concatenate([cells, previous_cell, pos * n_periods + t]),
                 np.concatenate([cum, cum[previous_cell - 1], g]),
-                np.concatenate([np.ones(n), -np.ones(len(previous_cell)), -problem.rate[k]]))
+                np.concatenate([np.ones(n), -np.ones(len(previous_cell)), -problem.rate[k]]),
+                keys=cell_keys)
     # pace_pt: a_pt − c_pt ≥ −π_pt
     lp.add_rows("pace", -pace, np.full(n, INF), np.concatenate([cells, cells]),
-                np.concatenate([ahead, cum]), np.concatenate([np.ones(n), -np.ones(n)]))
+                np.concatenate([ahead, cum]), np.concatenate([np.ones(n), -np.ones(n)]),
+                keys=cell_keys)
 
 
 def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
@@ -169,10 +191,12 @@ def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
         return
     q = np.minimum((prev.guaranteed + prev.opportunistic)[e], problem.dem[e])
     has = np.nonzero(q > 1e-9)[0]
-    m = lp.add_columns("churn", np.zeros(len(has)), INF, -problem.model.objective.churn)
+    at = tuple(index[has] for index in e)
+    m = lp.add_columns("churn", np.zeros(len(has)), INF, -problem.model.objective.churn,
+                       keys=keys(problem, *at))
     row = np.arange(len(has))
     lp.add_rows("churn", q[has], INF, np.concatenate([row, row, row]),
-                np.concatenate([g[has], o[has], m]), 1.0)
+                np.concatenate([g[has], o[has], m]), 1.0, keys=keys(problem, *at))
 
 
 def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.ndarray,
@@ -182,7 +206,7 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     lp = LpBuilder()
     g, o = add_grant_columns(lp, problem, e,
                              frozen_lower_bounds(problem, e, available, headroom))
-    add_capacity(lp, e, g, o, available)
+    add_capacity(lp, problem, e, g, o, available)
     add_demand(lp, problem, e, g, o)
     budget_projects = add_budget(lp, problem, e, g, headroom)
     add_fair_share(lp, problem, e, g, targets)
@@ -191,39 +215,29 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     return ElasticModel(lp, e, g, o, budget_projects)
 
 
-_HIGHS_STATUS = {
-    highspy.HighsModelStatus.kOptimal: SolverStatus.OPTIMAL,
-    highspy.HighsModelStatus.kInfeasible: SolverStatus.INFEASIBLE,
-    highspy.HighsModelStatus.kTimeLimit: SolverStatus.TIME_LIMIT,
-}
-
-
 def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
-    """Solve with HiGHS; return g, o (P, K, T), the budget duals (P,) and the outcome."""
+    """Solve with the model's LP solver (HiGHS by default, or any PuLP reaches).
+
+    Returns g, o (P, K, T), the budget duals (P,) and the outcome as the solver
+    reported it; values are read only from an optimal solve.
+    """
     opts = problem.model.solver
-    highs = new_highs(opts.threads, opts.random_seed, max(1.0, time_limit))
-    started = time.perf_counter()
-    highs.passModel(built.lp.to_highs(maximize=True))
-    highs.run()
-    seconds = time.perf_counter() - started
-    status = _HIGHS_STATUS.get(highs.getModelStatus(), SolverStatus.ERROR)
     shape = problem.shape
     guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
     duals = np.zeros(shape[0])
     if built.lp.n_cols == 0:
-        return guaranteed, opportunistic, duals, StageResult("highs", SolverStatus.OPTIMAL,
-                                                             0.0, 0.0, 0.0, seconds)
-    if status is not SolverStatus.OPTIMAL:
-        return guaranteed, opportunistic, duals, StageResult("highs", status, float("nan"),
-                                                             float("nan"), float("inf"),
-                                                             seconds)
-    solution = highs.getSolution()
-    values = np.asarray(solution.col_value)
-    guaranteed[built.e] = values[built.g]
-    opportunistic[built.e] = values[built.o]
-    rows = built.lp.rows["budget"]
-    duals[built.budget_projects] = np.abs(np.asarray(solution.row_dual)[rows])
-    objective = highs.getInfo().objective_function_value
-    return guaranteed, opportunistic, duals, StageResult("highs", status, objective, objective,
-                                                         0.0, seconds)
+        return guaranteed, opportunistic, duals, StageResult(opts.lp_solver, SolverStatus.OPTIMAL,
+                                                             0.0, 0.0, 0.0, 0.0)
+    result = solve_matrix(built.lp.matrix(maximize=True), opts.lp_solver,
+                          time_limit=max(1.0, time_limit), threads=opts.threads,
+                          seed=opts.random_seed)
+    stage = StageResult(result.solver, result.status, result.objective, result.bound, result.gap,
+                        result.seconds)
+    if result.status is not SolverStatus.OPTIMAL or result.x is None:
+        return guaranteed, opportunistic, duals, stage
+    guaranteed[built.e] = result.x[built.g]
+    opportunistic[built.e] = result.x[built.o]
+    if result.row_dual is not None:
+        duals[built.budget_projects] = np.abs(result.row_dual[built.lp.rows["budget"]])
+    return guaranteed, opportunistic, duals, stage

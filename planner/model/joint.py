@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.model.backends import DEFAULT_SOLVER, MatrixResult, solve_matrix
 from planner.model.elastic import (
     add_budget,
     add_capacity,
@@ -32,8 +33,9 @@ from planner.model.elastic import (
     add_grant_columns,
     add_pacing,
     elastic_triples,
+    keys,
 )
-from planner.model.lp import INF, LpBuilder, new_highs
+from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
 from planner.model.reservations import fixed_nodes, reference_start
 from planner.model.solve import budget_headroom
@@ -60,7 +62,7 @@ def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.n
     lp = LpBuilder()
     zeros = np.zeros(len(e[0]))
     g, o = add_grant_columns(lp, problem, e, (zeros, zeros))
-    cells = add_capacity(lp, e, g, o, available)
+    cells = add_capacity(lp, problem, e, g, o, available)
     add_demand(lp, problem, e, g, o)
     budget_projects = add_budget(lp, problem, e, g, headroom)
     add_fair_share(lp, problem, e, g, targets)
@@ -75,10 +77,13 @@ def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.n
         for s in r.starts:
             starts.append((r.request_id, s))
             cost.append(weight * r.gpu_hours * (1 - lateness * abs(s - s0)))
-    y = lp.add_columns("start", np.zeros(len(starts)), 1.0, np.array(cost), integer=True)
+    y = lp.add_columns("start", np.zeros(len(starts)), 1.0, np.array(cost), integer=True,
+                       keys=Keys.of(request=[rid for rid, _ in starts],
+                                    period=[problem.period_start[s] for _, s in starts]))
     # (J1)
     owner = np.repeat(np.arange(len(requests)), [len(r.starts) for r in requests])
-    lp.add_rows("one_start", np.full(len(requests), -INF), 1.0, owner, y, 1.0)
+    lp.add_rows("one_start", np.full(len(requests), -INF), 1.0, owner, y, 1.0,
+                keys=Keys.of(request=[r.request_id for r in requests]))
     # (J2), (1'), (4'): coefficients of each y over the periods it covers
     node_row, node_col, node_val = [], [], []
     cap_row, cap_col, cap_val = [], [], []
@@ -97,7 +102,9 @@ def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.n
                 cap_val.append(r.nodes * problem.gpus_per_node[r.cluster] * problem.hours[t])
     node_limit = (problem.nodes[:, None] - held).reshape(-1).astype(float)
     lp.add_rows("nodes", np.full(n_clusters * n_periods, -INF), node_limit,
-                node_row, node_col, node_val)
+                node_row, node_col, node_val,
+                keys=keys(problem, cluster=np.repeat(np.arange(n_clusters), n_periods),
+                          period=np.tile(np.arange(n_periods), n_clusters)))
     lp.add_entries("capacity", cap_row, cap_col, cap_val)
     budget_row = {int(p): i for i, p in enumerate(budget_projects)}
     own_row, own_col, own_val, extra = [], [], [], {}
@@ -116,20 +123,15 @@ def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.n
         lp.add_rows("reservation_budget", np.full(len(projects), -INF),
                     np.maximum(headroom[projects], 0.0), rows,
                     [c for p in projects for c, _ in extra[p]],
-                    [v for p in projects for _, v in extra[p]])
+                    [v for p in projects for _, v in extra[p]], keys=keys(problem, projects))
     return JointModel(lp, starts, y)
 
 
-def solve_joint_model(built: JointModel, time_limit: float, threads: int, mip_gap: float = 1e-6
-                      ) -> tuple[float, float, str]:
-    """Objective, best bound and status of the joint MIP."""
-    highs = new_highs(threads, time_limit=time_limit)
-    highs.setOptionValue("mip_rel_gap", float(mip_gap))
-    highs.passModel(built.lp.to_highs(maximize=True))
-    highs.run()
-    info = highs.getInfo()
-    status = highs.modelStatusToString(highs.getModelStatus())
-    return info.objective_function_value, info.mip_dual_bound, status
+def solve_joint_model(built: JointModel, time_limit: float, threads: int, mip_gap: float = 1e-6,
+                      solver: str = DEFAULT_SOLVER) -> MatrixResult:
+    """The joint MIP's outcome (status, objective, best bound, gap) as ``solver`` reports it."""
+    return solve_matrix(built.lp.matrix(maximize=True), solver, time_limit=time_limit,
+                        threads=threads, mip_gap=mip_gap)
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,9 @@ class SplitLoss:
         return (self.joint - self.split) / max(1.0, abs(self.joint))
 
 
-def compare_with_joint(problem: Problem, time_limit: float = 60.0) -> SplitLoss:
-    """Solve ``problem`` by the split and by the joint MIP; value both the same way."""
+def compare_with_joint(problem: Problem, time_limit: float = 60.0,
+                       solver: str = DEFAULT_SOLVER) -> SplitLoss:
+    """Solve ``problem`` by the split and by the joint MIP (with ``solver``); value both alike."""
     from planner.model.solve import elastic_inputs, solve
 
     split = solve(problem)
@@ -161,5 +164,5 @@ def compare_with_joint(problem: Problem, time_limit: float = 60.0) -> SplitLoss:
         for r in problem.requests if r.request_id in split.reservation_start)
     split_value = split.stages[1].objective + reservation_value
     joint = build_joint_model(problem, split.targets, pace_headroom, weight)
-    objective, bound, status = solve_joint_model(joint, time_limit, problem.model.solver.threads)
-    return SplitLoss(split_value, objective, bound, status)
+    result = solve_joint_model(joint, time_limit, problem.model.solver.threads, solver=solver)
+    return SplitLoss(split_value, result.objective, result.bound, str(result.status))

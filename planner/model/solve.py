@@ -11,12 +11,13 @@ the tests measure what the split loses against it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from planner.errors import SolverError
 from planner.fairshare.targets import fair_share_targets
-from planner.model.elastic import build_elastic_model, solve_elastic_model
+from planner.model.elastic import ElasticModel, build_elastic_model, solve_elastic_model
 from planner.model.problem import Problem
 from planner.model.reservations import (
     build_reservation_model,
@@ -72,8 +73,12 @@ def elastic_inputs(problem: Problem, placed: dict[str, int]
     return available, headroom, targets_ngh / rate[None, :, None]
 
 
-def solve(problem: Problem) -> Solution:
-    """Plan: place reservations, compute targets, allocate elastic GPU-hours."""
+def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = None) -> Solution:
+    """Plan: place reservations, compute targets, allocate elastic GPU-hours.
+
+    ``on_built`` is handed the built elastic LP before it is solved (``--write-model``).
+    The LP goes to ``problem.model.solver.lp_solver``; reservations are CP-SAT's always.
+    """
     opts = problem.model.solver
     started = time.perf_counter()
     build = 0.0
@@ -90,6 +95,8 @@ def solve(problem: Problem) -> Solution:
     available, elastic_headroom, targets = elastic_inputs(problem, placed)
     elastic_model = build_elastic_model(problem, available, elastic_headroom, targets)
     build += time.perf_counter() - tick
+    if on_built is not None:
+        on_built(elastic_model)
     remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
     guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
                                                                    remaining)
