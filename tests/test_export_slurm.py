@@ -163,7 +163,7 @@ def test_script_is_valid_bash():
 class FakeSlurm:
     """Runs apply scripts against tests/fake_slurm.py put first on PATH."""
 
-    def __init__(self, root):
+    def __init__(self, root, partitions: list[str] | None = None):
         import os
         import sys
         from pathlib import Path
@@ -183,16 +183,24 @@ class FakeSlurm:
                     "FAKE_SLURM_STATE": str(self.state), "FAKE_SLURM_LOG": str(self.log),
                     "FAKE_SLURM_NOW": "2026-11-15T12:00:00",
                     # the partitions slurm.conf defines: PLAN's clusters
-                    "FAKE_SLURM_PARTITIONS": json.dumps([c["cluster"] for c in PLAN["clusters"]])}
+                    "FAKE_SLURM_PARTITIONS": json.dumps(
+                        partitions or [c["cluster"] for c in PLAN["clusters"]])}
 
-    def apply(self, script: str, now: str | None = None) -> dict:
+    def apply(self, script: str, now: str | None = None, *args: str) -> dict:
+        """Run ``script`` with bash (``args`` its arguments); the fake's state afterwards."""
         import json
 
+        self.output = self.run(script, now, *args).stdout
+        return json.loads(self.state.read_text()) if self.state.exists() else {}
+
+    def run(self, script: str, now: str | None = None, *args: str
+            ) -> subprocess.CompletedProcess:
+        """Run ``script`` with bash and ``args``; it must succeed."""
         env = self.env if now is None else {**self.env, "FAKE_SLURM_NOW": now}
-        done = subprocess.run(["bash"], input=script, text=True, env=env,
+        done = subprocess.run(["bash", "-s", "--", *args], input=script, text=True, env=env,
                               capture_output=True)
         assert done.returncode == 0, done.stderr
-        return json.loads(self.state.read_text())
+        return done
 
     def argvs(self) -> list[list[str]]:
         """Every call the fake got, as its argument list (tool first)."""

@@ -76,7 +76,7 @@ def test_tiny_scenario_loads_with_schema_dtypes_and_values(tmp_path: Path) -> No
 
     assert scenario.clusters.to_dict("list") == {
         "cluster": ["h100-a", "a100-b"], "gpu_type": ["H100", "A100"],
-        "nodes": [4, 2], "gpus_per_node": [8, 8]}
+        "nodes": [4, 2], "gpus_per_node": [8, 8], "node_labels": [(), ()]}
     assert list(scenario.org["parent"]) == [
         "", "research", "research", "vision", "vision", "language", "language"]
     assert list(scenario.org["weight"]) == [1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 0.5]
