@@ -18,7 +18,9 @@ from planner.cli import main
 from planner.exporters.slurm import (
     OPPORTUNISTIC_QOS,
     SLURM_CONF_LINES,
+    account,
     budget_minutes,
+    description,
     export_slurm,
     qos_name,
     reservation_name,
@@ -683,3 +685,65 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_dry_run_lists_the_changes_and_makes_none(real_slurm):
+    plan = future_plan()
+    real_slurm.bash(export_slurm(plan, ORG))  # converge to the plan whatever ran before
+    before = real_slurm.state()
+    # a replan: r2 a day later, r1 dropped, p1 has used 300 NGH
+    moved = copy.deepcopy(plan)
+    r2 = moved["reservations"][1]
+    moved["reservations"] = [r2 | {"start": r2["end"], "end": _stamp(
+        pd.Timestamp(r2["end"]) + pd.Timedelta(days=1))}]
+    moved["budgets"][0]["used"] = 300.0
+    script = export_slurm(moved, ORG, previous=plan)
+    done = real_slurm.run("bash", "-s", "--", "--dry-run", stdin=script, timeout=120)
+    assert real_slurm.state() == before  # nothing changed
+    printed = done.stdout.splitlines()
+    assert all(line.startswith("would run: ") for line in printed), printed
+    start = slurm_time(r2["end"])
+    assert f"would run: scontrol update ReservationName=gp-r2 StartTime={start} " \
+           "Duration=1-00:00:00 Accounts=p2 NodeCnt=1" in printed
+    assert "would run: scontrol delete ReservationName=gp-r1" in printed
+    assert "would run: sacctmgr -i modify qos gp-p1 set GrpTRESMins=gres/gpu=102000" in printed
+    # gp-opportunistic and gp-p1's priority are as the plan says: their guards hold
+    assert not any("Priority=" in line for line in printed)
+    # the same script, run for real, makes exactly those changes
+    real_slurm.bash(script)
+    assert_slurm_holds(real_slurm, moved, real_slurm.state())
+
+
+def test_real_slurm_carries_hostile_ids_inert(real_slurm, tmp_path):
+    # last of the real Slurm tests: it adds accounts the others' plans do not have
+    marker = tmp_path / "mark"
+    evil = f"$(touch {marker})"
+    odd = 'it\'s "odd" | `touch ' + str(marker) + '`\nline two; touch ' + str(marker)
+    org = pd.concat([ORG, pd.DataFrame({"id": [evil, odd], "parent": ["team-b", "team-b"],
+                                        "weight": [1.0, 1.0]})], ignore_index=True)
+    plan = future_plan()
+    plan["scenario"] = f"hand\n{evil}"
+    plan["input_digest"] = f"abc\r\n{evil}"
+    for project in (evil, odd):
+        plan["budgets"].append({"project": project, "budget": 10.0, "used": 0.0,
+                                "planned": 0.0, "planned_reserved": 0.0,
+                                "planned_opportunistic": 0.0, "marginal_value": 0.0})
+    plan["reservations"].append(plan["reservations"][0] | {
+        "request_id": f"r3 {evil}\n'x", "project": odd, "cluster": "c1"})
+    script = export_slurm(plan, org)
+    name = reservation_name(f"r3 {evil}\n'x")
+    real_slurm.bash(script)
+    try:
+        assert not marker.exists()
+        accounts = {a["account"]: a["descr"] for a in real_slurm.state()["accounts"]}
+        for project in (evil, odd):  # lower-cased by sacctmgr, and one line each
+            assert accounts[account(project)] == description(project).lower()
+        resv = real_slurm.reservations()[name]
+        assert name.startswith("gp-r3-") and resv["Accounts"] == account(odd)
+        assert (resv["PartitionName"], resv["NodeCnt"]) == ("c1", "1")
+        qos = {q["name"]: q["grptresmins"] for q in real_slurm.state()["qos"]}
+        assert qos[qos_name(evil)] == qos[qos_name(odd)] == "gres/gpu=600"
+        real_slurm.bash(script)  # converges: nothing added twice
+        assert not marker.exists()
+    finally:
+        real_slurm.run("scontrol", "delete", f"ReservationName={name}", check=False)
