@@ -747,3 +747,19 @@ def test_real_slurm_carries_hostile_ids_inert(real_slurm, tmp_path):
         assert not marker.exists()
     finally:
         real_slurm.run("scontrol", "delete", f"ReservationName={name}", check=False)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_a_sites_own_reservation_named_like_a_request_is_never_touched(tmp_path):
+    # the site has reservations "r1" and "maint" of its own; the plan's r1 is gp-r1
+    slurm = FakeSlurm(tmp_path)
+    site = "scontrol create reservation ReservationName={} StartTime=2026-11-20T00:00:00 " \
+           "Duration=1-00:00:00 Accounts=ops NodeCnt=2 PartitionName=c1 Flags=MAINT\n"
+    own = slurm.apply(site.format("r1") + site.format("maint"))["reservation"]
+    applied = slurm.apply(export_slurm(PLAN, ORG))
+    assert set(applied["reservation"]) == {"r1", "maint", "gp-r1", "gp-r2"}
+    # a replan that drops both of the plan's reservations deletes gp-r1 and gp-r2 only
+    dropped = plan_copy()
+    dropped["reservations"] = []
+    after = slurm.apply(export_slurm(dropped, ORG, previous=PLAN))
+    assert after["reservation"] == own
