@@ -64,7 +64,8 @@ def _show(state: dict, kind: str, words: list[str]) -> int:
         name = fields["account"]
         row = state.get("account", {}).get(name)
         if row is not None:
-            values = {"user": "", "parentname": row["parent"], "share": row["fairshare"]}
+            values = {"user": "", "parentname": row["parent"], "share": row["fairshare"],
+                      "qos": row.get("qos", ""), "defaultqos": row.get("defaultqos", "")}
             print("|".join(values[c] for c in columns))
         return 0
     name, row = words[0], state.get(kind, {}).get(words[0])
@@ -123,7 +124,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
         if name not in table:
             print(f"Reservation {name} not found", file=sys.stderr)
             return 1
-        fields = " ".join(f"{k}={v}" for k, v in sorted(table[name].items()))
+        shown = dict(table[name])
+        if "EndTime" not in shown:  # as scontrol shows it: the end, whatever was given
+            shown["EndTime"] = _plus(shown["StartTime"], shown["Duration"])
+        fields = " ".join(f"{k}={v}" for k, v in sorted(shown.items()))
         print(f"ReservationName={name} {fields}")
         return 0
     now = os.environ["FAKE_SLURM_NOW"]
@@ -155,12 +159,23 @@ def _scontrol(state: dict, args: list[str]) -> int:
             return 1
         if "EndTime" in fields and "Duration" not in fields:
             table[name].pop("Duration", None)
+        if "Duration" in fields:
+            table[name].pop("EndTime", None)
         table[name].update(fields)
         return 0
     if args[0] == "delete":
         del table[name]
         return 0
     return 2
+
+
+def _plus(stamp: str, duration: str) -> str:
+    """``stamp`` plus a Slurm duration ``D-HH:MM:SS``."""
+    days, _, clock = duration.rpartition("-")
+    hours, minutes, seconds = (int(x) for x in clock.split(":"))
+    end = datetime.fromisoformat(stamp) + timedelta(days=int(days or 0), hours=hours,
+                                                    minutes=minutes, seconds=seconds)
+    return end.isoformat()
 
 
 def _minus_minutes(stamp: str, minutes: int) -> str:

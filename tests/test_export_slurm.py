@@ -29,7 +29,7 @@ from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
 from tests.scenario_factory import write_scenario
 from tests.system import REQUIRED, need
 
-PREAMBLE = ("set -eu", "export TZ=UTC", "dry_run=", "case ", "run() ", "now=")
+PREAMBLE = ("set -eu", "export TZ=UTC", "dry_run=", "case ", "run() ", "resv_has() ", "now=")
 
 
 def commands(script: str) -> list[str]:
@@ -94,14 +94,18 @@ def test_every_create_is_guarded_so_rerunning_converges():
                             r"grep -qx ('[^']+'|\S+) \|\| \{? ?run sacctmgr -i modify "
                             r"(account|qos) \2 ", line), line
         elif "scontrol create" in line:
-            name = re.search(r"ReservationName=(\S+)", line).group(1)
+            name = re.search(r"create reservation ReservationName=(\S+)", line).group(1)
             assert name.startswith("gp-")  # never a site's own reservation
             # both branches ($now before its start or not) look before they create
             assert line.startswith("if [[ $now < ")
-            assert line.count(f"if scontrol -o show reservation {name} ") == 2
-            assert line.count(f"then run scontrol update ReservationName={name} ") == 2
-        else:
-            assert line.startswith("run sacctmgr -i modify "), line
+            assert line.count(f"if resv_has {name} ReservationName={name}; then ") == 2
+            # and update only where it differs
+            assert line.count(f" || run scontrol update ReservationName={name} ") == 2
+        else:  # the QOS attach: only where the account lacks a QOS or its default differs
+            acct = re.search(r"run sacctmgr -i modify account (\S+) set qos\+=", line).group(1)
+            assert line.startswith(f"sacctmgr -n -P show assoc account={acct} "
+                                   "format=user,defaultqos,qos | grep -Eqx "), line
+            assert line.count("grep -Eqx") == 2 and line.count(" || run ") == 1
 
 
 def test_replan_with_one_moved_reservation_updates_only_that_one():
@@ -121,8 +125,8 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
     after["budgets"][0]["used"] = 200.0
     lines = commands(export_slurm(after, ORG, previous=PLAN))
     assert [line for line in lines if "scontrol delete" in line] == [
-        "if scontrol -o show reservation gp-r1 2>/dev/null | grep -qF -- "
-        "'ReservationName=gp-r1 '; then run scontrol delete ReservationName=gp-r1; fi"]
+        "if resv_has gp-r1 ReservationName=gp-r1; then "
+        "run scontrol delete ReservationName=gp-r1; fi"]
     assert sum("ReservationName=gp-r9" in line for line in lines) == 1
     # the reservations, the guarded opportunistic QOS (p1's Preempt names it), p1's QOS block
     assert sum("qos gp-p1" in line for line in lines) == 3
@@ -146,14 +150,14 @@ def test_running_reservation_only_moves_its_end():
     running = plan_copy()
     running["as_of"] = "2026-11-16T12:00:00Z"
     line = next(line for line in commands(export_slurm(running, ORG)) if "gp-r1 " in line)
-    assert line.startswith("if scontrol -o show reservation gp-r1 ")  # no $now test: it runs
+    assert line.startswith("if resv_has gp-r1 ")  # no $now test: it runs
     assert "scontrol update ReservationName=gp-r1 EndTime=2026-11-17T00:00:00 " in line
     assert "StartTime=now EndTime=2026-11-17T00:00:00" in line
     assert D2 == "2026-11-17T00:00:00Z"
     # a future one is decided when the script runs: its start may have passed by then
     line = next(line for line in commands(export_slurm(running, ORG)) if "gp-r2 " in line)
-    assert line.startswith("if [[ $now < 2026-11-17T00:00:00 ]]; then if scontrol -o show ")
-    assert "else if scontrol -o show reservation gp-r2 " in line
+    assert line.startswith("if [[ $now < 2026-11-17T00:00:00 ]]; then if resv_has gp-r2 ")
+    assert "else if resv_has gp-r2 " in line
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -237,13 +241,13 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     twice = slurm.apply(export_slurm(PLAN, ORG))
     assert twice == once
     assert slurm.calls("sacctmgr -i add") == 6 + 1 + 3  # each added once, never again
-    assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 2
-    # QOS settings, limits (and usage reset) set once, in the first apply; accounts added with
-    # the plan's parent and share are never modified; only the idempotent QOS attach runs
-    # each time
+    assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 0
+    # QOS settings, limits (and usage reset) and the QOS attach set once, in the first apply;
+    # accounts added with the plan's parent and share are never modified; the second apply
+    # changes nothing at all
     assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2)
-    assert slurm.calls("sacctmgr -i modify account") == 3 * 2
-    assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 2
+    assert slurm.calls("sacctmgr -i modify account") == 3
+    assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 1
     # replan: r2 moves a day, r1 is dropped, p1 has used more
     moved = plan_copy()
     moved["reservations"] = [moved["reservations"][1] | {"start": D3,
@@ -321,9 +325,15 @@ def test_a_script_run_after_a_reservation_began_keeps_its_start_and_moves_only_i
     script = export_slurm(PLAN, ORG)  # as of D1: r1 starts at D1, r2 at D2
     slurm = FakeSlurm(tmp_path / "a")
     ahead = slurm.apply(script)  # the day before
-    begun = slurm.apply(script, now="2026-11-16T06:00:00")  # r1 has begun: no StartTime
+    begun = slurm.apply(script, now="2026-11-16T06:00:00")  # r1 has begun, as planned
+    assert begun == ahead and slurm.calls("scontrol update") == 0  # nothing to change
+    # a replan (as of 06:00) that keeps r1 a day longer: only its end moves
+    longer = plan_copy()
+    longer["as_of"] = "2026-11-16T06:00:00Z"
+    longer["reservations"][0]["end"] = D3
+    begun = slurm.apply(export_slurm(longer, ORG, previous=PLAN), now="2026-11-16T06:00:00")
     assert begun["reservation"]["gp-r1"] == {
-        "StartTime": "2026-11-16T00:00:00", "EndTime": "2026-11-17T00:00:00",
+        "StartTime": "2026-11-16T00:00:00", "EndTime": "2026-11-18T00:00:00",
         "Accounts": "p1", "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
     assert begun["reservation"]["gp-r2"] == ahead["reservation"]["gp-r2"]
     # run late on an empty Slurm: r1 is created from now on (not from 6 hours ago)
@@ -471,13 +481,11 @@ def test_real_slurm_holds_the_plan_the_cli_wrote_and_a_second_apply_changes_noth
 
     second = apply_traced(real_slurm, script)
     assert real_slurm.state() == once
-    # nothing was added, created, re-limited or re-set; only the in-place updates and QOS
-    # attach ran
-    changing = [c for c in second if c.startswith(("sacctmgr -i", "scontrol create",
-                                                   "scontrol delete"))]
-    assert changing and all(re.match(r"sacctmgr -i modify account (\S+) set "
-                                     r"qos\+=gp-\1,gp-opportunistic DefaultQOS=gp-\1$", c)
-                            for c in changing), changing
+    # nothing was added, created, updated, re-limited or re-set
+    assert any(c.startswith("resv_has gp-r1 ") for c in second)  # the guards did run
+    changing = [c for c in second if c.startswith(("run ", "sacctmgr -i", "scontrol create",
+                                                   "scontrol update", "scontrol delete"))]
+    assert changing == []  # every guard held: not even an idempotent command ran
 
 
 def test_real_slurm_follows_a_replan(real_slurm):
@@ -691,6 +699,9 @@ def test_real_slurm_dry_run_lists_the_changes_and_makes_none(real_slurm):
     plan = future_plan()
     real_slurm.bash(export_slurm(plan, ORG))  # converge to the plan whatever ran before
     before = real_slurm.state()
+    # on a Slurm that holds the plan, the plan's own script would change nothing
+    assert real_slurm.run("bash", "-s", "--", "--dry-run", stdin=export_slurm(plan, ORG),
+                          timeout=120).stdout == ""
     # a replan: r2 a day later, r1 dropped, p1 has used 300 NGH
     moved = copy.deepcopy(plan)
     r2 = moved["reservations"][1]

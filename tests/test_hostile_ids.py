@@ -144,6 +144,11 @@ def test_slurm_dry_run_prints_every_change_and_makes_none(planned, tmp_path):
         assert any(account(ids["p1"]) in line for line in adds)
         assert sum("scontrol create reservation" in line for line in printed) == 2
         assert not marker.exists()
+    # once applied, a dry run has nothing left to print
+    slurm = FakeSlurm(tmp_path / "applied", partitions=["h100-a", "a100-b"])
+    slurm.apply(script, "2026-11-01T12:00:00")
+    slurm.apply(script, "2026-11-01T12:00:00", "--dry-run")
+    assert slurm.output == ""
     with pytest.raises(AssertionError):  # anything else is refused
         FakeSlurm(tmp_path / "bad").apply(script, None, "--now")
 

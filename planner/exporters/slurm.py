@@ -40,8 +40,7 @@ refused before export. Descriptions keep printable ASCII only (:func:`descriptio
 **Dry run.** ``./slurm-apply.sh --dry-run`` (or ``DRY_RUN=1``) runs the read-only guards and
 prints each mutating command they let through, quoted, instead of running it: what the
 script would change. (On a Slurm that lacks an account or QOS, the guarded settings after
-its ``add`` are listed too, as the add did not happen; the QOS attach,
-``modify account ... set qos+=``, is idempotent, unguarded and always listed.)
+its ``add`` are listed too, as the add did not happen.)
 
 What slurm.conf must say (a script of ``sacctmgr``/``scontrol`` commands cannot set it; the
 script's header repeats it): ``GresTypes=gpu`` (GPUs as generic resources),
@@ -57,12 +56,14 @@ Every command is guarded so that re-running converges and never duplicates: an a
 QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
 only where ``sacctmgr show`` reads other values (``modify account ... set parent=`` that
 changes nothing exits 1, "Nothing modified"; ``modify qos`` says "Modified qos" even then,
-and its guard keeps a second run from writing anything); a reservation is updated in
-place when ``scontrol show reservation`` finds it, created otherwise, deleted only if it
-exists. A reservation whose start has passed when the script runs (``$now``, or the plan's
-``as_of``) is running: only its end is updated, or it is created from ``StartTime=now``
-(Slurm refuses starts in the past and start changes of a begun reservation). Times are
-UTC (``TZ=UTC`` for scontrol's parser).
+and its guard keeps a second run from writing anything); the QOS attach runs only where
+the account's association lacks one of its QOS or the default; a reservation is updated
+in place when ``scontrol show reservation`` finds it with another window, node count or
+account, created when it finds none, deleted only if it exists. So a run on a Slurm that
+holds the plan changes nothing. A reservation whose start has passed when the script runs
+(``$now``, or the plan's ``as_of``) is running: only its end is updated, or it is created
+from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a begun
+reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
 moved/resized and dropped reservations, and QOS whose limit changed (preceded by the guarded
@@ -242,31 +243,49 @@ def _qos_lines(project: str, minutes: int) -> list[str]:
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
-            f"{RUN}sacctmgr -i modify account "
+            f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
             + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
 
 
-def _exists(name: str) -> str:
-    return (f"scontrol -o show reservation {_q(name)} 2>/dev/null | "
-            f"grep -qF -- {_q(f'ReservationName={name} ')}")
+def _holds_qos(acct: str, default: str, allowed: tuple[str, ...]) -> str:
+    """A guard: the account's own association has ``default`` and lists every ``allowed``.
+
+    ``sacctmgr -P`` prints the QOS list comma-separated (the site's own QOS, ``normal``, may
+    be in it too), so each name is looked for as a whole list item, in any order.
+    """
+    for name in (acct, default, *allowed):  # derived names: nothing a regex would read
+        assert re.fullmatch(r"[a-z0-9-]+", name), name
+    show = (f"sacctmgr -n -P show assoc {_q(f'account={acct}')} format=user,defaultqos,qos")
+    return " && ".join(f"{show} | grep -Eqx {_q(f'[|]{default}[|](.*,)?{name}(,.*)?')}"
+                       for name in allowed)
+
+
+def _has(name: str, *fields: str) -> str:
+    """A guard: reservation ``name`` exists and ``scontrol -o show`` lists every field."""
+    return f"resv_has {_q(name, f'ReservationName={name}', *fields)}"
 
 
 def _reservation_line(r: dict[str, Any], as_of: str) -> str:
     name = reservation_name(r["request_id"])
-    common = _q(f"Accounts={account(r['project'])}", f"NodeCnt={r['nodes']}")
+    acct, nodes = f"Accounts={account(r['project'])}", f"NodeCnt={r['nodes']}"
+    common = _q(acct, nodes)
     start, end = _slurm_time(r["start"]), _slurm_time(r["end"])
     create = f"{RUN}scontrol create reservation {_q(f'ReservationName={name}')}"
     update = f"{RUN}scontrol update {_q(f'ReservationName={name}')}"
     partition = f"PartitionName={r['cluster']}"
     tail = f"{common} {_q(partition, f'Flags={FLAGS}')}"
+    # an existing reservation is updated only where it differs, so that a converged Slurm
+    # sees no change (and a dry run prints none).
     # running: its start cannot move any more (Slurm: "Reservation already started"), only
     # its end; created now, as Slurm refuses a start more than a few minutes in the past
-    running = (f"if {_exists(name)}; then {update} {_q(f'EndTime={end}')} {common}; "
+    running = (f"if {_has(name)}; then {_has(name, f'EndTime={end}', nodes, acct)} || "
+               f"{update} {_q(f'EndTime={end}')} {common}; "
                f"else {create} StartTime=now {_q(f'EndTime={end}')} {tail}; fi")
     if r["start"] < as_of:
         return running
     window = _q(f"StartTime={start}", f"Duration={_duration(r['start'], r['end'])}")
-    ahead = (f"if {_exists(name)}; then {update} {window} {common}; "
+    same = _has(name, f"StartTime={start}", f"EndTime={end}", nodes, acct)
+    ahead = (f"if {_has(name)}; then {same} || {update} {window} {common}; "
              f"else {create} {window} {tail}; fi")
     # the plan's future may have begun by the time the script runs: decided then, by $now
     return f"if [[ $now < {_q(start)} ]]; then {ahead}; else {running}; fi"
@@ -274,7 +293,7 @@ def _reservation_line(r: dict[str, Any], as_of: str) -> str:
 
 def _delete_line(request_id: str) -> str:
     name = reservation_name(request_id)
-    return (f"if {_exists(name)}; then {RUN}scontrol delete "
+    return (f"if {_has(name)}; then {RUN}scontrol delete "
             f"{_q(f'ReservationName={name}')}; fi")
 
 
@@ -320,6 +339,9 @@ def _header(plan: dict[str, Any]) -> list[str]:
         "# every command that changes Slurm goes through run: in a dry run it is printed",
         "run() { if [ \"$dry_run\" = 1 ]; then printf 'would run:'; printf ' %q' \"$@\"; "
         "printf '\\n'; else \"$@\"; fi; }",
+        "# resv_has NAME FIELD...: the reservation exists and shows every FIELD (key=value)",
+        'resv_has() { local line; line=" $(scontrol -o show reservation "$1" 2>/dev/null '
+        '|| true) "; shift; for f in "$@"; do [[ $line == *" $f "* ]] || return 1; done; }',
         "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
         "is running"]
 
