@@ -392,6 +392,8 @@ def test_every_object_carries_the_labels_a_prune_selects_by():
                                                      "gpu-planner.io/scenario": value}
     assert prune_selector(PLAN) == \
         "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=hand"
+    # the index says it too, for whoever applies the files (kubectl apply --prune -l ...)
+    assert yaml.safe_load(export_kueue(plan, ORG)["index.yaml"])["prune_selector"] == selector
 
 
 @pytest.mark.parametrize(("labels", "needle"), [

@@ -330,6 +330,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
         head["per_cluster"] = True
     files["index.yaml"] = yaml.safe_dump(
         head | {"scenario": plan["scenario"], "as_of": plan["as_of"],
-                "input_digest": plan.get("input_digest", ""), "periods": index},
+                "input_digest": plan.get("input_digest", ""),
+                "prune_selector": prune_selector(plan), "periods": index},
         sort_keys=False)
     return files
