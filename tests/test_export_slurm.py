@@ -77,7 +77,7 @@ def test_full_script_sets_accounts_budgets_and_reservations():
                  "AccountingStorageType=accounting_storage/slurmdbd"):
         assert f"#   {conf}" in header and any(c.startswith(conf) for c in SLURM_CONF_LINES)
     assert budget_minutes(PLAN)["=P 3"] == 450 * 2 * 60
-    assert "#   PartitionName=c1 Nodes=<its 4 nodes, Gres=gpu:8 each>" in header
+    assert "#   partition c1: 4 nodes, Gres=gpu:8 each" in header
     r1 = next(line for line in lines if "ReservationName=gp-r1 " in line and "create" in line)
     assert "StartTime=2026-11-16T00:00:00 Duration=1-00:00:00 Accounts=p1 NodeCnt=1 " \
            "PartitionName=c2 Flags=IGNORE_JOBS" in r1

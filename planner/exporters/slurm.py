@@ -317,8 +317,8 @@ def _header(plan: dict[str, Any]) -> list[str]:
     valid = f"# valid from {plan['periods'][0]['start']}"
     if "quarter_end" in plan:
         valid += f" until {plan['quarter_end']}"
-    partitions = [f"#   PartitionName={comment(c['cluster'])} Nodes=<its {c['nodes']} nodes, "
-                  f"Gres=gpu:{c['gpus_per_node']} each>"
+    partitions = [f"#   partition {comment(c['cluster'])}: {c['nodes']} nodes, "
+                  f"Gres=gpu:{c['gpus_per_node']} each"
                   for c in sorted(plan.get("clusters", []), key=lambda c: c["cluster"])]
     return [
         f"# gpu-planner: Slurm state for plan {comment(plan['scenario'])} as of "
@@ -329,7 +329,8 @@ def _header(plan: dict[str, Any]) -> list[str]:
         "#   instead of making it (the read-only guards still run)",
         "# slurm.conf must have (this script cannot set it):",
         *(f"#   {line}" for line in SLURM_CONF_LINES),
-        "# and a partition per cluster of the plan, named as the cluster:",
+        "# and a partition per cluster of the plan, named as the cluster "
+        "(PartitionName=<cluster> Nodes=<its nodes>):",
         *partitions,
         "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
         "set -eu", "export TZ=UTC",
