@@ -135,11 +135,11 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             if problems:
                 raise InputError(problems)
         result = plan_scenario(scenario, model, previous, progress)
+        progress("writing")
         problems = [p for target in targets  # before anything is written
                     for p in export_problems(result.plan.body, "plan.json", scenario.org, target)]
         if problems:
             raise InputError(problems)
-        progress("writing")
         written = write_outputs(result, Path(args.out))
         for target in targets:  # the plan was checked, its org is the scenario's
             written += write_files(Path(args.out) / target, export_files(
