@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
                           "-names.csv (see models/README.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
+    validate.add_argument("--for", dest="targets", metavar="TARGETS",
+                          help="also refuse ids these executors cannot carry, comma-separated "
+                               "(kueue,slurm,json; e.g. clusters that are not Slurm "
+                               "partition names)")
     check = sub.add_parser("check", help="check a plan against its scenario's hard rules")
     check.add_argument("plan", help="plan.json")
     check.add_argument("scenario", nargs="?", default=str(SAMPLE),
@@ -164,7 +168,7 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             if not args.quiet:
                 status.update(message)
 
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario, tuple(targets))
         if args.as_of:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
@@ -174,12 +178,17 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             check_solver(model.solver.lp_solver, Path(model.source).name, "solver.lp_solver")
         previous = load_previous(Path(args.previous)) if args.previous else None
         if previous is not None and "slurm" in targets:
-            problems = export_problems(previous, Path(args.previous).name, scenario.org)
+            problems = export_problems(previous, Path(args.previous).name, scenario.org,
+                                       "slurm")
             if problems:
                 raise InputError(problems)
         built = []
         result = plan_scenario(scenario, model, previous, progress, on_built=built.append)
         progress("writing")
+        problems = [p for target in targets  # before anything is written
+                    for p in export_problems(result.plan.body, "plan.json", scenario.org, target)]
+        if problems:
+            raise InputError(problems)
         written = write_outputs(result, Path(args.out))
         if args.write_model and built:
             written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
@@ -195,7 +204,7 @@ def _run(args, console: Console, err: Console) -> ExitCode:
 
 
 def _validate(args, console: Console) -> ExitCode:
-    problems = validate_scenario(args.scenario)
+    problems = validate_scenario(args.scenario, tuple(_export_targets(args.targets, "--for")))
     if problems:
         raise InputError(problems)
     console.print(f"{args.scenario}: valid", markup=False, highlight=False)
@@ -222,11 +231,11 @@ def _export(args, console: Console) -> ExitCode:
                                        "splits Kueue manifests only (--to kueue)")])
     plan = load_previous(Path(args.plan))
     org = load_scenario(args.scenario).org if args.to != "json" else None
-    problems = export_problems(plan, Path(args.plan).name, org)
+    problems = export_problems(plan, Path(args.plan).name, org, args.to)
     previous = None
     if args.previous:
         previous = load_previous(Path(args.previous))
-        problems += export_problems(previous, Path(args.previous).name, org)
+        problems += export_problems(previous, Path(args.previous).name, org, args.to)
     if problems:
         raise InputError(problems)
     files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster)
@@ -235,11 +244,11 @@ def _export(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
-def _export_targets(text: str | None) -> list[str]:
+def _export_targets(text: str | None, option: str = "--export") -> list[str]:
     targets = [t.strip() for t in (text or "").split(",") if t.strip()]
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
-        raise InputError([InputProblem("--export", None, None,
+        raise InputError([InputProblem(option, None, None,
                                        f"unknown target(s) {', '.join(unknown)}; "
                                        f"choose from {', '.join(TARGETS)}")])
     return sorted(set(targets), key=TARGETS.index)

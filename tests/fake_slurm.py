@@ -16,8 +16,11 @@ qos"), and ``qos+=a,b`` adds each name of the list. Against
 the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
 more than 10 minutes in the past cannot be created ("Invalid time specified"), and a
 begun one takes no new ``StartTime`` ("Reservation already started"); ``StartTime=now``
-is stored as that clock. State is a JSON file
-(``FAKE_SLURM_STATE``); every call is appended to ``FAKE_SLURM_LOG``.
+is stored as that clock. As the real one: account and QOS names and ``Description`` values
+are lower-cased on ``add``, quotes in a value become backticks, and a reservation naming a
+partition that is not in ``FAKE_SLURM_PARTITIONS`` (a JSON list, when set) is refused
+("Invalid partition name specified"). State is a JSON file (``FAKE_SLURM_STATE``); every call
+is appended to ``FAKE_SLURM_LOG`` as a JSON list of its arguments, one call a line.
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def _shown(key: str, value: str) -> str:
     return value
 
 
+def _stored(key: str, value: str) -> str:
+    """A value as sacctmgr 22.05 stores it: descriptions lower-cased, quotes as backticks."""
+    value = value.replace("'", "`").replace('"', "`")
+    if key in ("description", "organization"):
+        value = value.lower()
+    return _shown(key, value)
+
+
 def _show(state: dict, kind: str, words: list[str]) -> int:
     """``show account|qos NAME [format=F]`` and ``show assoc account=NAME format=F``."""
     fields = _pairs(words)
@@ -53,7 +64,8 @@ def _show(state: dict, kind: str, words: list[str]) -> int:
         name = fields["account"]
         row = state.get("account", {}).get(name)
         if row is not None:
-            values = {"user": "", "parentname": row["parent"], "share": row["fairshare"]}
+            values = {"user": "", "parentname": row["parent"], "share": row["fairshare"],
+                      "qos": row.get("qos", ""), "defaultqos": row.get("defaultqos", "")}
             print("|".join(values[c] for c in columns))
         return 0
     name, row = words[0], state.get(kind, {}).get(words[0])
@@ -70,11 +82,12 @@ def _sacctmgr(state: dict, args: list[str]) -> int:
     verb, kind, name, rest = args[0], args[1], args[2], args[3:]
     table = state.setdefault(kind, {})
     if verb == "add":
+        name = name.lower()  # sacctmgr stores account and QOS names in lower case
         if name in table:
             print(f" Nothing new added. {kind} {name} exists", file=sys.stderr)
             return 1
         table[name] = {**(QOS_DEFAULTS if kind == "qos" else {}),
-                       **{k.lower(): _shown(k.lower(), v) for k, v in _pairs(rest).items()}}
+                       **{k.lower(): _stored(k.lower(), v) for k, v in _pairs(rest).items()}}
         return 0
     if verb == "modify":
         if name not in table or rest[0] != "set":
@@ -111,7 +124,10 @@ def _scontrol(state: dict, args: list[str]) -> int:
         if name not in table:
             print(f"Reservation {name} not found", file=sys.stderr)
             return 1
-        fields = " ".join(f"{k}={v}" for k, v in sorted(table[name].items()))
+        shown = dict(table[name])
+        if "EndTime" not in shown:  # as scontrol shows it: the end, whatever was given
+            shown["EndTime"] = _plus(shown["StartTime"], shown["Duration"])
+        fields = " ".join(f"{k}={v}" for k, v in sorted(shown.items()))
         print(f"ReservationName={name} {fields}")
         return 0
     now = os.environ["FAKE_SLURM_NOW"]
@@ -119,6 +135,11 @@ def _scontrol(state: dict, args: list[str]) -> int:
         fields = _pairs(args[2:])
         name = fields.pop("ReservationName")
         if name in table:
+            return 1
+        partitions = os.environ.get("FAKE_SLURM_PARTITIONS")
+        if partitions is not None and fields.get("PartitionName") not in json.loads(partitions):
+            print("Error creating the reservation: Invalid partition name specified",
+                  file=sys.stderr)
             return 1
         if fields.get("StartTime", "now") < _minus_minutes(now, 10):
             print("Error creating the reservation: Invalid time specified", file=sys.stderr)
@@ -138,12 +159,23 @@ def _scontrol(state: dict, args: list[str]) -> int:
             return 1
         if "EndTime" in fields and "Duration" not in fields:
             table[name].pop("Duration", None)
+        if "Duration" in fields:
+            table[name].pop("EndTime", None)
         table[name].update(fields)
         return 0
     if args[0] == "delete":
         del table[name]
         return 0
     return 2
+
+
+def _plus(stamp: str, duration: str) -> str:
+    """``stamp`` plus a Slurm duration ``D-HH:MM:SS``."""
+    days, _, clock = duration.rpartition("-")
+    hours, minutes, seconds = (int(x) for x in clock.split(":"))
+    end = datetime.fromisoformat(stamp) + timedelta(days=int(days or 0), hours=hours,
+                                                    minutes=minutes, seconds=seconds)
+    return end.isoformat()
 
 
 def _minus_minutes(stamp: str, minutes: int) -> str:
@@ -155,7 +187,7 @@ def main() -> int:
     state_file = Path(os.environ["FAKE_SLURM_STATE"])
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     with open(os.environ["FAKE_SLURM_LOG"], "a", encoding="utf-8") as log:
-        log.write(" ".join(sys.argv[1:]) + "\n")
+        log.write(json.dumps(sys.argv[1:]) + "\n")
     tool, args = sys.argv[1], sys.argv[2:]
     code = (_sacctmgr if tool == "sacctmgr" else _scontrol)(state, args)
     state_file.write_text(json.dumps(state, indent=1, sort_keys=True))

@@ -141,3 +141,71 @@ def test_run_with_an_unknown_export_target_exits_2_before_planning(tmp_path: Pat
     assert main(["run", "--out", str(out), "--quiet", "--export", "kueue,lsf"]) == 2
     assert "unknown target(s) lsf" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _renamed(plan: dict, old: str, new: str) -> dict:
+    """``plan`` with cluster ``old`` called ``new`` everywhere."""
+    out = copy.deepcopy(plan)
+    for item in out["clusters"] + out["allocations"] + out["reservations"]:
+        if item["cluster"] == old:
+            item["cluster"] = new
+    return out
+
+
+def test_export_slurm_refuses_a_cluster_that_is_no_partition_name(tmp_path: Path, sample_plan,
+                                                                   capsys):
+    plan = sample_plan[0]
+    old = plan["clusters"][0]["cluster"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_renamed(plan, old, "$(touch x) a")))
+    out = tmp_path / "out"
+    assert main(["export", str(path), "--to", "slurm", "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "plan.json, column clusters/0/cluster: cluster '$(touch x) a' cannot be a Slurm " \
+           "partition name" in err and "nothing written" in err
+    assert not out.exists()
+    # Kueue and the executor view carry the id as data: the same plan exports there
+    assert main(["export", str(path), "--to", "kueue", "--out", str(tmp_path / "k")]) == 0
+    assert main(["export", str(path), "--to", "json", "--out", str(tmp_path / "j")]) == 0
+
+
+def test_run_and_validate_for_slurm_refuse_a_cluster_slurm_cannot_name(tmp_path: Path, capsys):
+    from tests.scenario_factory import FILES, write_scenario
+
+    # cluster "a100,b" (CSV-quoted): fine for the planner, not for a slurm.conf partition
+    folder = write_scenario(tmp_path / "s", **{
+        name: FILES[name].replace("a100-b", '"a100,b"')
+        for name in ("clusters", "budgets", "demand", "reservations", "usage")})
+    assert main(["validate", str(folder)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(folder), "--for", "slurm,kueue"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "clusters.csv, row 3, column cluster: for Slurm: cluster 'a100,b' cannot be" in err
+    assert main(["validate", str(folder), "--for", "lsf"]) == 2
+    assert "--for: unknown target(s) lsf" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out), "--quiet", "--export", "slurm"]) == 2
+    assert "cannot be a Slurm partition name" in " ".join(capsys.readouterr().err.split())
+    assert not out.exists()  # refused before planning: nothing written
+    assert main(["run", str(folder), "--out", str(out), "--quiet", "--export", "kueue"]) == 0
+
+
+def test_plan_carries_node_labels_and_kueue_uses_them(tmp_path: Path):
+    from planner.run import load_previous
+    from tests.scenario_factory import write_scenario
+
+    folder = write_scenario(tmp_path / "s", clusters=(
+        "cluster,gpu_type,nodes,gpus_per_node,node_labels\n"
+        "h100-a,H100,4,8,nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3;pool=a\n"
+        "a100-b,A100,2,8,\n"))
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "--out", str(out), "--quiet", "--export", "kueue"]) == 0
+    plan = load_previous(out / "plan.json")  # schema-checked
+    assert [c.get("node_labels") for c in plan["clusters"]] == [
+        {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "a"}, None]
+    index = yaml.safe_load((out / "kueue" / "index.yaml").read_text())
+    docs = list(yaml.safe_load_all((out / "kueue" / index["periods"][0]["file"]).read_text()))
+    flavors = {d["metadata"]["name"]: d["spec"]["nodeLabels"] for d in docs
+               if d["kind"] == "ResourceFlavor"}
+    assert flavors == {"h100-a": plan["clusters"][0]["node_labels"],
+                       "a100-b": {"gpu-planner.io/cluster": "a100-b"}}

@@ -346,3 +346,70 @@ def test_per_cluster_sets_hold_the_single_sets_numbers():
     # period 1 on c2: r1 (p1) and =P 3's 8 GPUs fill it, so the pool holds nothing there
     c2 = _by_cluster(split, PLAN["periods"][0]["start"])["c2"]
     assert pool_free(c2) == {} and sorted(queue_quotas(c2)) == [("=P 3", "c2"), ("p1", "c2")]
+
+
+# --- node selectors and object labels ------------------------------------------------------
+
+
+@needs_crds
+def test_flavors_select_nodes_by_node_labels_or_by_the_default():
+    plan = json.loads(json.dumps(PLAN))
+    plan["clusters"][0]["node_labels"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                                          "topology.kubernetes.io/zone": "b"}
+    plan["clusters"][1]["gpu_type"] = "NVIDIA-A100-SXM4-80GB"
+    docs = objects(export_kueue(plan, ORG), file_name(plan["periods"][0]["start"]))
+    flavors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ResourceFlavor"}
+    for flavor in flavors.values():
+        validate(flavor)
+    # c1: the site's labels as they are; c2: none given, so the cluster label, and its GPU
+    # type since it is written as GPU feature discovery labels nodes
+    assert flavors["c1"]["spec"]["nodeLabels"] == plan["clusters"][0]["node_labels"]
+    assert flavors["c2"]["spec"]["nodeLabels"] == {
+        "gpu-planner.io/cluster": "c2", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    # the hand plan's bare types ("H100", "A100") match no real node: the cluster label only
+    docs = objects(export_kueue(PLAN, ORG), file_name(PLAN["periods"][0]["start"]))
+    assert [d["spec"]["nodeLabels"] for d in docs if d["kind"] == "ResourceFlavor"] == [
+        {"gpu-planner.io/cluster": "c1"}, {"gpu-planner.io/cluster": "c2"}]
+
+
+@needs_crds
+def test_every_object_carries_the_labels_a_prune_selects_by():
+    from planner.exporters.kueue import prune_selector
+
+    plan = json.loads(json.dumps(PLAN))
+    plan["scenario"] = "Hand plan: Q4/2026\n"  # not a label value: its safe form
+    selector = prune_selector(plan)
+    key, value = selector.split(",")[1].split("=")
+    assert selector.startswith("app.kubernetes.io/managed-by=gpu-planner,")
+    assert key == "gpu-planner.io/scenario" and value.startswith("hand-plan-q4-2026-")
+    for per_cluster in (False, True):
+        files = export_kueue(plan, ORG, periods=2, per_cluster=per_cluster)
+        for name in set(files) - {"index.yaml"}:
+            for obj in objects(files, name):
+                validate(obj)
+                assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by":
+                                                     "gpu-planner",
+                                                     "gpu-planner.io/scenario": value}
+    assert prune_selector(PLAN) == \
+        "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=hand"
+    # the index says it too, for whoever applies the files (kubectl apply --prune -l ...)
+    assert yaml.safe_load(export_kueue(plan, ORG)["index.yaml"])["prune_selector"] == selector
+
+
+@pytest.mark.parametrize(("labels", "needle"), [
+    ([{"zone": "a"}, {"zone": "a"}], "equal to or overlapping"),  # the same selector
+    ([{"zone": "a"}, {"zone": "a", "rack": "1"}], "equal to or overlapping"),  # one inside
+    ([{"gpu-planner.io/cluster": "c2"}, None], "equal to or overlapping"),  # c2's default
+    ([{"zone a": "x"}, None], "label key name 'zone a'"),
+])
+def test_clusters_that_would_share_nodes_are_refused(labels, needle):
+    from planner.exporters.validate import export_problems
+
+    plan = json.loads(json.dumps(PLAN))
+    for cluster, given in zip(plan["clusters"], labels, strict=True):
+        if given is not None:
+            cluster["node_labels"] = given
+    problems = export_problems(plan, "plan.json", ORG, "kueue")
+    assert len(problems) == 1 and needle in problems[0].message
+    assert problems[0].column in ("clusters/0/node_labels", "clusters/1/node_labels")
+    assert export_problems(PLAN, "plan.json", ORG, "kueue") == []

@@ -76,7 +76,7 @@ def test_tiny_scenario_loads_with_schema_dtypes_and_values(tmp_path: Path) -> No
 
     assert scenario.clusters.to_dict("list") == {
         "cluster": ["h100-a", "a100-b"], "gpu_type": ["H100", "A100"],
-        "nodes": [4, 2], "gpus_per_node": [8, 8]}
+        "nodes": [4, 2], "gpus_per_node": [8, 8], "node_labels": [(), ()]}
     assert list(scenario.org["parent"]) == [
         "", "research", "research", "vision", "vision", "language", "language"]
     assert list(scenario.org["weight"]) == [1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 0.5]
@@ -165,6 +165,12 @@ def test_schema_is_written_once_and_rendered() -> None:
 
 
 # --------------------------------------------------------------------------- defects
+
+
+def labelled(h100: str, a100: str) -> str:
+    """The tiny clusters.csv with a node_labels column (quoted: labels hold ``;``)."""
+    return ("cluster,gpu_type,nodes,gpus_per_node,node_labels\n"
+            f'h100-a,H100,4,8,"{h100}"\na100-b,A100,2,8,"{a100}"\n')
 
 TOML = "scenario.toml"
 
@@ -291,6 +297,20 @@ DEFECTS: list[tuple[str, dict[str, str | bytes | None], tuple[str, int | None, s
      ("usage.csv", 5, "gpus")),
     ("usage job repeated differently", append("usage", "j1,p1,h100-a,4,2026-10-20,2026-10-22"),
      ("usage.csv", 5, "job_id")),
+    # node_labels (Kubernetes labels for the Kueue flavors)
+    ("node_labels not key=value", {"clusters": labelled("gpu", "")},
+     ("clusters.csv", 2, "node_labels")),
+    ("node_labels key with a space", {"clusters": labelled("nvidia.com/gpu product=x", "")},
+     ("clusters.csv", 2, "node_labels")),
+    ("node_labels value with a space", {"clusters": labelled("nvidia.com/gpu.product=H 1", "")},
+     ("clusters.csv", 2, "node_labels")),
+    ("node_labels key twice", {"clusters": labelled("zone=a;zone=b", "")},
+     ("clusters.csv", 2, "node_labels")),
+    ("two clusters with the same node_labels", {"clusters": labelled("zone=a", "zone=a")},
+     ("clusters.csv", 3, "node_labels")),
+    ("node_labels inside the default of another cluster",
+     {"clusters": labelled("gpu-planner.io/cluster=a100-b", "")},
+     ("clusters.csv", 3, "node_labels")),
 ]
 
 
@@ -571,3 +591,38 @@ def test_missing_config_key_says_what_to_write(tmp_path: Path) -> None:
     [problem] = validate_scenario(folder)
     assert (problem.file, problem.row, problem.column) == (TOML, None, "name")
     assert 'name = "sample"' in problem.message
+
+
+def test_node_labels_load_sorted_and_the_default_selector_is_the_cluster_label(
+        tmp_path: Path) -> None:
+    from planner.inputs.labels import node_selector
+
+    folder = write_scenario(tmp_path / "s", clusters=labelled(
+        "topology.kubernetes.io/zone=b; nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", ""))
+    clusters = load_scenario(folder).clusters
+    assert clusters["node_labels"].tolist() == [
+        (("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+         ("topology.kubernetes.io/zone", "b")), ()]
+    # a bare GPU type matches no node GPU feature discovery labels: only the cluster label;
+    # a type written as GFD writes it is pinned too; an id that is no label value is hashed
+    assert node_selector("a100-b", "A100") == (("gpu-planner.io/cluster", "a100-b"),)
+    assert node_selector("h", "NVIDIA-H100-80GB-HBM3") == (
+        ("gpu-planner.io/cluster", "h"), ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"))
+    (key, value), = node_selector("H100 pool", "H100")
+    assert key == "gpu-planner.io/cluster" and value.startswith("h100-pool-")
+    assert node_selector("H100 pool", "H100") != node_selector("h100-pool", "H100")
+
+
+def test_validate_for_slurm_refuses_clusters_that_are_no_partition_name(
+        tmp_path: Path) -> None:
+    # "h100 a" is a fine id for the planner and for Kueue (its flavor name is hashed), but
+    # the Slurm script names the partition as the cluster, and Slurm refuses spaces there
+    folder = write_scenario(tmp_path / "s", **{
+        name: FILES[name].replace("h100-a", "h100 a")
+        for name in ("clusters", "budgets", "demand", "reservations", "usage")})
+    assert validate_scenario(folder) == []
+    problems = validate_scenario(folder, ("slurm",))
+    assert where(problems) == [("clusters.csv", 2, "cluster")]
+    assert "Slurm partition name" in problems[0].message
+    with pytest.raises(InputError):
+        load_scenario(folder, ("slurm",))

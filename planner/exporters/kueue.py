@@ -3,7 +3,11 @@
 One multi-document YAML file per exported period, ``kueue-<period start>.yaml``, and an
 ``index.yaml`` listing them with their validity windows. Per period:
 
-- a ``ResourceFlavor`` per cluster, selecting nodes by cluster name and GPU type;
+- a ``ResourceFlavor`` per cluster, ``spec.nodeLabels`` = the cluster's node selector: the
+  plan's ``node_labels`` for it (from ``clusters.csv``), else the default
+  ``gpu-planner.io/cluster: <cluster>`` (plus ``nvidia.com/gpu.product`` where the GPU type is
+  written as GPU feature discovery labels nodes; :func:`planner.inputs.labels.node_selector`).
+  No two clusters may select the same nodes (refused before export);
 - a root ``Cohort`` ``gpu-planner-pool`` owning, per cluster, the GPUs no project holds as
   nominal quota (what opportunistic grants borrow from, with idle nominal quota);
 - a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
@@ -41,12 +45,17 @@ Cohorts above those projects (the org tree pruned to them). Every object carries
 flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
 
 Names are DNS-1123 labels (:func:`planner.exporters.common.safe_name`); the original id is
-kept in the ``gpu-planner.io/id`` annotation. Output is a pure function of the inputs.
+kept in the ``gpu-planner.io/id`` annotation. Every object carries the labels
+``app.kubernetes.io/managed-by: gpu-planner`` and ``gpu-planner.io/scenario: <scenario>``
+(:func:`prune_selector`), so that a day's set replaces yesterday's with ``kubectl apply
+--prune -l <that selector> -f kueue-<period>.yaml``: objects of the scenario missing from the
+new set are deleted, and nothing the planner did not make is touched. Output is a pure
+function of the inputs.
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -62,38 +71,61 @@ from planner.exporters.common import (
     quantity,
     safe_name,
 )
+from planner.inputs.labels import label_value, node_selector
 
 API = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
 ANN = "gpu-planner.io"
-CLUSTER_LABEL = f"{ANN}/cluster"
-GPU_LABEL = "nvidia.com/gpu.product"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-planner")
+SCENARIO_LABEL = f"{ANN}/scenario"
 POOL = "gpu-planner-pool"
 MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
 
 
-def _label_value(text: str) -> str:
-    """A label value (≤ 63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
-    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-_.")
-    return value
+def object_labels(plan: dict[str, Any]) -> dict[str, str]:
+    """The labels every exported object carries: who manages it, and which scenario."""
+    return {MANAGED_BY[0]: MANAGED_BY[1], SCENARIO_LABEL: label_value(plan["scenario"])}
 
 
-def _meta(name: str, original: str, window: dict[str, str], namespace: str | None = None
+def prune_selector(plan: dict[str, Any]) -> str:
+    """``kubectl apply --prune -l`` selector for the plan's objects (its scenario's alone).
+
+    ``app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=<scenario>``, the
+    scenario name as a label value (:func:`planner.inputs.labels.label_value`).
+    """
+    return ",".join(f"{k}={v}" for k, v in object_labels(plan).items())
+
+
+def cluster_selector(cluster: dict[str, Any]) -> dict[str, str]:
+    """A plan cluster's node selector: its ``node_labels``, else the default."""
+    return dict(node_selector(cluster["cluster"], cluster["gpu_type"],
+                              cluster.get("node_labels")))
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What every object of one manifest set carries: labels, and annotations (its window)."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+def _meta(name: str, original: str, window: Stamp, namespace: str | None = None
           ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
-    meta["annotations"] = {f"{ANN}/id": original, **window}
+    meta["labels"] = dict(window.labels)
+    meta["annotations"] = {f"{ANN}/id": original, **window.annotations}
     return meta
 
 
-def _flavors(clusters: list[dict[str, Any]], window: dict[str, str]) -> list[dict[str, Any]]:
+def _flavors(clusters: list[dict[str, Any]], window: Stamp) -> list[dict[str, Any]]:
     out = []
     for c in clusters:
         out.append({"apiVersion": API, "kind": "ResourceFlavor",
                     "metadata": _meta(safe_name(c["cluster"]), c["cluster"], window),
-                    "spec": {"nodeLabels": {CLUSTER_LABEL: _label_value(c["cluster"]),
-                                            GPU_LABEL: _label_value(c["gpu_type"])}}})
+                    "spec": {"nodeLabels": cluster_selector(c)}})
     return out
 
 
@@ -107,7 +139,7 @@ def pool_name(tree: OrgTree) -> str:
 
 
 def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
-          quotas: dict[str, dict[str, dict[str, int]]], window: dict[str, str]
+          quotas: dict[str, dict[str, dict[str, int]]], window: Stamp
           ) -> dict[str, Any]:
     """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
     flavors = []
@@ -125,7 +157,7 @@ def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
             "spec": spec}
 
 
-def _cohorts(tree: OrgTree, nodes: set[str] | None, window: dict[str, str]
+def _cohorts(tree: OrgTree, nodes: set[str] | None, window: Stamp
              ) -> list[dict[str, Any]]:
     """A Cohort per internal org node (only those in ``nodes``, when given)."""
     out = []
@@ -162,7 +194,7 @@ def project_quotas(plan: dict[str, Any], start: str, end: str
 
 
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
-                   window: dict[str, str]) -> dict[str, Any]:
+                   window: Stamp) -> dict[str, Any]:
     team = tree.parent.get(project) or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
@@ -186,7 +218,7 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]
             "metadata": _meta(safe_name(project), project, window), "spec": spec}
 
 
-def _local_queue(project: str, window: dict[str, str]) -> dict[str, Any]:
+def _local_queue(project: str, window: Stamp) -> dict[str, Any]:
     name = safe_name(project)
     return {"apiVersion": API, "kind": "LocalQueue",
             "metadata": _meta(name, project, window, namespace=name),
@@ -214,9 +246,9 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already.
     """
-    window = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
-              f"{ANN}/plan-as-of": plan["as_of"],
-              f"{ANN}/input-digest": plan.get("input_digest", "")}
+    annotations = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
+                   f"{ANN}/plan-as-of": plan["as_of"],
+                   f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
         quotas = project_quotas(plan, start, end)
     clusters = _sorted_clusters(plan)
@@ -224,11 +256,12 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
         projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
         nodes = None
     else:  # the projects holding anything on the cluster, and the org tree above them
-        window[f"{ANN}/cluster"] = cluster
+        annotations[f"{ANN}/cluster"] = cluster
         clusters = [c for c in clusters if c["cluster"] == cluster]
         quotas = {p: {cluster: q[cluster]} for p, q in quotas.items() if cluster in q}
         projects = sorted(quotas)
         nodes = _ancestors(tree, projects)
+    window = Stamp(object_labels(plan), annotations)
     objects = _flavors(clusters, window) + [_pool(clusters, tree, quotas, window)]
     objects += _cohorts(tree, nodes, window)
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
@@ -297,6 +330,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
         head["per_cluster"] = True
     files["index.yaml"] = yaml.safe_dump(
         head | {"scenario": plan["scenario"], "as_of": plan["as_of"],
-                "input_digest": plan.get("input_digest", ""), "periods": index},
+                "input_digest": plan.get("input_digest", ""),
+                "prune_selector": prune_selector(plan), "periods": index},
         sort_keys=False)
     return files

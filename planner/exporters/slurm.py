@@ -20,26 +20,50 @@ What it sets:
   ``Priority=100`` and ``Preempt=gp-opportunistic``: guaranteed work takes GPUs back from
   opportunistic jobs first. Once a budget is spent, the project's jobs that name no QOS
   pend (``QOSGrpGRESMinutes``) while its ``--qos=gp-opportunistic`` jobs still run;
-- **reservations**: every planned reservation, ``ReservationName=<request id>``, whole nodes
-  (``NodeCnt`` in ``PartitionName=<cluster>``), ``Accounts=<project account>``,
-  ``Flags=IGNORE_JOBS`` (created even while jobs still run on the nodes it will take).
+- **reservations**: every planned reservation, ``ReservationName=gp-<request id>`` (the id
+  where Slurm takes it verbatim, else its safe form; the ``gp-`` prefix keeps a site's own
+  reservations out of reach: the script creates, updates and deletes only ``gp-`` names of
+  the plans it is given), whole nodes (``NodeCnt`` in ``PartitionName=<cluster>``),
+  ``Accounts=<project account>``, ``Flags=IGNORE_JOBS`` (created even while jobs still run
+  on the nodes it will take).
+
+**Every id is hostile.** Every value interpolated into the script goes through
+:func:`shlex.quote` (names, descriptions, times, the guards' ``grep`` patterns), and the
+header comment escapes control characters in the scenario name and input digest, so no id
+can run a command or end the comment. Accounts and QOS are derived names (:func:`account`:
+lower case, as sacctmgr stores them, with a digest where the id is not a DNS label; never
+``root``), so any org id is carried; a cluster id is a partition name the site's slurm.conf
+defines and cannot be renamed, so one Slurm cannot carry
+(:func:`planner.inputs.targets.partition_problem`) is
+refused before export. Descriptions keep printable ASCII only (:func:`description`).
+
+**Dry run.** ``./slurm-apply.sh --dry-run`` (or ``DRY_RUN=1``) runs the read-only guards and
+prints each mutating command they let through, quoted, instead of running it: what the
+script would change. (On a Slurm that lacks an account or QOS, the guarded settings after
+its ``add`` are listed too, as the add did not happen.)
 
 What slurm.conf must say (a script of ``sacctmgr``/``scontrol`` commands cannot set it; the
-script's header repeats it): ``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for
-the preemption, ``AccountingStorageEnforce=associations,limits,qos`` for the budgets to
-bind, and ``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS
-priorities to order pending jobs (:data:`SLURM_CONF_LINES`).
+script's header repeats it): ``GresTypes=gpu`` (GPUs as generic resources),
+``AccountingStorageType=accounting_storage/slurmdbd`` with ``AccountingStorageTRES=gres/gpu``
+(GPU-minutes are counted, so ``GrpTRESMins=gres/gpu=`` can bind),
+``AccountingStorageEnforce=associations,limits,qos`` for the budgets to bind,
+``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for the preemption, and
+``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS priorities
+to order pending jobs (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
+named as the cluster (the header lists them).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
 QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
 only where ``sacctmgr show`` reads other values (``modify account ... set parent=`` that
 changes nothing exits 1, "Nothing modified"; ``modify qos`` says "Modified qos" even then,
-and its guard keeps a second run from writing anything); a reservation is updated in
-place when ``scontrol show reservation`` finds it, created otherwise, deleted only if it
-exists. A reservation whose start has passed when the script runs (``$now``, or the plan's
-``as_of``) is running: only its end is updated, or it is created from ``StartTime=now``
-(Slurm refuses starts in the past and start changes of a begun reservation). Times are
-UTC (``TZ=UTC`` for scontrol's parser).
+and its guard keeps a second run from writing anything); the QOS attach runs only where
+the account's association lacks one of its QOS or the default; a reservation is updated
+in place when ``scontrol show reservation`` finds it with another window, node count or
+account, created when it finds none, deleted only if it exists. So a run on a Slurm that
+holds the plan changes nothing. A reservation whose start has passed when the script runs
+(``$now``, or the plan's ``as_of``) is running: only its end is updated, or it is created
+from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a begun
+reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
 moved/resized and dropped reservations, and QOS whose limit changed (preceded by the guarded
@@ -61,12 +85,17 @@ import pandas as pd
 from planner.exporters.common import OrgTree, cluster_info, safe_name
 
 FLAGS = "IGNORE_JOBS"
+RESERVATION_PREFIX = "gp-"
 _SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+RUN = "run "  # the script's function that runs a mutating command, or prints it (dry run)
 OPPORTUNISTIC_QOS = "gp-opportunistic"
 GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0
 # as `sacctmgr -n -P show qos format=priority,preemptmode,usagefactor` prints the settings
 OPPORTUNISTIC_SETTINGS = ("Priority=0 PreemptMode=requeue UsageFactor=0", "0|requeue|0.000000")
 SLURM_CONF_LINES = (
+    "GresTypes=gpu                # GPUs are generic resources (gres.conf lists them)",
+    "AccountingStorageType=accounting_storage/slurmdbd   # accounts and QOS live in slurmdbd",
+    "AccountingStorageTRES=gres/gpu   # GPU-minutes are counted: GrpTRESMins=gres/gpu binds",
     "PreemptType=preempt/qos      # a budget QOS preempts gp-opportunistic jobs",
     "PreemptMode=REQUEUE          # preempted jobs go back to the queue",
     "AccountingStorageEnforce=associations,limits,qos   # the budgets bind",
@@ -81,8 +110,14 @@ def fairshare(weight: float) -> int:
 
 
 def account(node: str) -> str:
-    """The Slurm account of an org node (lower case, as sacctmgr stores it)."""
-    return safe_name(node)
+    """The Slurm account of an org node (lower case, as sacctmgr stores it).
+
+    Never ``root``, Slurm's own top account: an org node called so gets a digest too.
+    """
+    name = safe_name(node)
+    if name == "root":
+        name = f"root-{hashlib.sha256(node.encode()).hexdigest()[:8]}"
+    return name
 
 
 def qos_name(project: str) -> str:
@@ -95,8 +130,31 @@ def qos_name(project: str) -> str:
 
 
 def reservation_name(request_id: str) -> str:
-    """``ReservationName``: the request id where Slurm takes it verbatim."""
-    return request_id if _SLURM_SAFE.fullmatch(request_id) else safe_name(request_id)
+    """``ReservationName``: ``gp-`` and the request id where Slurm takes it verbatim."""
+    safe = request_id if _SLURM_SAFE.fullmatch(request_id) else safe_name(request_id)
+    return f"{RESERVATION_PREFIX}{safe}"
+
+
+def description(node: str) -> str:
+    r"""An account's ``Description``: ``org:<id>`` in printable ASCII, ``?`` for the rest.
+
+    What Slurm 22.05's sacctmgr does with a description: it lower-cases it, turns quotes into
+    backticks, and stores a newline or ``|`` as it is, which then splits or shifts the
+    ``sacctmgr -P`` lines readers parse. So quotes, ``\``, ``|`` and anything outside printable
+    ASCII become ``?`` (the account name, with its digest, identifies the node).
+    """
+    return "".join(ch if " " <= ch <= "~" and ch not in "'\"\\|" else "?"
+                   for ch in f"org:{node}")
+
+
+def comment(text: str) -> str:
+    """``text`` safe inside a ``#`` comment line.
+
+    Control and other unprintable characters (newlines, carriage returns, U+2028, ...) are
+    written as escapes, so nothing ends the comment.
+    """
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
 
 
 def _slurm_time(stamp: str) -> str:
@@ -135,6 +193,11 @@ def budget_minutes(plan: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def _q(*words: str) -> str:
+    """Words quoted for the shell and joined (every interpolated value goes through here)."""
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
     # `sacctmgr modify` that changes nothing exits 1 ("Nothing modified"), which would stop
     # the script under `set -e`: modify only when the account's association differs
@@ -142,12 +205,14 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
     for node in nodes:
         name, parent = account(node), account(tree.parent[node]) if tree.parent[node] else "root"
         share = fairshare(tree.weight[node])
-        desc = shlex.quote(f"org:{node}")
-        lines.append(f"sacctmgr -n show account {name} | grep -q . || sacctmgr -i add account "
-                     f"{name} parent={parent} fairshare={share} Description={desc}")
-        lines.append(f"sacctmgr -n -P show assoc account={name} format=user,parentname,share "
-                     f"| grep -qx '|{parent}|{share}' || "
-                     f"sacctmgr -i modify account {name} set parent={parent} fairshare={share}")
+        lines.append(f"sacctmgr -n show account {_q(name)} | grep -q . || "
+                     f"{RUN}sacctmgr -i add account "
+                     + _q(name, f"parent={parent}", f"fairshare={share}",
+                          f"Description={description(node)}"))
+        lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
+                     f"format=user,parentname,share | grep -qx {_q(f'|{parent}|{share}')} || "
+                     f"{RUN}sacctmgr -i modify account "
+                     + _q(name, "set", f"parent={parent}", f"fairshare={share}"))
     return lines
 
 
@@ -155,9 +220,10 @@ def _opportunistic_lines() -> list[str]:
     # no GrpTRESMins: beyond-budget work is bound by no budget; UsageFactor=0: its jobs add
     # no usage anywhere (QOS or fair share); requeued when a budget QOS needs the GPUs
     q, (settings, shown) = OPPORTUNISTIC_QOS, OPPORTUNISTIC_SETTINGS
-    return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
-            f"sacctmgr -n -P show qos {q} format=priority,preemptmode,usagefactor | "
-            f"grep -qx '{shown}' || sacctmgr -i modify qos {q} set {settings}"]
+    return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
+            f"sacctmgr -n -P show qos {_q(q)} format=priority,preemptmode,usagefactor | "
+            f"grep -qx {_q(shown)} || {RUN}sacctmgr -i modify qos {_q(q)} set "
+            + _q(*settings.split())]
 
 
 def _qos_lines(project: str, minutes: int) -> list[str]:
@@ -170,42 +236,65 @@ def _qos_lines(project: str, minutes: int) -> list[str]:
     # gp-opportunistic for work beyond its budget.
     q, acct, tres = qos_name(project), account(project), f"gres/gpu={minutes}"
     opp = OPPORTUNISTIC_QOS
-    return [f"sacctmgr -n show qos {q} | grep -q . || sacctmgr -i add qos {q}",
-            f"sacctmgr -n -P show qos {q} format=priority,preempt | grep -qx "
-            f"'{GUARANTEED_PRIORITY}|{opp}' || sacctmgr -i modify qos {q} set "
-            f"Priority={GUARANTEED_PRIORITY} Preempt={opp}",
-            f"sacctmgr -n -P show qos {q} format=grptresmins | grep -qx '{tres}' || "
-            f"{{ sacctmgr -i modify qos {q} set GrpTRESMins={tres} && "
-            f"sacctmgr -i modify qos {q} set RawUsage=0; }}",
-            f"sacctmgr -i modify account {acct} set qos+={q},{opp} DefaultQOS={q}"]
+    return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
+            f"sacctmgr -n -P show qos {_q(q)} format=priority,preempt | grep -qx "
+            f"{_q(f'{GUARANTEED_PRIORITY}|{opp}')} || {RUN}sacctmgr -i modify qos "
+            + _q(q, "set", f"Priority={GUARANTEED_PRIORITY}", f"Preempt={opp}"),
+            f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
+            f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
+            f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
+            f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
+            + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
 
 
-def _exists(name: str) -> str:
-    return f"scontrol -o show reservation {name} 2>/dev/null | grep -q 'ReservationName={name} '"
+def _holds_qos(acct: str, default: str, allowed: tuple[str, ...]) -> str:
+    """A guard: the account's own association has ``default`` and lists every ``allowed``.
+
+    ``sacctmgr -P`` prints the QOS list comma-separated (the site's own QOS, ``normal``, may
+    be in it too), so each name is looked for as a whole list item, in any order.
+    """
+    for name in (acct, default, *allowed):  # derived names: nothing a regex would read
+        assert re.fullmatch(r"[a-z0-9-]+", name), name
+    show = (f"sacctmgr -n -P show assoc {_q(f'account={acct}')} format=user,defaultqos,qos")
+    return " && ".join(f"{show} | grep -Eqx {_q(f'[|]{default}[|](.*,)?{name}(,.*)?')}"
+                       for name in allowed)
+
+
+def _has(name: str, *fields: str) -> str:
+    """A guard: reservation ``name`` exists and ``scontrol -o show`` lists every field."""
+    return f"resv_has {_q(name, f'ReservationName={name}', *fields)}"
 
 
 def _reservation_line(r: dict[str, Any], as_of: str) -> str:
     name = reservation_name(r["request_id"])
-    common = f"Accounts={account(r['project'])} NodeCnt={r['nodes']}"
+    acct, nodes = f"Accounts={account(r['project'])}", f"NodeCnt={r['nodes']}"
+    common = _q(acct, nodes)
     start, end = _slurm_time(r["start"]), _slurm_time(r["end"])
-    create = f"scontrol create reservation ReservationName={name}"
-    tail = f"{common} PartitionName={r['cluster']} Flags={FLAGS}"
+    create = f"{RUN}scontrol create reservation {_q(f'ReservationName={name}')}"
+    update = f"{RUN}scontrol update {_q(f'ReservationName={name}')}"
+    partition = f"PartitionName={r['cluster']}"
+    tail = f"{common} {_q(partition, f'Flags={FLAGS}')}"
+    # an existing reservation is updated only where it differs, so that a converged Slurm
+    # sees no change (and a dry run prints none).
     # running: its start cannot move any more (Slurm: "Reservation already started"), only
     # its end; created now, as Slurm refuses a start more than a few minutes in the past
-    running = (f"if {_exists(name)}; then scontrol update ReservationName={name} EndTime={end} "
-               f"{common}; else {create} StartTime=now EndTime={end} {tail}; fi")
+    running = (f"if {_has(name)}; then {_has(name, f'EndTime={end}', nodes, acct)} || "
+               f"{update} {_q(f'EndTime={end}')} {common}; "
+               f"else {create} StartTime=now {_q(f'EndTime={end}')} {tail}; fi")
     if r["start"] < as_of:
         return running
-    window = f"StartTime={start} Duration={_duration(r['start'], r['end'])}"
-    ahead = (f"if {_exists(name)}; then scontrol update ReservationName={name} {window} "
-             f"{common}; else {create} {window} {tail}; fi")
+    window = _q(f"StartTime={start}", f"Duration={_duration(r['start'], r['end'])}")
+    same = _has(name, f"StartTime={start}", f"EndTime={end}", nodes, acct)
+    ahead = (f"if {_has(name)}; then {same} || {update} {window} {common}; "
+             f"else {create} {window} {tail}; fi")
     # the plan's future may have begun by the time the script runs: decided then, by $now
-    return f"if [[ $now < {start} ]]; then {ahead}; else {running}; fi"
+    return f"if [[ $now < {_q(start)} ]]; then {ahead}; else {running}; fi"
 
 
 def _delete_line(request_id: str) -> str:
     name = reservation_name(request_id)
-    return f"if {_exists(name)}; then scontrol delete ReservationName={name}; fi"
+    return (f"if {_has(name)}; then {RUN}scontrol delete "
+            f"{_q(f'ReservationName={name}')}; fi")
 
 
 def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
@@ -220,22 +309,49 @@ def _reservation_key(r: dict[str, Any]) -> tuple:
     return (r["project"], r["cluster"], r["nodes"], r["start"], r["end"])
 
 
+def _header(plan: dict[str, Any]) -> list[str]:
+    """The comment block and the preamble (strict mode, UTC, the dry-run switch, the clock).
+
+    Every text the plan gives is escaped (:func:`comment`): nothing ends a comment line.
+    """
+    valid = f"# valid from {plan['periods'][0]['start']}"
+    if "quarter_end" in plan:
+        valid += f" until {plan['quarter_end']}"
+    partitions = [f"#   partition {comment(c['cluster'])}: {c['nodes']} nodes, "
+                  f"Gres=gpu:{c['gpus_per_node']} each"
+                  for c in sorted(plan.get("clusters", []), key=lambda c: c["cluster"])]
+    return [
+        f"# gpu-planner: Slurm state for plan {comment(plan['scenario'])} as of "
+        f"{comment(plan['as_of'])} (input {comment(plan.get('input_digest', ''))})",
+        comment(valid),
+        "# idempotent: every command is guarded; re-running converges",
+        "# usage: slurm-apply.sh [--dry-run]   (or DRY_RUN=1): print each change, quoted,",
+        "#   instead of making it (the read-only guards still run)",
+        "# slurm.conf must have (this script cannot set it):",
+        *(f"#   {line}" for line in SLURM_CONF_LINES),
+        "# and a partition per cluster of the plan, named as the cluster "
+        "(PartitionName=<cluster> Nodes=<its nodes>):",
+        *partitions,
+        "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
+        "set -eu", "export TZ=UTC",
+        'dry_run="${DRY_RUN:-0}"',
+        'case "${1-}" in --dry-run) dry_run=1 ;; "") ;; '
+        '*) echo "usage: $0 [--dry-run]" >&2; exit 2 ;; esac',
+        "# every command that changes Slurm goes through run: in a dry run it is printed",
+        "run() { if [ \"$dry_run\" = 1 ]; then printf 'would run:'; printf ' %q' \"$@\"; "
+        "printf '\\n'; else \"$@\"; fi; }",
+        "# resv_has NAME FIELD...: the reservation exists and shows every FIELD (key=value)",
+        'resv_has() { local line; line=" $(scontrol -o show reservation "$1" 2>/dev/null '
+        '|| true) "; shift; for f in "$@"; do [[ $line == *" $f "* ]] || return 1; done; }',
+        "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
+        "is running"]
+
+
 def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, Any] | None = None,
                  previous_org: pd.DataFrame | None = None) -> str:
     """The bash script that makes Slurm hold what the plan says (see the module docstring)."""
     tree = OrgTree.from_frame(org)
-    head = ["#!/usr/bin/env bash",
-            f"# gpu-planner: Slurm state for plan {plan['scenario']} as of {plan['as_of']} "
-            f"(input {plan.get('input_digest', '')})",
-            f"# valid from {plan['periods'][0]['start']} until {plan['quarter_end']}"
-            if "quarter_end" in plan else f"# valid from {plan['periods'][0]['start']}",
-            "# idempotent: every command is guarded; re-running converges",
-            "# slurm.conf must have (this script cannot set it):",
-            *(f"#   {line}" for line in SLURM_CONF_LINES),
-            "# no pipefail: `show | grep -q` must not fail on SIGPIPE once grep has its match",
-            "set -eu", "export TZ=UTC",
-            "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
-            "is running", ""]
+    head = ["#!/usr/bin/env bash", *_header(plan), ""]
     lines: list[str] = []
     if previous is None or previous_org is not None:
         before = OrgTree.from_frame(previous_org) if previous_org is not None else None

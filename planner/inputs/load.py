@@ -75,14 +75,15 @@ def build_tables(tables: Mapping[str, Parsed]) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _read_and_check(path: Path) -> tuple[Scenario | None, list[InputProblem]]:
+def _read_and_check(path: Path, targets: tuple[str, ...] = ()
+                    ) -> tuple[Scenario | None, list[InputProblem]]:
     raw = read_scenario(path)
     problems = list(raw.problems)
     config = None
     if raw.config is not None:
         config, found = check_config(raw.config)
         problems += found
-    checked = check_tables(raw.tables)
+    checked = check_tables(raw.tables, targets)
     problems += checked.problems
     if problems or config is None:
         return None, InputError(problems).problems  # InputError's order: file, row, column
@@ -91,17 +92,23 @@ def _read_and_check(path: Path) -> tuple[Scenario | None, list[InputProblem]]:
                     digest=digest(raw.files)), []
 
 
-def validate_scenario(path: str | os.PathLike[str]) -> list[InputProblem]:
-    """Every problem of the scenario folder or workbook at ``path`` (``[]``: valid)."""
-    return _read_and_check(Path(path))[1]
+def validate_scenario(path: str | os.PathLike[str],
+                      targets: tuple[str, ...] = ()) -> list[InputProblem]:
+    """Every problem of the scenario folder or workbook at ``path`` (``[]``: valid).
+
+    ``targets``: executors the scenario is meant for (``slurm``, ...); ids they cannot carry
+    are problems too (:mod:`planner.inputs.targets`).
+    """
+    return _read_and_check(Path(path), tuple(targets))[1]
 
 
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+def load_scenario(path: str | os.PathLike[str], targets: tuple[str, ...] = ()) -> Scenario:
     """The scenario at ``path`` (a folder or an ``.xlsx`` workbook).
 
-    Raises :class:`~planner.errors.InputError` with every problem found.
+    Raises :class:`~planner.errors.InputError` with every problem found (with ``targets``,
+    also ids those executors cannot carry).
     """
-    scenario, problems = _read_and_check(Path(path))
+    scenario, problems = _read_and_check(Path(path), tuple(targets))
     if scenario is None:
         raise InputError(problems)
     return scenario

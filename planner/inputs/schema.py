@@ -16,6 +16,8 @@ Types (``Field.kind``) and how a cell is read:
 - ``datetime``: ISO 8601, ``2026-11-02`` or ``2026-11-02T06:00:00``, optional ``Z`` or
   ``+02:00``; naive times are UTC, offsets are converted to UTC.
 - ``list``: ids separated by ``;`` (empty = the default).
+- ``labels``: Kubernetes labels, ``key=value;key=value`` (empty = the default); keys and
+  values in Kubernetes' label syntax (:mod:`planner.inputs.labels`).
 - ``map`` (``scenario.toml`` only): a table of name = number.
 """
 
@@ -27,7 +29,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Literal
 
-Kind = Literal["id", "str", "int", "float", "datetime", "list", "map"]
+Kind = Literal["id", "str", "int", "float", "datetime", "list", "labels", "map"]
 
 #: The pandas dtype each kind has in a loaded :class:`~planner.inputs.Scenario` table.
 DTYPES: Mapping[str, str] = MappingProxyType({
@@ -37,6 +39,7 @@ DTYPES: Mapping[str, str] = MappingProxyType({
     "float": "float64",
     "datetime": "datetime64[us, UTC]",
     "list": "object",  # tuple[str, ...]
+    "labels": "object",  # tuple[tuple[str, str], ...], sorted by key
 })
 
 LIST_SEPARATOR = ";"
@@ -144,6 +147,13 @@ CLUSTERS = TableSchema(
               "GPU type (`H100`, `A100`, …); its NGH rate comes from `gpu_rates`."),
         Field("nodes", "int", "nodes", True, "Nodes in the cluster.", bound=Bound.POSITIVE),
         Field("gpus_per_node", "int", "GPUs", True, "GPUs a node.", bound=Bound.POSITIVE),
+        Field("node_labels", "labels", "", False,
+              "Kubernetes labels the cluster's nodes carry, `key=value;key=value` "
+              "(`nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3`): the Kueue flavor's node "
+              "selector. Empty: `gpu-planner.io/cluster=<cluster>`, plus "
+              "`nvidia.com/gpu.product=<gpu_type>` where the type is written as GPU feature "
+              "discovery labels nodes (`NVIDIA-…`). No two clusters' selectors may be equal "
+              "or one inside the other.", default=()),
     ),
     unique="cluster", min_rows=1,
 )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from planner.errors import InputProblem
+from planner.inputs.labels import node_selector, parse_labels, selector_overlaps
 from planner.inputs.read import ConfigEntry, RawConfig, RawTable
 from planner.inputs.scenario import ScenarioConfig
 from planner.inputs.schema import (
@@ -35,6 +36,7 @@ from planner.inputs.schema import (
     Ref,
     TableSchema,
 )
+from planner.inputs.targets import partition_problem
 
 UTC = dt.UTC
 
@@ -83,6 +85,8 @@ def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
     if f.kind == "list":
         items = (item.strip() for item in text.split(LIST_SEPARATOR))
         return tuple(dict.fromkeys(item for item in items if item)), None
+    if f.kind == "labels":
+        return parse_labels(text)
     if f.kind == "datetime":
         stamp = parse_datetime(text)
         if stamp is None:
@@ -343,6 +347,45 @@ def check_references(table: Parsed, clusters: frozenset[str] | None,
     return problems
 
 
+def check_node_selectors(clusters: Parsed) -> list[InputProblem]:
+    """No two clusters select the same nodes: selectors neither equal nor one inside another.
+
+    A cluster's selector is its ``node_labels`` or the default
+    (:func:`planner.inputs.labels.node_selector`); the later row of a pair is reported.
+    """
+    selectors, rows = {}, {}
+    for i, (row, record) in enumerate(clusters.records()):
+        name, gpu_type = record["cluster"], record["gpu_type"]
+        if i in clusters.bad or name is None or gpu_type is None or name in selectors:
+            continue
+        selectors[name] = node_selector(str(name), str(gpu_type), record["node_labels"] or None)
+        rows[name] = row
+    problems = []
+    for a, b in selector_overlaps(selectors):
+        shown = ", ".join(f"{k}={v}" for k, v in selectors[b])
+        same = "the same node labels as" if selectors[a] == selectors[b] else \
+            "node labels overlapping those of"
+        problems.append(InputProblem(
+            clusters.label, rows[b], "node_labels",
+            f"cluster {b!r} selects nodes by {same} cluster {a!r} (row {rows[a]}): {shown}; "
+            "give each cluster node_labels no other cluster's nodes carry (one cluster's "
+            "labels must not all be another's)"))
+    return problems
+
+
+def check_target_ids(clusters: Parsed, targets: tuple[str, ...]) -> list[InputProblem]:
+    """Ids the scenario's executors cannot carry.
+
+    For ``slurm``: clusters that are not partition names
+    (:func:`planner.inputs.targets.partition_problem`).
+    """
+    if "slurm" not in targets:
+        return []
+    return [InputProblem(clusters.label, row, "cluster", f"for Slurm: {problem}")
+            for row, name in zip(clusters.rows, clusters.values["cluster"], strict=True)
+            if name is not None and (problem := partition_problem(str(name))) is not None]
+
+
 def allowed_clusters(budgets: Parsed) -> dict[str, tuple[str, ...]]:
     """Each budgeted project's allowed clusters (``()`` = all), from its first row."""
     allowed: dict[str, tuple[str, ...]] = {}
@@ -418,8 +461,9 @@ class CheckedTables:
     problems: list[InputProblem]
 
 
-def check_tables(raw: Mapping[str, RawTable | None]) -> CheckedTables:
-    """Parse every table and run every table check."""
+def check_tables(raw: Mapping[str, RawTable | None],
+                 targets: tuple[str, ...] = ()) -> CheckedTables:
+    """Parse every table and run every table check (and, for ``targets``, theirs)."""
     problems: list[InputProblem] = []
     tables: dict[str, Parsed | None] = {}
     for name, schema in TABLES.items():
@@ -440,6 +484,9 @@ def check_tables(raw: Mapping[str, RawTable | None]) -> CheckedTables:
                 if clusters_table is not None else None)
     clusters_label = clusters_table.label if clusters_table is not None else "clusters.csv"
     index = org_index(org) if org is not None else None
+    if clusters_table is not None:
+        problems += check_node_selectors(clusters_table)
+        problems += check_target_ids(clusters_table, targets)
     if org is not None:
         problems += check_org_self_parent(org)
         problems += check_org_cycles(org)

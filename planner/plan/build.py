@@ -109,6 +109,26 @@ def _budgets(problem: Problem, solution: Solution) -> list[dict]:
             for p, name in enumerate(problem.projects)]
 
 
+def _clusters(problem: Problem) -> list[dict[str, Any]]:
+    """The clusters as planned.
+
+    With ``node_labels`` (for the Kueue flavors) where the scenario gives them, so that the
+    plan alone tells an executor which nodes make a cluster.
+    """
+    frame = problem.scenario.clusters
+    labels = (dict(zip(frame["cluster"], frame["node_labels"], strict=True))
+              if "node_labels" in frame else {})
+    out = []
+    for c, g, n, m, r in zip(problem.clusters, problem.gpu_type, problem.nodes,
+                             problem.gpus_per_node, problem.rate, strict=True):
+        row = {"cluster": c, "gpu_type": g, "nodes": int(n), "gpus_per_node": int(m),
+               "rate": num(r)}
+        if labels.get(c):
+            row["node_labels"] = dict(labels[c])
+        out.append(row)
+    return out
+
+
 def extract_plan(problem: Problem, solution: Solution) -> Plan:
     """The plan record; everything in it is determined by the inputs and options."""
     cfg = problem.scenario.config
@@ -133,10 +153,7 @@ def extract_plan(problem: Problem, solution: Solution) -> Plan:
         },
         "periods": [{"start": iso(s), "end": iso(e)}
                     for s, e in zip(problem.period_start, problem.period_end, strict=True)],
-        "clusters": [{"cluster": c, "gpu_type": g, "nodes": int(n), "gpus_per_node": int(m),
-                      "rate": num(r)}
-                     for c, g, n, m, r in zip(problem.clusters, problem.gpu_type, problem.nodes,
-                                              problem.gpus_per_node, problem.rate, strict=True)],
+        "clusters": _clusters(problem),
         "allocations": _allocations(problem, solution),
         "reservations": reservations,
         "unplaced": _unplaced(problem, solution),

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 from openpyxl import Workbook
-from openpyxl.cell.cell import Cell
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart, Reference, Series
 from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Alignment, Font, PatternFill
@@ -44,6 +44,7 @@ from openpyxl.writer.excel import ExcelWriter
 from planner.config import ModelConfig
 from planner.explain import Explanation, ProjectWhy, explain_all
 from planner.inputs import Scenario
+from planner.inputs.labels import format_labels
 from planner.inputs.schema import (
     CONFIG_SHEET,
     LIST_SEPARATOR,
@@ -73,9 +74,20 @@ AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377
 # --------------------------------------------------------------------------- cells
 
 
+def cell_safe(text: str) -> str:
+    r"""``text`` with the control characters an .xlsx cannot hold written visibly (``\x01``).
+
+    Tab, newline and carriage return stay as they are; openpyxl refuses the others.
+    """
+    return ILLEGAL_CHARACTERS_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def put_text(cell: Cell, text: str) -> Cell:
-    """Write ``text`` as a string cell, never a formula (``=…`` stays text)."""
-    cell.value = text
+    """Write ``text`` as a string cell, never a formula (``=…`` stays text).
+
+    Control characters a workbook cannot hold are escaped visibly (:func:`cell_safe`).
+    """
+    cell.value = cell_safe(text)
     cell.data_type = "s"
     return cell
 
@@ -600,6 +612,8 @@ def _why(ws: Worksheet, whys: tuple[Explanation, ...] | None, model: str) -> Non
 def _input_value(kind: str, value: Any) -> Any:
     if kind == "list":
         return LIST_SEPARATOR.join(value)
+    if kind == "labels":
+        return format_labels(value)
     if kind == "datetime":
         return iso(value)
     if kind in ("id", "str"):
@@ -629,7 +643,9 @@ def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
         header(ws, 1, table.columns)
         frame = getattr(scenario, name)
         kinds = [f.kind for f in table.fields]
-        columns = [frame[c].tolist() for c in table.columns]
+        # an optional column a scenario built in code may lack: its default
+        columns = [frame[f.name].tolist() if f.name in frame else [f.default] * len(frame)
+                   for f in table.fields]
         for i, values in enumerate(zip(*columns, strict=True), start=2):
             for j, (kind, value) in enumerate(zip(kinds, values, strict=True), start=1):
                 put(ws, i, j, _input_value(kind, value))

@@ -1,0 +1,220 @@
+"""Every id a user writes is hostile: through every exporter and report it stays inert data.
+
+One scenario whose ids hold ``$(touch MARK)``, backticks, ``;``, newlines, spaces, quotes,
+``=HYPERLINK(...)``, ``<script>`` and control characters (and an org node called ``root``)
+is planned with ``planner run --export kueue,slurm,json``; then the Slurm script runs under
+bash against the fake Slurm (and with ``--dry-run``), the Kueue YAML and the executor JSON
+are parsed back, and both reports are written and read back. MARK must never exist, and the
+ids come back exactly where an id is data (annotations, JSON, report cells).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import openpyxl
+import pytest
+import yaml
+
+from planner.cli import main
+from planner.exporters.common import safe_name
+from planner.exporters.kueue import prune_selector
+from planner.exporters.slurm import account, reservation_name
+from tests.scenario_factory import FILES, write_scenario
+from tests.test_export_kueue import needs_crds, validate
+from tests.test_export_slurm import FakeSlurm
+
+
+def hostile_ids(marker: Path) -> dict[str, str]:
+    """The tiny scenario's ids -> hostile ones (each would touch ``marker`` if run)."""
+    return {
+        "research": "root",
+        "vision": "vision team; touch " + str(marker),
+        "language": f"`touch {marker}`",
+        "p1": f"$(touch {marker})",
+        "p2": "it's \"quoted\"\nsecond line",
+        "p3": '=HYPERLINK("http://evil.example/","click")',
+        "p4": "<script>alert(1)</script>\x01\x1f",
+        "r1": f"r1 $(touch {marker})",
+        "r2": "r2\n'; touch x",
+    }
+
+
+def _rewrite(text: str, ids: dict[str, str], columns: set[str]) -> str:
+    rows = list(csv.reader(io.StringIO(text)))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(rows[0])
+    for row in rows[1:]:
+        writer.writerow([ids.get(cell, cell) if name in columns else cell
+                         for name, cell in zip(rows[0], row, strict=True)])
+    return out.getvalue()
+
+
+def hostile_scenario(folder: Path, marker: Path) -> Path:
+    """The tiny scenario with :func:`hostile_ids`; its name and a node label list too."""
+    ids = hostile_ids(marker)
+    columns = {"id", "parent", "project", "request_id"}
+    overrides = {name: _rewrite(FILES[name], ids, columns)
+                 for name in ("org", "budgets", "demand", "reservations", "usage")}
+    overrides["scenario"] = FILES["scenario"].replace(
+        'name = "tiny"', f'name = "tiny\\n$(touch {marker})"')
+    overrides["clusters"] = ("cluster,gpu_type,nodes,gpus_per_node,node_labels\n"
+                             "h100-a,H100,4,8,nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n"
+                             "a100-b,A100,2,8,\n")
+    return write_scenario(folder, **overrides)
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """The hostile scenario planned and exported to every target: (root, marker, ids)."""
+    root = tmp_path_factory.mktemp("hostile")
+    marker = root / "MARK"
+    scenario = hostile_scenario(root / "scenario", marker)
+    assert main(["run", str(scenario), "--out", str(root / "out"), "--quiet",
+                 "--export", "kueue,slurm,json"]) == 0
+    assert not marker.exists()
+    return root, marker, hostile_ids(marker)
+
+
+def projects(ids: dict[str, str]) -> set[str]:
+    return {ids[p] for p in ("p1", "p2", "p3", "p4")}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_slurm_script_runs_hostile_ids_inert_against_the_fake(planned, tmp_path):
+    root, marker, ids = planned
+    script = (root / "out" / "slurm" / "slurm-apply.sh").read_text()
+    plan = json.loads((root / "out" / "plan.json").read_text())
+    assert plan["scenario"] == f"tiny\n$(touch {marker})"
+    # the header comment cannot be escaped: every line before the preamble is a comment
+    head = script[:script.index("\nset -eu\n")].splitlines()
+    assert all(line.startswith("#") for line in head)
+    assert f"tiny\\n$(touch {marker})" in head[1]
+
+    slurm = FakeSlurm(tmp_path / "apply", partitions=["h100-a", "a100-b"])
+    state = slurm.apply(script, "2026-11-01T12:00:00")
+    assert not marker.exists() and not Path("x").exists()
+    # every org node is an account under its derived name, none of them Slurm's root
+    org = {ids.get(n, n) for n in ("research", "vision", "language", "p1", "p2", "p3", "p4")}
+    assert set(state["account"]) == {account(n) for n in org}
+    assert account("root") != "root" and state["account"][account("root")]["parent"] == "root"
+    for node in org:
+        got = state["account"][account(node)]["description"]
+        assert got.isprintable() and got.isascii() and "|" not in got
+    p2 = state["account"][account(ids["p2"])]["description"]
+    assert p2 == "org:it?s ?quoted??second line"
+    # reservations: gp- names, for the derived accounts
+    placed = {r["request_id"]: r for r in plan["reservations"]}
+    assert set(placed) == {ids["r1"], ids["r2"]}
+    assert set(state["reservation"]) == {reservation_name(i) for i in placed}
+    for rid, r in placed.items():
+        got = state["reservation"][reservation_name(rid)]
+        assert reservation_name(rid).startswith("gp-")
+        assert (got["Accounts"], got["PartitionName"]) == (account(r["project"]), r["cluster"])
+    # a second run converges, and nothing ran the ids either
+    assert slurm.apply(script, "2026-11-01T12:00:00") == state
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_slurm_dry_run_prints_every_change_and_makes_none(planned, tmp_path):
+    root, marker, ids = planned
+    script = (root / "out" / "slurm" / "slurm-apply.sh").read_text()
+    for how in ("flag", "env"):
+        slurm = FakeSlurm(tmp_path / how, partitions=["h100-a", "a100-b"])
+        if how == "env":
+            slurm.env["DRY_RUN"] = "1"
+            state = slurm.apply(script, "2026-11-01T12:00:00")
+        else:
+            state = slurm.apply(script, "2026-11-01T12:00:00", "--dry-run")
+        assert state.get("account", {}) == {} and state.get("reservation", {}) == {}
+        # only the read-only guards reached Slurm
+        assert all(argv[1] in ("show", "-n") or argv[1:3] == ["-o", "show"]
+                   for argv in slurm.argvs()), slurm.argvs()
+        printed = [line for line in slurm.output.splitlines() if line.startswith("would run:")]
+        assert printed == slurm.output.splitlines()
+        # each change, quoted as bash reads it back: the hostile description is one word
+        adds = [line for line in printed if " add account " in line]
+        assert len(adds) == 7
+        assert any(account(ids["p1"]) in line for line in adds)
+        assert sum("scontrol create reservation" in line for line in printed) == 2
+        assert not marker.exists()
+    # once applied, a dry run has nothing left to print
+    slurm = FakeSlurm(tmp_path / "applied", partitions=["h100-a", "a100-b"])
+    slurm.apply(script, "2026-11-01T12:00:00")
+    slurm.apply(script, "2026-11-01T12:00:00", "--dry-run")
+    assert slurm.output == ""
+    with pytest.raises(AssertionError):  # anything else is refused
+        FakeSlurm(tmp_path / "bad").apply(script, None, "--now")
+
+
+@needs_crds
+def test_kueue_yaml_carries_hostile_ids_as_data(planned):
+    root, marker, ids = planned
+    folder = root / "out" / "kueue"
+    index = yaml.safe_load((folder / "index.yaml").read_text())
+    (entry,) = index["periods"]
+    docs = [d for d in yaml.safe_load_all((folder / entry["file"]).read_text()) if d]
+    plan = json.loads((root / "out" / "plan.json").read_text())
+    for obj in docs:
+        validate(obj)
+        assert obj["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "gpu-planner",
+            "gpu-planner.io/scenario": obj["metadata"]["labels"]["gpu-planner.io/scenario"]}
+    assert prune_selector(plan) == ",".join(
+        f"{k}={v}" for k, v in docs[0]["metadata"]["labels"].items())
+    queues = {d["metadata"]["annotations"]["gpu-planner.io/id"]: d for d in docs
+              if d["kind"] == "ClusterQueue"}
+    assert set(queues) == projects(ids)  # the ids, exactly, as annotations
+    for project, queue in queues.items():
+        assert queue["metadata"]["name"] == safe_name(project)
+    cohorts = {d["metadata"]["annotations"]["gpu-planner.io/id"] for d in docs
+               if d["kind"] == "Cohort"}
+    assert {ids["research"], ids["vision"], ids["language"]} <= cohorts
+    flavors = {d["metadata"]["name"]: d["spec"]["nodeLabels"] for d in docs
+               if d["kind"] == "ResourceFlavor"}
+    assert flavors == {"h100-a": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                       "a100-b": {"gpu-planner.io/cluster": "a100-b"}}
+    assert not marker.exists()
+
+
+def test_executor_json_carries_hostile_ids_as_data(planned):
+    root, marker, ids = planned
+    view = json.loads((root / "out" / "json" / "executor-view.json").read_text())
+    quoted = {q["project"] for p in view["periods"] for c in p["clusters"] for q in c["quotas"]}
+    assert quoted <= projects(ids) and ids["p1"] in quoted
+    held = {r["request_id"] for p in view["periods"] for c in p["clusters"]
+            for r in c["reservations"]}
+    assert held == {ids["r1"], ids["r2"]}
+    assert view["scenario"] == f"tiny\n$(touch {marker})"
+
+
+def test_reports_keep_hostile_ids_as_text(planned):
+    root, marker, ids = planned
+    scenario, plan = root / "scenario", root / "out" / "plan.json"
+    book_path, html_path = root / "report.xlsx", root / "report.html"
+    assert main(["report", str(scenario), "--plan", str(plan), "--out", str(book_path)]) == 0
+    assert main(["report", str(scenario), "--plan", str(plan), "--out", str(html_path)]) == 0
+    book = openpyxl.load_workbook(book_path)
+    texts = {}
+    for ws in book.worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                if isinstance(cell.value, str):
+                    texts.setdefault(cell.value, set()).add(cell.data_type)
+    # the formula-like id is a string cell, never a formula; control characters are escaped
+    # visibly (openpyxl refuses them), the other ids are there as they are
+    assert texts[ids["p3"]] == {"s"}
+    assert "<script>alert(1)</script>\\x01\\x1f" in texts
+    assert ids["p1"] in texts and ids["p2"] in texts
+    assert not any(v.startswith("=HYPERLINK") and "f" in types for v, types in texts.items())
+    html = html_path.read_text()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "=HYPERLINK(&#34;http://evil.example/&#34;,&#34;click&#34;)" in html
+    assert not marker.exists()
