@@ -10,7 +10,7 @@ from rich.console import Console
 
 from planner import __version__
 from planner.check import check_plan
-from planner.config import load_model
+from planner.config import load_model, solver_option_problems
 from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
@@ -113,6 +113,30 @@ def _with_solver_overrides(model, args):
     return replace(model, solver=solver)
 
 
+#: The numeric options and what each must be (``--time-limit`` and ``--mip-gap`` share
+#: the model file's rules, :func:`planner.config.solver_option_problems`).
+MAX_EXPORT_PERIODS = 10_000
+
+
+def option_problems(args: argparse.Namespace) -> list[InputProblem]:
+    """Every numeric option of every subcommand checked before anything is read or written."""
+    problems = [InputProblem(f"--{key.replace('_seconds', '').replace('_', '-')}", None, None,
+                             message)
+                for key, message in solver_option_problems(getattr(args, "time_limit", None),
+                                                           getattr(args, "mip_gap", None))]
+    periods = getattr(args, "periods", None)
+    if periods is not None and not 1 <= periods <= MAX_EXPORT_PERIODS:
+        problems.append(InputProblem("--periods", None, None,
+                                     f"must be at least 1 and at most {MAX_EXPORT_PERIODS:,}, "
+                                     f"got {periods}"))
+    as_of = getattr(args, "as_of", None)
+    if as_of is not None and not as_of.strip():
+        problems.append(InputProblem("--as-of", None, None,
+                                     "is empty; give a date such as 2026-11-16, or leave the "
+                                     "option out to plan from the scenario's as_of"))
+    return problems
+
+
 def _run(args, console: Console, err: Console) -> ExitCode:
     targets = _export_targets(args.export)
     with err.status("loading the scenario", spinner="dots") as status:
@@ -121,7 +145,7 @@ def _run(args, console: Console, err: Console) -> ExitCode:
                 status.update(message)
 
         scenario = load_scenario(args.scenario)
-        if args.as_of:
+        if args.as_of is not None:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
         previous = load_previous(Path(args.previous)) if args.previous else None
@@ -164,8 +188,6 @@ def _check(args, console: Console) -> ExitCode:
 
 
 def _export(args, console: Console) -> ExitCode:
-    if args.periods < 1:
-        raise InputError([InputProblem("--periods", None, None, "must be at least 1")])
     if args.per_cluster and args.to != "kueue":
         raise InputError([InputProblem("--per-cluster", None, None,
                                        "splits Kueue manifests only (--to kueue)")])
@@ -263,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
+        problems = option_problems(args)
+        if problems:
+            raise InputError(problems)
         if args.command == "run":
             return int(_run(args, console, err))
         if args.command == "check":
@@ -278,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:
-            err.print(f"error: {problem}", markup=False, highlight=False)
+            err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
         err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
         return int(ExitCode.BAD_INPUT)
     except SolverError as error:

@@ -13,6 +13,8 @@ from planner.check import check_plan
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.inputs import Scenario
+from planner.inputs.read import read_input
+from planner.inputs.validate import DATE_HINT, parse_datetime, to_timestamp
 from planner.model.problem import Problem, build_problem
 from planner.model.result import Solution
 from planner.model.solve import solve
@@ -42,10 +44,12 @@ def plan_schema() -> dict:
 def load_previous(path: Path) -> dict:
     """Read a previous plan; refuse one that does not match the schema."""
     label = path.name
+    data, problem = read_input(path, label)
+    if problem is not None:
+        raise InputError([problem])
+    assert data is not None
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError([InputProblem(label, None, None, "file not found")]) from None
+        body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         line = getattr(err, "lineno", None)
         raise InputError([InputProblem(label, line, None, f"not a JSON plan: {err}")]) from None
@@ -58,13 +62,15 @@ def load_previous(path: Path) -> dict:
 
 
 def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
-    """``--as-of``: an ISO date inside the scenario's quarter."""
-    try:
-        stamp = pd.Timestamp(text)
-    except ValueError:
+    """``--as-of``: an ISO date inside the scenario's quarter.
+
+    As strict as the inputs' dates: ``now``, ``""`` and ``11/16/2026`` are refused.
+    """
+    parsed = parse_datetime(text)
+    if parsed is None:
         raise InputError([InputProblem("--as-of", None, None,
-                                       f"{text!r} is not an ISO 8601 date")]) from None
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+                                       f"{text!r} is not an ISO 8601 date; {DATE_HINT}")])
+    stamp = to_timestamp(parsed)
     cfg = scenario.config
     if not cfg.quarter_start <= stamp < cfg.quarter_end:
         raise InputError([InputProblem("--as-of", None, None,
