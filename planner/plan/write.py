@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
 
+from planner.errors import InputError, InputProblem
 from planner.plan.build import Plan
 
 
@@ -22,30 +24,71 @@ def _mode(name: str) -> int:
     return (0o777 if name.endswith(".sh") else 0o666) & ~umask
 
 
+def _missing_dirs(out_dir: Path) -> list[Path]:
+    """The folders ``mkdir(parents=True)`` would create for ``out_dir``, deepest first."""
+    missing = []
+    at = out_dir
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    return missing
+
+
+def _cleanup(staged: list[Path], created: list[Path]) -> None:
+    """Remove temporary files, then the folders this call created (if left empty)."""
+    for tmp in staged:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    for folder in created:  # deepest first
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
 def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     """Write each file to a temporary sibling first, then rename all into place.
 
     The temporary file is private (``mkstemp``); once complete it gets the mode an
     ordinary write would have given, so a plan is readable by the executor's user and
     ``slurm-apply.sh`` runs as ``./slurm-apply.sh``.
+
+    When the system refuses (disk full, read-only file system, no permission, ``out_dir``
+    a file), every temporary file and every folder this call created is removed and an
+    :class:`~planner.errors.InputError` names the path and the system's reason, so the
+    CLI prints one line and exits 2 (bad input: the ``--out`` given cannot take the
+    files). Files already in ``out_dir`` from an earlier run are left as they were.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staged: list[tuple[str, Path]] = []
+    created = _missing_dirs(out_dir)
+    staged: list[Path] = []
+    target = out_dir
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
+            target = out_dir / name
             fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+            staged.append(Path(tmp))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, _mode(name))
-            staged.append((name, Path(tmp)))
+        written = []
+        for name, tmp in zip(files, list(staged), strict=True):
+            target = out_dir / name
+            os.replace(tmp, target)
+            staged.remove(tmp)
+            written.append(target)
+    except OSError as err:
+        _cleanup(staged, created)
+        reason = err.strerror or type(err).__name__
+        if isinstance(err, (FileExistsError, NotADirectoryError)):
+            reason = f"{reason}: a file stands where a folder is needed"
+        raise InputError([InputProblem(
+            str(target), None, None,
+            f"cannot write ({reason}); nothing was written: free some space, fix the "
+            "permissions or choose another --out")]) from None
     except BaseException:
-        for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+        _cleanup(staged, created)
         raise
-    written = []
-    for name, tmp in staged:
-        os.replace(tmp, out_dir / name)
-        written.append(out_dir / name)
     return written
