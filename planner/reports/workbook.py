@@ -46,6 +46,7 @@ from planner.inputs.schema import (
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
+    bad_characters,
 )
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
@@ -57,6 +58,7 @@ NGH = "#,##0"
 PCT = "0.0%"
 DATE = "yyyy-mm-dd hh:mm"
 BOLD = Font(bold=True)
+MAX_INDENT = 250  # Excel's cell indent stops at 255
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
 HEADER_ALIGN = Alignment(wrap_text=True, vertical="bottom")
 TITLE = Font(bold=True, size=14)
@@ -69,9 +71,23 @@ AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377
 # --------------------------------------------------------------------------- cells
 
 
+def printable(text: str) -> str:
+    r"""``text`` with every control character shown escaped (ESC as ``\x1b``).
+
+    Validation refuses such characters in ids; a hand-edited ``--plan`` may still carry
+    them, and a workbook must be written whatever the plan says (openpyxl raises on them).
+    """
+    if not bad_characters(text):
+        return text
+    return "".join(ascii(ch)[1:-1] if bad_characters(ch) else ch for ch in text)
+
+
 def put_text(cell: Cell, text: str) -> Cell:
-    """Write ``text`` as a string cell, never a formula (``=…`` stays text)."""
-    cell.value = text
+    """Write ``text`` as a string cell, never a formula (``=…`` stays text).
+
+    Control characters are escaped (:func:`printable`).
+    """
+    cell.value = printable(text)
     cell.data_type = "s"
     return cell
 
@@ -238,7 +254,7 @@ def _budgets(ws: Worksheet, report: Report) -> None:
     at = budget_tree_rows(report)
     for r in report.budget_rows:
         i = at[r.node]
-        put(ws, i, 1, r.node).alignment = Alignment(indent=2 * r.depth)
+        put(ws, i, 1, r.node).alignment = Alignment(indent=min(2 * r.depth, MAX_INDENT))
         put(ws, i, 2, "project" if r.is_project else LEVELS[min(r.depth, 1)])
         if r.is_project:
             for j, v in enumerate((r.budget, r.used, r.planned, r.forecast), start=3):
