@@ -236,7 +236,8 @@ def check_gpus_fit_cluster(table: Parsed, clusters: Parsed | None) -> list[Input
     for row, cluster, gpus in zip(table.rows, table.values["cluster"], table.values["gpus"],
                                   strict=True):
         total = size.get(cluster)
-        if isinstance(gpus, float) and isinstance(total, int) and gpus > total:
+        if (isinstance(gpus, float) and isinstance(total, int) and gpus > total
+                and not table.schema.field("gpus").range_problem(gpus)):  # else reported
             problems.append(InputProblem(
                 table.label, row, "gpus",
                 f"{gpus:g} GPUs on cluster {cluster!r}, which has {total:,} "
