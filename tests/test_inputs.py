@@ -653,21 +653,6 @@ def make_special(path: Path, kind: str) -> None:
 SPECIAL = ["folder", "fifo", "dangling link", "/dev/null"]
 
 
-@pytest.fixture
-def no_hang():
-    """Fail, rather than hang, a test whose code opens a FIFO (open() blocks)."""
-    import signal
-
-    def hung(_signum, _frame):
-        raise TimeoutError("blocked: a FIFO was opened")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
-
-
 @pytest.mark.parametrize("kind", SPECIAL)
 @pytest.mark.parametrize("name", ["usage", "demand", "budgets", "scenario"])
 def test_a_special_file_is_a_problem_not_an_absent_file(tmp_path: Path, name: str, kind: str,
