@@ -14,7 +14,7 @@ from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.inputs import Scenario
 from planner.inputs.read import read_input
-from planner.inputs.validate import DATE_HINT, parse_datetime, to_timestamp
+from planner.inputs.validate import DATE_HINT, as_of_problem, parse_datetime, to_timestamp
 from planner.model.problem import Problem, build_problem
 from planner.model.result import Solution
 from planner.model.solve import solve
@@ -72,10 +72,10 @@ def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
                                        f"{text!r} is not an ISO 8601 date; {DATE_HINT}")])
     stamp = to_timestamp(parsed)
     cfg = scenario.config
-    if not cfg.quarter_start <= stamp < cfg.quarter_end:
-        raise InputError([InputProblem("--as-of", None, None,
-                                       f"{iso(stamp)} is outside the quarter "
-                                       f"[{iso(cfg.quarter_start)}, {iso(cfg.quarter_end)})")])
+    problem = as_of_problem(parsed, cfg.quarter_start.to_pydatetime(),
+                            cfg.quarter_end.to_pydatetime())
+    if problem is not None:
+        raise InputError([InputProblem("--as-of", None, None, problem)])
     return stamp
 
 

@@ -266,15 +266,24 @@ def test_control_characters_in_an_id_exit_2(tmp_path: Path, capsys):
 
 
 def test_as_of_one_second_before_midnight_plans_without_breaking_rule_1(tmp_path: Path):
-    # leaves a one-second period at quarter end: eight grants rounded to nearest 1e-6 broke
-    # its capacity of 16 × 8 GPUs × 1/3600 h = 0.0356 GPU-h on a100-c before grants were
-    # rounded down
+    # the grid used to end in a one-second period: 16 nodes × 8 GPUs × 1/3600 h = 0.0356
+    # GPU-h on a100-c, which eight grants written to the micro-GPU-hour broke by 1.4e-6; the
+    # second before quarter end now lengthens the last day instead
     out = tmp_path / "out"
     assert main(["run", "--out", str(out), "--quiet", "--as-of", "2026-12-01T23:59:59Z"]) == 0
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["periods"][-1] == {"start": "2026-12-31T23:59:59Z", "end": "2027-01-01T00:00:00Z"}
+    assert plan["periods"][-1] == {"start": "2026-12-30T23:59:59Z", "end": "2027-01-01T00:00:00Z"}
+    assert len(plan["periods"]) == 30
     scenario = load_scenario(SAMPLE).with_as_of(pd.Timestamp("2026-12-01T23:59:59Z"))
     assert check_plan(plan, scenario) == []
+    # a reservation is placed only on whole periods: none runs in the lengthened one
+    assert all(r["end"] <= "2026-12-30T23:59:59Z" for r in plan["reservations"])
+
+
+def test_as_of_in_the_last_hour_of_the_quarter_exits_2(tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    assert_refused(["run", "--out", str(out), "--as-of", "2026-12-31T23:59:59Z"], out, capsys,
+                   "error: --as-of: ", "less than 1 h of the quarter")
 
 
 # --------------------------------------------------------------------------- --out refused

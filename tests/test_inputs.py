@@ -206,6 +206,8 @@ DEFECTS: list[tuple[str, dict[str, str | bytes | None], tuple[str, int | None, s
      (TOML, 4, "as_of")),
     ("as_of before quarter", edit("scenario", "as_of = 2026-11-02", "as_of = 2026-09-30"),
      (TOML, 4, "as_of")),
+    ("as_of in the quarter's last hour", edit("scenario", "as_of = 2026-11-02",
+                                             "as_of = 2026-12-31T23:30:00Z"), (TOML, 4, "as_of")),
     ("period_hours zero", edit("scenario", "period_hours = 24", "period_hours = 0"),
      (TOML, 5, "period_hours")),
     ("period longer than quarter", edit("scenario", "period_hours = 24", "period_hours = 3000"),

@@ -307,7 +307,8 @@ CONFIG: tuple[Field, ...] = (
           "End of the quarter, exclusive; after `quarter_start`, at most "
           f"{LIMITS['quarter_days']:g} days after it.", example="2027-01-01"),
     Field("as_of", "datetime", "UTC", True,
-          "Plan from here (in [quarter_start, quarter_end)); `--as-of` overrides.",
+          "Plan from here (in [quarter_start, quarter_end), at least an hour before its "
+          "end); `--as-of` overrides.",
           example="2026-11-02"),
     Field("period_hours", "float", "h", False,
           "Length of a planning period, a whole number of minutes; at most the quarter.",

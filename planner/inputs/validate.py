@@ -661,15 +661,30 @@ def check_quarter(raw: RawConfig, values: Mapping[str, object]) -> list[InputPro
     return []
 
 
+def as_of_problem(as_of: dt.datetime, start: dt.datetime, end: dt.datetime) -> str | None:
+    """What is wrong with ``as_of``, or ``None`` when it is fine.
+
+    It must lie inside ``[quarter_start, quarter_end)`` and at least the shortest period
+    (an hour) before ``quarter_end``.
+    """
+    if not start <= as_of < end:
+        return (f"as_of {iso(as_of)} is outside the quarter [{iso(start)}, {iso(end)}); "
+                "pick a date inside it")
+    if end - as_of < dt.timedelta(hours=LIMITS["period_hours_min"]):
+        return (f"as_of {iso(as_of)} leaves less than {LIMITS['period_hours_min']:g} h of the "
+                f"quarter (it ends {iso(end)}), shorter than any period; pick an earlier date "
+                "or plan the next quarter")
+    return None
+
+
 def check_as_of(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
-    """``as_of`` lies in ``[quarter_start, quarter_end)``."""
+    """``as_of`` lies in ``[quarter_start, quarter_end − 1 h]``."""
     start, end, as_of = (values.get(k) for k in ("quarter_start", "quarter_end", "as_of"))
     if not (isinstance(start, dt.datetime) and isinstance(end, dt.datetime)
-            and isinstance(as_of, dt.datetime)) or not start < end or start <= as_of < end:
+            and isinstance(as_of, dt.datetime)) or not start < end:
         return []
-    return [InputProblem(raw.label, _row(raw, "as_of"), "as_of",
-                         f"as_of {iso(as_of)} is outside the quarter "
-                         f"[{iso(start)}, {iso(end)}); pick a date inside it")]
+    problem = as_of_problem(as_of, start, end)
+    return [InputProblem(raw.label, _row(raw, "as_of"), "as_of", problem)] if problem else []
 
 
 def check_period_fits(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:

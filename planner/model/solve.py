@@ -101,14 +101,7 @@ def solve(problem: Problem) -> Solution:
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
-    """Grants on the micro-GPU-hour grid, rounded *down* (not a repair: it moves < 1e-6).
-
-    Down, not to nearest, so that the written grants never add up to more than the LP
-    granted: in a one-second period (``--as-of …T23:59:59Z`` leaves one at quarter end)
-    a cell holds 0.0356 GPU-hours, and eight grants rounded up by < 5e-7 each broke its
-    capacity (rule 1). A value within 1e-9 below a grid step counts as on it (``6071.99…``
-    is 6072), so the usual plan is unchanged but for the sixth decimal here and there.
-    """
-    out = np.floor(np.asarray(values, dtype=float) * 1e6 + 1e-3) / 1e6
-    out[out < 1e-6] = 0.0
+    """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6)."""
+    out = np.round(values, 6)
+    out[np.abs(out) < 1e-6] = 0.0
     return out
