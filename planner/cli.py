@@ -155,10 +155,10 @@ def _run(args, console: Console, err: Console) -> ExitCode:
                 raise InputError(problems)
         result = plan_scenario(scenario, model, previous, progress)
         progress("writing")
-        written = write_outputs(result, Path(args.out))
-        for target in targets:  # the plan was checked, its org is the scenario's
-            written += write_files(Path(args.out) / target, export_files(
-                result.plan.body, target, scenario.org, 1, previous))
+        exports = {f"{target}/{name}": data  # the plan was checked, its org is the scenario's
+                   for target in targets for name, data in export_files(
+                       result.plan.body, target, scenario.org, 1, previous).items()}
+        written = write_outputs(result, Path(args.out), exports)  # all or nothing
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)

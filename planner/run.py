@@ -116,8 +116,13 @@ def run_summary(run: PlanRun) -> str:
     return summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run), timings)
 
 
-def write_outputs(run: PlanRun, out_dir: Path) -> list[Path]:
-    """plan.json and summary.txt, atomically (summary without timings: same bytes)."""
+def output_files(run: PlanRun) -> dict[str, bytes]:
+    """plan.json and summary.txt as bytes (summary without timings: same bytes)."""
     summary = summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run))
-    return write_files(out_dir, {"plan.json": plan_bytes(run.plan),
-                                 "summary.txt": summary.encode()})
+    return {"plan.json": plan_bytes(run.plan), "summary.txt": summary.encode()}
+
+
+def write_outputs(run: PlanRun, out_dir: Path,
+                  extra: dict[str, bytes] | None = None) -> list[Path]:
+    """plan.json, summary.txt and ``extra`` files (``kueue/…``), in one atomic write."""
+    return write_files(out_dir, {**output_files(run), **(extra or {})})

@@ -289,31 +289,52 @@ def test_as_of_in_the_last_hour_of_the_quarter_exits_2(tmp_path: Path, capsys):
 # --------------------------------------------------------------------------- --out refused
 
 
-def test_out_that_cannot_take_the_files_is_one_line_and_leaves_nothing(tmp_path: Path, capsys,
-                                                                       monkeypatch):
+def test_a_full_disk_mid_run_leaves_nothing_not_even_the_folder(tmp_path: Path, capsys,
+                                                                  monkeypatch):
     import errno
     import os
 
     folder = write_scenario(tmp_path / "sc")
-    real_replace = os.replace
-    calls = []
+    real_fsync, calls = os.fsync, []
 
-    def full(src, dst):
+    def full(fd):
+        calls.append(fd)
+        if len(calls) == 3:  # plan.json and summary.txt are on disk, the first export is not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "new" / "out"
+    assert main(["run", str(folder), "--out", str(out), "--quiet", "--export", "kueue,slurm"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: {out / 'kueue' / 'kueue-2026-11-02T00-00-00Z.yaml'}: cannot write (No space "
+        "left on device); "
+        "nothing was written: free some space, fix the permissions or choose another --out",
+        "1 problem(s); nothing written"]
+    assert not (tmp_path / "new").exists()  # no temporary file, no folder left behind
+
+
+def test_a_rename_that_fails_says_what_was_already_replaced(tmp_path: Path, capsys,
+                                                            monkeypatch):
+    import errno
+    import os
+
+    folder = write_scenario(tmp_path / "sc")
+    real_replace, calls = os.replace, []
+
+    def refuse(src, dst):
         calls.append(dst)
-        if len(calls) == 2:  # plan.json is in place, summary.txt hits a full disk
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        if len(calls) == 2:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real_replace(src, dst)
 
-    monkeypatch.setattr(os, "replace", full)
-    out = tmp_path / "new" / "out"
+    monkeypatch.setattr(os, "replace", refuse)
+    out = tmp_path / "out"
     assert main(["run", str(folder), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[0] == (
-        f"error: {out / 'summary.txt'}: cannot write (No space left on device); nothing was "
-        "written: free some space, fix the permissions or choose another --out")
-    assert "Traceback" not in err
-    # no temporary file left; the one file renamed before the failure is what remains
-    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+    assert f"already replaced: {out / 'plan.json'}" in err.splitlines()[0]
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]  # no temporary file left
 
 
 def test_out_that_is_a_file_exits_2(tmp_path: Path, capsys):
