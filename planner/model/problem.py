@@ -5,8 +5,8 @@ Built once from a validated :class:`~planner.inputs.Scenario`, a
 downstream reads files or DataFrames of the scenario again.
 
 Indices
-    p ∈ P  projects (the org tree's leaves, in org.csv order)
-    k ∈ K  clusters (clusters.csv order)
+    p ∈ P  projects (the org tree's leaves, in id order: loading sorts every table by its key)
+    k ∈ K  clusters (in id order, likewise)
     t ∈ T  planning periods, ``as_of + t·period_hours`` until ``quarter_end``
     h ∈ H  lookback periods before ``as_of`` (oldest first)
 
