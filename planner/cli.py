@@ -10,7 +10,7 @@ from rich.console import Console
 
 from planner import __version__
 from planner.check import check_plan
-from planner.config import ModelConfig, load_model
+from planner.config import ModelConfig, load_model, solver_option_problems
 from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
@@ -161,6 +161,30 @@ def _with_solver_overrides(model, args):
     return replace(model, solver=solver)
 
 
+#: The numeric options and what each must be (``--time-limit`` and ``--mip-gap`` share
+#: the model file's rules, :func:`planner.config.solver_option_problems`).
+MAX_EXPORT_PERIODS = 10_000
+
+
+def option_problems(args: argparse.Namespace) -> list[InputProblem]:
+    """Every numeric option of every subcommand checked before anything is read or written."""
+    problems = [InputProblem(f"--{key.replace('_seconds', '').replace('_', '-')}", None, None,
+                             message)
+                for key, message in solver_option_problems(getattr(args, "time_limit", None),
+                                                           getattr(args, "mip_gap", None))]
+    periods = getattr(args, "periods", None)
+    if periods is not None and not 1 <= periods <= MAX_EXPORT_PERIODS:
+        problems.append(InputProblem("--periods", None, None,
+                                     f"must be at least 1 and at most {MAX_EXPORT_PERIODS:,}, "
+                                     f"got {periods}"))
+    as_of = getattr(args, "as_of", None)
+    if as_of is not None and not as_of.strip():
+        problems.append(InputProblem("--as-of", None, None,
+                                     "is empty; give a date such as 2026-11-16, or leave the "
+                                     "option out to plan from the scenario's as_of"))
+    return problems
+
+
 def _run(args, console: Console, err: Console) -> ExitCode:
     targets = _export_targets(args.export)
     with err.status("loading the scenario", spinner="dots") as status:
@@ -169,7 +193,7 @@ def _run(args, console: Console, err: Console) -> ExitCode:
                 status.update(message)
 
         scenario = load_scenario(args.scenario, tuple(targets))
-        if args.as_of:
+        if args.as_of is not None:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
         if args.solver is not None:
@@ -189,12 +213,12 @@ def _run(args, console: Console, err: Console) -> ExitCode:
                     for p in export_problems(result.plan.body, "plan.json", scenario.org, target)]
         if problems:
             raise InputError(problems)
-        written = write_outputs(result, Path(args.out))
+        exports = {f"{target}/{name}": data  # the plan was checked, its org is the scenario's
+                   for target in targets for name, data in export_files(
+                       result.plan.body, target, scenario.org, 1, previous).items()}
+        written = write_outputs(result, Path(args.out), exports)  # all or nothing
         if args.write_model and built:
             written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
-        for target in targets:  # the plan was checked, its org is the scenario's
-            written += write_files(Path(args.out) / target, export_files(
-                result.plan.body, target, scenario.org, 1, previous))
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)
@@ -224,8 +248,6 @@ def _check(args, console: Console) -> ExitCode:
 
 
 def _export(args, console: Console) -> ExitCode:
-    if args.periods < 1:
-        raise InputError([InputProblem("--periods", None, None, "must be at least 1")])
     if args.per_cluster and args.to != "kueue":
         raise InputError([InputProblem("--per-cluster", None, None,
                                        "splits Kueue manifests only (--to kueue)")])
@@ -401,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
+        problems = option_problems(args)
+        if problems:
+            raise InputError(problems)
         if args.command == "run":
             return int(_run(args, console, err))
         if args.command == "check":
@@ -422,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:
-            err.print(f"error: {problem}", markup=False, highlight=False)
+            err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
         err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
         return int(ExitCode.BAD_INPUT)
     except SolverError as error:

@@ -8,6 +8,7 @@ error, as are weights that would let a soft goal override a hard rule (see
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, fields
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError, InputProblem
+from planner.inputs.read import MISSING, probe_file, read_input
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
@@ -114,9 +116,18 @@ def _check_value(
     if not isinstance(value, want) or isinstance(value, bool) != isinstance(default, bool):
         message = f"must be a {want.__name__}, got {value!r}"
         return default, [InputProblem(label, line, key, message)]
+    if isinstance(value, float) and not math.isfinite(value):
+        return default, [InputProblem(label, line, key, f"must be a finite number, got {value!r}")]
     if isinstance(value, int | float) and value < 0:
         return default, [InputProblem(label, line, key, f"must be ≥ 0, got {value!r}")]
     return value, []
+
+
+#: Upper bounds of model numbers (each a sane limit): the solver's time limit a day, the
+#: lookback at most a year like the scenario's, contract hours at most a year.
+MAX_TIME_LIMIT_SECONDS = 86_400.0
+MAX_DAYS = 366.0
+MAX_WEIGHT = 1e6
 
 
 def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
@@ -137,6 +148,40 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
         problems.append(InputProblem(label, None, "reservation_time_share", "must be in (0, 1)"))
     if config.solver.threads < 1:
         problems.append(InputProblem(label, None, "threads", "must be ≥ 1"))
+    problems += [InputProblem(label, None, key, message) for key, message in
+                 solver_option_problems(config.solver.time_limit_seconds,
+                                        config.solver.mip_gap)]
+    lookback, contract = config.lookback, config.contract
+    if not 0 < lookback.half_life_days <= MAX_DAYS:
+        problems.append(InputProblem(label, None, "half_life_days",
+                                     f"must be > 0 and ≤ {MAX_DAYS:g} days"))
+    if lookback.window_days is not None and lookback.window_days > MAX_DAYS:
+        problems.append(InputProblem(label, None, "window_days",
+                                     f"must be ≤ {MAX_DAYS:g} days"))
+    for key in ("min_runtime_cap_hours", "max_reservation_hours"):
+        if getattr(contract, key) > MAX_DAYS * 24:
+            problems.append(InputProblem(label, None, key, f"must be ≤ {MAX_DAYS * 24:g} h"))
+    if contract.frozen_periods > 10_000:
+        problems.append(InputProblem(label, None, "frozen_periods", "must be ≤ 10000"))
+    problems += [InputProblem(label, None, f.name, f"must be ≤ {MAX_WEIGHT:g}")
+                 for f in fields(w) if getattr(w, f.name) > MAX_WEIGHT]
+    return problems
+
+
+def solver_option_problems(time_limit: float | None,
+                           mip_gap: float | None) -> list[tuple[str, str]]:
+    """What is wrong with a time limit (finite, > 0, ≤ a day) and a MIP gap (in [0, 1)).
+
+    Shared by the model file's ``[solver]`` and the ``--time-limit`` / ``--mip-gap`` options.
+    """
+    problems = []
+    if time_limit is not None and not (
+            math.isfinite(time_limit) and 0 < time_limit <= MAX_TIME_LIMIT_SECONDS):
+        problems.append(("time_limit_seconds",
+                         f"must be a number of seconds > 0 and ≤ {MAX_TIME_LIMIT_SECONDS:g}, "
+                         f"got {time_limit!r}"))
+    if mip_gap is not None and not (math.isfinite(mip_gap) and 0 <= mip_gap < 1):
+        problems.append(("mip_gap", f"must be a relative gap in [0, 1), got {mip_gap!r}"))
     return problems
 
 
@@ -144,13 +189,20 @@ def load_model(name_or_path: str | Path = "default") -> ModelConfig:
     """Read and check a planning model; raise :class:`InputError` listing every problem."""
     path = resolve_model_path(name_or_path)
     label = path.name
-    if not path.is_file():
+    if probe_file(path) == MISSING:
         known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.toml")))
         raise InputError([InputProblem(label, None, None,
                                        f"no such planning model (known: {known})")])
-    text = path.read_text(encoding="utf-8")
+    data, problem = read_input(path, label)
+    if problem is not None:
+        raise InputError([problem])
+    assert data is not None
     try:
+        text = data.decode("utf-8")
         raw = tomllib.loads(text)
+    except UnicodeDecodeError as err:
+        raise InputError([InputProblem(label, None, None,
+                                       f"not UTF-8 text ({err.reason})")]) from None
     except tomllib.TOMLDecodeError as err:
         raise InputError([InputProblem(label, toml_error_line(err), None,
                                        f"not valid TOML: {err}")]) from None

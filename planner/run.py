@@ -13,6 +13,8 @@ from planner.check import check_plan
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.inputs import Scenario
+from planner.inputs.read import read_input
+from planner.inputs.validate import DATE_HINT, as_of_problem, parse_datetime, to_timestamp
 from planner.model.problem import Problem, build_problem
 from planner.model.result import Solution
 from planner.model.solve import solve
@@ -42,10 +44,12 @@ def plan_schema() -> dict:
 def load_previous(path: Path) -> dict:
     """Read a previous plan; refuse one that does not match the schema."""
     label = path.name
+    data, problem = read_input(path, label)
+    if problem is not None:
+        raise InputError([problem])
+    assert data is not None
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError([InputProblem(label, None, None, "file not found")]) from None
+        body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         line = getattr(err, "lineno", None)
         raise InputError([InputProblem(label, line, None, f"not a JSON plan: {err}")]) from None
@@ -58,18 +62,20 @@ def load_previous(path: Path) -> dict:
 
 
 def parse_as_of(text: str, scenario: Scenario) -> pd.Timestamp:
-    """``--as-of``: an ISO date inside the scenario's quarter."""
-    try:
-        stamp = pd.Timestamp(text)
-    except ValueError:
+    """``--as-of``: an ISO date inside the scenario's quarter.
+
+    As strict as the inputs' dates: ``now``, ``""`` and ``11/16/2026`` are refused.
+    """
+    parsed = parse_datetime(text)
+    if parsed is None:
         raise InputError([InputProblem("--as-of", None, None,
-                                       f"{text!r} is not an ISO 8601 date")]) from None
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+                                       f"{text!r} is not an ISO 8601 date; {DATE_HINT}")])
+    stamp = to_timestamp(parsed)
     cfg = scenario.config
-    if not cfg.quarter_start <= stamp < cfg.quarter_end:
-        raise InputError([InputProblem("--as-of", None, None,
-                                       f"{iso(stamp)} is outside the quarter "
-                                       f"[{iso(cfg.quarter_start)}, {iso(cfg.quarter_end)})")])
+    problem = as_of_problem(parsed, cfg.quarter_start.to_pydatetime(),
+                            cfg.quarter_end.to_pydatetime())
+    if problem is not None:
+        raise InputError([InputProblem("--as-of", None, None, problem)])
     return stamp
 
 
@@ -112,8 +118,13 @@ def run_summary(run: PlanRun) -> str:
     return summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run), timings)
 
 
-def write_outputs(run: PlanRun, out_dir: Path) -> list[Path]:
-    """plan.json and summary.txt, atomically (summary without timings: same bytes)."""
+def output_files(run: PlanRun) -> dict[str, bytes]:
+    """plan.json and summary.txt as bytes (summary without timings: same bytes)."""
     summary = summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run))
-    return write_files(out_dir, {"plan.json": plan_bytes(run.plan),
-                                 "summary.txt": summary.encode()})
+    return {"plan.json": plan_bytes(run.plan), "summary.txt": summary.encode()}
+
+
+def write_outputs(run: PlanRun, out_dir: Path,
+                  extra: dict[str, bytes] | None = None) -> list[Path]:
+    """plan.json, summary.txt and ``extra`` files (``kueue/…``), in one atomic write."""
+    return write_files(out_dir, {**output_files(run), **(extra or {})})

@@ -49,15 +49,15 @@ def summary_text(plan: dict[str, Any], org: pd.DataFrame,
             acc[1] += b["used"]
             acc[2] += b["planned"]
             acc[3] += share.get(b["project"], 0.0)
+    # internal nodes only (areas and teams), depth first, children in org order; a stack,
+    # not recursion, so any depth prints
     order: list[tuple[int, str]] = []
-
-    def walk(node: str, depth: int) -> None:
-        for child in children.get(node, []):
-            if child in children:  # internal nodes only: areas and teams
-                order.append((depth, child))
-                walk(child, depth + 1)
-
-    walk("", 0)
+    stack = [(0, child) for child in reversed(children.get("", []))]
+    while stack:
+        depth, node = stack.pop()
+        if node in children:
+            order.append((depth, node))
+            stack += [(depth + 1, child) for child in reversed(children[node])]
     solver = plan["solver"]
     lines = [
         f"plan for {plan['scenario']} from {plan['as_of']} ({len(plan['periods'])} periods of "

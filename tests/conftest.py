@@ -13,3 +13,18 @@ def sample_plan():
     scenario = load_scenario(SAMPLE)
     run = plan_scenario(scenario, load_model("default"))
     return run.plan.body, scenario.org
+
+
+@pytest.fixture
+def no_hang():
+    """Fail, rather than hang, a test whose code opens a FIFO (open() blocks)."""
+    import signal
+
+    def hung(_signum, _frame):
+        raise TimeoutError("blocked: a FIFO was opened")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -201,11 +201,12 @@ def test_plan_carries_node_labels_and_kueue_uses_them(tmp_path: Path):
     out = tmp_path / "out"
     assert main(["run", str(folder), "--out", str(out), "--quiet", "--export", "kueue"]) == 0
     plan = load_previous(out / "plan.json")  # schema-checked
-    assert [c.get("node_labels") for c in plan["clusters"]] == [
-        {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "a"}, None]
+    assert {c["cluster"]: c.get("node_labels") for c in plan["clusters"]} == {
+        "h100-a": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "a"},
+        "a100-b": None}
     index = yaml.safe_load((out / "kueue" / "index.yaml").read_text())
     docs = list(yaml.safe_load_all((out / "kueue" / index["periods"][0]["file"]).read_text()))
     flavors = {d["metadata"]["name"]: d["spec"]["nodeLabels"] for d in docs
                if d["kind"] == "ResourceFlavor"}
-    assert flavors == {"h100-a": plan["clusters"][0]["node_labels"],
+    assert flavors == {"h100-a": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "a"},
                        "a100-b": {"gpu-planner.io/cluster": "a100-b"}}

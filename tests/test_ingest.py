@@ -120,7 +120,9 @@ def test_recorded_sacct_output_is_ingested_row_by_row(tmp_path: Path):
     # p2: j2 4 x 12 h + 1002 4 x 14 h (Nov 1 10:00 to as_of) = 104;
     # P_5: 16 x 6 h x 0.55 = 52.8; p3: j3 8 x 48 x 0.55 + 1003 2 x 6.5 x 0.55 = 218.35
     loaded = load_scenario(folder)
-    assert list(loaded.usage["state"]) == ["", "", "", "", "", "", "", "running"]
+    state = dict(zip(loaded.usage["job_id"], loaded.usage["state"], strict=True))
+    assert len(state) == 8 and {j for j, s in state.items() if s} == {"slurm:h100-a:1002"}
+    assert state["slurm:h100-a:1002"] == "running"
     used = {b["project"]: b["used"] for b in
             plan_scenario(loaded, load_model("default")).plan.body["budgets"]}
     assert used["p1"] == pytest.approx(482.0)

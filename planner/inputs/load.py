@@ -13,18 +13,21 @@ DataFrames per :mod:`planner.inputs.schema`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
 
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import read_scenario
-from planner.inputs.scenario import Scenario
+from planner.inputs.scenario import Scenario, ScenarioConfig
 from planner.inputs.schema import DTYPES, TABLES, TableSchema
 from planner.inputs.validate import (
     Parsed,
+    canonical,
     check_config,
     check_tables,
     collapse_usage,
@@ -32,14 +35,34 @@ from planner.inputs.validate import (
 )
 
 
-def digest(files: Mapping[str, bytes]) -> str:
-    """sha256 over the input files' names and bytes, in name order."""
-    h = hashlib.sha256()
-    for name in sorted(files):
-        data = files[name]
-        h.update(name.encode("utf-8") + b"\0" + len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
+def _cell_text(value: object) -> object:
+    """A loaded cell as JSON: text, a number (exact ``repr``), an ISO time or a list."""
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, float):
+        return repr(value)
+    if hasattr(value, "item"):  # numpy scalars
+        return _cell_text(value.item())
+    return value
+
+
+def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
+    """sha256 over the scenario as loaded: its settings and its sorted, typed tables.
+
+    What the inputs *say*, not how the files spell it: row order, the folder or workbook
+    form, a BOM, ``8`` or ``8.0`` do not change it; any value that reaches the plan does.
+    """
+    body = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
+                       if f.name != "gpu_rates"},
+            "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())},
+            "tables": {name: [list(frame.columns)]
+                       + [[_cell_text(v) for v in row]
+                          for row in frame.itertuples(index=False, name=None)]
+                       for name, frame in sorted(tables.items())}}
+    text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _frame(schema: TableSchema, parsed: Parsed) -> pd.DataFrame:
@@ -54,14 +77,16 @@ def build_tables(tables: Mapping[str, Parsed]) -> dict[str, pd.DataFrame]:
     """The Scenario's tables from checked ones.
 
     Usage is collapsed to one row per ``job_id``; every project without a budget row
-    gets one with budget 0 and all clusters allowed (appended in org order).
+    gets one with budget 0 and all clusters allowed. Every table is sorted by its
+    schema's ``order`` (:func:`~planner.inputs.validate.canonical`): the rows' order in
+    the files never reaches the model, so shuffled files give the same plan, byte for byte.
     """
     out = {}
     for name, schema in TABLES.items():
         parsed = tables[name]
         if name == "usage":
             parsed = collapse_usage(parsed)
-        out[name] = _frame(schema, parsed)
+        out[name] = _frame(schema, canonical(parsed))
     budgeted = set(out["budgets"]["project"])
     leaves = org_index(tables["org"]).leaves
     missing = [p for p in out["org"]["id"] if p in leaves and p not in budgeted]
@@ -71,7 +96,9 @@ def build_tables(tables: Mapping[str, Parsed]) -> dict[str, pd.DataFrame]:
             "gpu_hours": pd.Series([0.0] * len(missing), dtype=DTYPES["float"]),
             "clusters": pd.Series([()] * len(missing), dtype=DTYPES["list"]),
         })
-        out["budgets"] = pd.concat([out["budgets"], filler], ignore_index=True)
+        budgets = pd.concat([out["budgets"], filler], ignore_index=True)
+        order = sorted(range(len(budgets)), key=lambda i: budgets["project"].iloc[i])
+        out["budgets"] = budgets.iloc[order].reset_index(drop=True)
     return out
 
 
@@ -87,9 +114,9 @@ def _read_and_check(path: Path, targets: tuple[str, ...] = ()
     problems += checked.problems
     if problems or config is None:
         return None, InputError(problems).problems  # InputError's order: file, row, column
-    tables = {name: t for name, t in checked.tables.items() if t is not None}
-    return Scenario(config=config, **build_tables(tables), source=str(path),
-                    digest=digest(raw.files)), []
+    tables = build_tables({name: t for name, t in checked.tables.items() if t is not None})
+    return Scenario(config=config, **tables, source=str(path),
+                    digest=digest(config, tables)), []
 
 
 def validate_scenario(path: str | os.PathLike[str],

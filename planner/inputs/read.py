@@ -19,7 +19,9 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,14 +84,17 @@ class RawScenario:
 
 def read_scenario(path: Path) -> RawScenario:
     """Read a scenario folder or ``.xlsx`` workbook."""
+    what = probe_file(path)
     if path.is_dir():
         return read_folder(path)
-    if path.suffix.lower() == ".xlsx" and path.is_file():
+    if path.suffix.lower() == ".xlsx" and what is None:
         return read_workbook(path)
     raw = RawScenario()
-    if not path.exists():
+    if what == MISSING:
         message = ("no such scenario folder or workbook; pass a folder holding scenario.toml "
                    "and the CSV files, or an .xlsx workbook")
+    elif what is not None and path.suffix.lower() == ".xlsx":
+        message = f"is {what}, not a workbook; pass an .xlsx file or a scenario folder"
     else:
         message = ("not a scenario: pass a folder holding scenario.toml and the CSV files, "
                    "or an .xlsx workbook")
@@ -103,6 +108,52 @@ def _expected_header(table: TableSchema) -> str:
 
 def _empty(table: TableSchema, label: str) -> RawTable:
     return RawTable(label, table.columns, ())
+
+
+# --------------------------------------------------------------------------- files
+
+MISSING = "missing"  # what :func:`probe_file` says when nothing at all is at the path
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISCHR, "a character device (like /dev/null)"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def probe_file(path: Path) -> str | None:
+    """What is at ``path`` when it is not a regular file (or a link to one).
+
+    ``None`` for a regular file, :data:`MISSING` when nothing is there, else what it is
+    instead: a folder, a FIFO, a device, a dangling link, …
+    Only ``stat`` is called: a FIFO is never opened (opening one blocks until a writer
+    comes), ``/dev/null`` never read as an empty file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            return f"a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return MISSING
+    except OSError as err:
+        return f"not readable ({err.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def read_input(path: Path, label: str) -> tuple[bytes | None, InputProblem | None]:
+    """The bytes of an input file, or the problem: missing, not a regular file, unreadable."""
+    what = probe_file(path)
+    if what == MISSING:
+        return None, InputProblem(label, None, None, f"no such file ({path})")
+    if what is not None:
+        return None, InputProblem(label, None, None,
+                                  f"is {what} ({path}), not a regular file; pass a file "
+                                  "(or remove it where the file is optional)")
+    try:
+        return path.read_bytes(), None
+    except OSError as err:
+        return None, InputProblem(label, None, None,
+                                  f"cannot be read ({err.strerror}); check its permissions")
 
 
 # --------------------------------------------------------------------------- text
@@ -212,28 +263,32 @@ def read_folder(path: Path) -> RawScenario:
     raw = RawScenario()
     known = {t.filename for t in TABLES.values()}
     for extra in sorted(p.name for p in path.glob("*.csv")
-                        if p.is_file() and p.name not in known):
+                        if probe_file(p) != MISSING and p.name not in known):
         raw.problems.append(InputProblem(
             extra, None, None,
             f"unknown file; the tables are {', '.join(sorted(known))}: rename it or move it "
             "out of the scenario folder"))
     config = path / CONFIG_FILE
-    if config.is_file():
-        data = config.read_bytes()
-        raw.files[CONFIG_FILE] = data
-        text, problems = decode(CONFIG_FILE, data)
-        raw.problems += problems
-        if text is not None:
-            raw.config, problems = parse_toml(CONFIG_FILE, text)
-            raw.problems += problems
-    else:
+    if probe_file(config) == MISSING:
         raw.problems.append(InputProblem(
             CONFIG_FILE, None, None,
             f"missing; a scenario folder needs {CONFIG_FILE} with the keys "
             f"{', '.join(k for k, f in CONFIG_FIELDS.items() if f.required)}"))
+    else:
+        data, problem = read_input(config, CONFIG_FILE)
+        if problem is not None:
+            raw.problems.append(problem)
+        else:
+            assert data is not None
+            raw.files[CONFIG_FILE] = data
+            text, problems = decode(CONFIG_FILE, data)
+            raw.problems += problems
+            if text is not None:
+                raw.config, problems = parse_toml(CONFIG_FILE, text)
+                raw.problems += problems
     for table in TABLES.values():
         file = path / table.filename
-        if not file.is_file():
+        if probe_file(file) == MISSING:  # only a truly absent file is "none"
             if table.required:
                 raw.tables[table.name] = None
                 raw.problems.append(InputProblem(
@@ -243,7 +298,12 @@ def read_folder(path: Path) -> RawScenario:
             else:
                 raw.tables[table.name] = _empty(table, table.filename)
             continue
-        data = file.read_bytes()
+        data, problem = read_input(file, table.filename)
+        if problem is not None:
+            raw.tables[table.name] = None
+            raw.problems.append(problem)
+            continue
+        assert data is not None
         raw.files[table.filename] = data
         text, problems = decode(table.filename, data)
         raw.problems += problems
@@ -279,7 +339,11 @@ def read_workbook(path: Path) -> RawScenario:
     import openpyxl  # a heavy import, needed only for workbooks
 
     raw = RawScenario()
-    data = path.read_bytes()
+    data, problem = read_input(path, path.name)
+    if problem is not None:
+        raw.problems.append(problem)
+        return raw
+    assert data is not None
     raw.files[path.name] = data
     try:
         book = openpyxl.load_workbook(io.BytesIO(data), data_only=False)

@@ -58,7 +58,7 @@ class Scenario:
     reservations: pd.DataFrame
     usage: pd.DataFrame
     source: str = ""
-    digest: str = ""  # sha256 over the input files' bytes, for the plan's provenance
+    digest: str = ""  # sha256 over the loaded settings and sorted tables (provenance)
 
     def with_as_of(self, as_of: pd.Timestamp) -> Scenario:
         """The same scenario planned from another date (``--as-of``)."""

@@ -10,9 +10,14 @@ time intervals).
 Types (``Field.kind``) and how a cell is read:
 
 - ``id``: a non-empty name, kept verbatim (``007``, ``+1``, ``NA``, ``=SUM(A1)`` are
-  ids like any other).
-- ``str``: free text, kept verbatim; may be empty only where the default is ``""``.
-- ``int`` / ``float``: a decimal number (``4``, ``4.0``, ``1e3``; no ``nan``/``inf``).
+  ids like any other) but without control characters (:func:`bad_characters`): ids are
+  printed into shell scripts, YAML, terminals and spreadsheets, where a newline, an
+  escape or a NUL is at best a broken line and at worst a command.
+- ``str``: free text, kept verbatim, without control characters either; may be empty only
+  where the default is ``""``.
+- ``int`` / ``float``: a decimal number (``4``, ``4.0``, ``1e3``; no ``nan``/``inf``),
+  inside its field's range: every number has an upper bound (:data:`LIMITS`), so that a
+  typo such as ``1e300`` is an input error, not a traceback or a run of minutes.
 - ``datetime``: ISO 8601, ``2026-11-02`` or ``2026-11-02T06:00:00``, optional ``Z`` or
   ``+02:00``; naive times are UTC, offsets are converted to UTC.
 - ``list``: ids separated by ``;`` (empty = the default).
@@ -23,6 +28,7 @@ Types (``Field.kind``) and how a cell is read:
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -43,6 +49,38 @@ DTYPES: Mapping[str, str] = MappingProxyType({
 })
 
 LIST_SEPARATOR = ";"
+
+#: The bounds of the inputs, each a sane limit well above any real institute: the
+#: generated 28× sample (1,659 projects, 224 clusters) stays far inside every one.
+LIMITS: Mapping[str, float] = MappingProxyType({
+    "nodes": 100_000,  # nodes in a cluster, or in one reservation
+    "gpus_per_node": 256,
+    "weight_min": 1e-6,  # org weights, relative among siblings
+    "weight_max": 1e6,
+    "budget_ngh": 1e9,  # a project's quarter budget (≈ 114,000 GPU-years)
+    "gpus": 1_000_000,  # GPUs of one demand row or one job
+    "reservation_hours": 366 * 24,  # a year
+    "period_hours_min": 1,
+    "period_hours_max": 168,  # a week
+    "lookback_days": 366,
+    "quarter_days": 366,  # quarter_end − quarter_start
+    "rate_min": 0.001,  # NGH per GPU-hour
+    "rate_max": 100,
+    "org_depth": 64,  # levels below the top (a real org is < 10 deep)
+})
+
+
+def bad_characters(text: str) -> str:
+    """The characters an id or text must not hold, each shown escaped, or ``""``.
+
+    Refused: control characters (Unicode category Cc: NUL … US, DEL, C1, tab and line
+    breaks included), the line and paragraph separators U+2028 / U+2029, lone surrogates
+    and the XML non-characters U+FFFE / U+FFFF (a workbook cannot hold them).
+    """
+    bad = dict.fromkeys(ch for ch in text
+                        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+                        or ch in "\ufffe\uffff")
+    return " ".join(ascii(ch)[1:-1] for ch in bad)
 
 
 class Bound(Enum):
@@ -88,11 +126,29 @@ class Field:
     bound: Bound = Bound.ANY
     ref: Ref = Ref.NONE
     example: str = ""  # a valid value, as written in the file
+    minimum: float | None = None  # inclusive, besides ``bound``
+    maximum: float | None = None  # inclusive
 
     @property
     def empty_allowed(self) -> bool:
         """Whether an empty cell is valid (it then takes the default)."""
         return self.default is not None
+
+    @property
+    def rule(self) -> str:
+        """The range as the docs and messages show it: ``> 0, ≤ 168``, ``≥ 1, ≤ 168``."""
+        parts = [f"≥ {self.minimum:g}"] if self.minimum is not None else (
+            [self.bound.value] if self.bound is not Bound.ANY else [])
+        if self.maximum is not None:
+            parts.append(f"≤ {self.maximum:,g}")
+        return ", ".join(parts)
+
+    def range_problem(self, value: float) -> str | None:
+        """What is wrong with a number of this field, or ``None`` when it is in range."""
+        if (self.bound.admits(value) and (self.minimum is None or value >= self.minimum)
+                and (self.maximum is None or value <= self.maximum)):
+            return None
+        return f"must be {self.rule}, got {value:g}; correct the number"
 
 
 @dataclass(frozen=True)
@@ -115,6 +171,8 @@ class TableSchema:
     intervals: tuple[Interval, ...] = ()
     min_rows: int = 0  # rows a valid file needs
     allowed_cluster: bool = False  # the row's cluster must be one its project may use
+    order: tuple[str, ...] = ()  # the loaded table is sorted by these columns: row order
+    # in the file never matters (shuffled rows plan to the same bytes)
 
     @property
     def filename(self) -> str:
@@ -145,8 +203,10 @@ CLUSTERS = TableSchema(
         Field("cluster", "id", "", True, "Cluster id, unique."),
         Field("gpu_type", "str", "", True,
               "GPU type (`H100`, `A100`, …); its NGH rate comes from `gpu_rates`."),
-        Field("nodes", "int", "nodes", True, "Nodes in the cluster.", bound=Bound.POSITIVE),
-        Field("gpus_per_node", "int", "GPUs", True, "GPUs a node.", bound=Bound.POSITIVE),
+        Field("nodes", "int", "nodes", True, "Nodes in the cluster.", bound=Bound.POSITIVE,
+              maximum=LIMITS["nodes"]),
+        Field("gpus_per_node", "int", "GPUs", True, "GPUs a node.", bound=Bound.POSITIVE,
+              maximum=LIMITS["gpus_per_node"]),
         Field("node_labels", "labels", "", False,
               "Kubernetes labels the cluster's nodes carry, `key=value;key=value` "
               "(`nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3`): the Kueue flavor's node "
@@ -155,12 +215,12 @@ CLUSTERS = TableSchema(
               "discovery labels nodes (`NVIDIA-…`). No two clusters' selectors may be equal "
               "or one inside the other.", default=()),
     ),
-    unique="cluster", min_rows=1,
+    unique="cluster", min_rows=1, order=("cluster",),
 )
 
 ORG = TableSchema(
-    "org", True, "The org tree: institute → areas → teams → projects, any depth; the "
-    "leaves are the projects.",
+    "org", True, "The org tree: institute → areas → teams → projects, any depth up to "
+    f"{LIMITS['org_depth']:g} levels below the top; the leaves are the projects.",
     (
         Field("id", "id", "", True, "Node id, unique across the tree."),
         Field("parent", "id", "", True,
@@ -168,9 +228,10 @@ ORG = TableSchema(
               default="", ref=Ref.ORG_NODE),
         Field("weight", "float", "", False,
               "Strategic share among its siblings (who goes first when GPUs are contended).",
-              default=1.0, bound=Bound.POSITIVE),
+              default=1.0, bound=Bound.POSITIVE, minimum=LIMITS["weight_min"],
+              maximum=LIMITS["weight_max"]),
     ),
-    unique="id", min_rows=1,
+    unique="id", min_rows=1, order=("id",),
 )
 
 BUDGETS = TableSchema(
@@ -179,12 +240,12 @@ BUDGETS = TableSchema(
         Field("project", "id", "", True, "Project id.", ref=Ref.PROJECT),
         Field("gpu_hours", "float", "NGH", True,
               "Quarter budget in normalized GPU-hours (GPU-hours × the GPU type's rate).",
-              bound=Bound.NON_NEGATIVE),
+              bound=Bound.NON_NEGATIVE, maximum=LIMITS["budget_ngh"]),
         Field("clusters", "list", "", False,
               "Clusters the project may use, `;`-separated; empty = all.",
               default=(), ref=Ref.CLUSTER),
     ),
-    unique="project",
+    unique="project", order=("project",),
 )
 
 DEMAND = TableSchema(
@@ -196,9 +257,12 @@ DEMAND = TableSchema(
               "Cluster id; one the project may use.", ref=Ref.CLUSTER),
         Field("start", "datetime", "UTC", True, "Start of the demand, inclusive."),
         Field("end", "datetime", "UTC", True, "End of the demand, exclusive; after `start`."),
-        Field("gpus", "float", "GPUs", True, "GPUs wanted at most.", bound=Bound.POSITIVE),
+        Field("gpus", "float", "GPUs", True,
+              "GPUs wanted at most; at most the cluster's GPUs (nodes × gpus_per_node).",
+              bound=Bound.POSITIVE, maximum=LIMITS["gpus"]),
     ),
     intervals=(Interval("start", "end"),), allowed_cluster=True,
+    order=("project", "cluster", "start", "end", "gpus"),
 )
 
 RESERVATIONS = TableSchema(
@@ -209,14 +273,17 @@ RESERVATIONS = TableSchema(
         Field("project", "id", "", True, "Project id.", ref=Ref.PROJECT),
         Field("cluster", "id", "", True,
               "Cluster id; one the project may use.", ref=Ref.CLUSTER),
-        Field("nodes", "int", "nodes", True, "Whole nodes needed.", bound=Bound.POSITIVE),
-        Field("hours", "float", "h", True, "Contiguous run time.", bound=Bound.POSITIVE),
+        Field("nodes", "int", "nodes", True, "Whole nodes needed.", bound=Bound.POSITIVE,
+              maximum=LIMITS["nodes"]),
+        Field("hours", "float", "h", True, "Contiguous run time.", bound=Bound.POSITIVE,
+              maximum=LIMITS["reservation_hours"]),
         Field("earliest_start", "datetime", "UTC", True, "Earliest start."),
         Field("deadline", "datetime", "UTC", True,
               "Latest end; after `earliest_start`."),
     ),
     unique="request_id",
     intervals=(Interval("earliest_start", "deadline"),), allowed_cluster=True,
+    order=("request_id",),
 )
 
 USAGE = TableSchema(
@@ -226,7 +293,8 @@ USAGE = TableSchema(
         Field("job_id", "id", "", True, "Job id from the executor."),
         Field("project", "id", "", True, "Project id.", ref=Ref.PROJECT),
         Field("cluster", "id", "", True, "Cluster id.", ref=Ref.CLUSTER),
-        Field("gpus", "float", "GPUs", True, "GPUs the job held.", bound=Bound.POSITIVE),
+        Field("gpus", "float", "GPUs", True, "GPUs the job held.", bound=Bound.POSITIVE,
+              maximum=LIMITS["gpus"]),
         Field("start", "datetime", "UTC", True, "Start of the job."),
         Field("end", "datetime", "UTC", True, "End of the job; after `start`."),
         Field("state", "str", "", False,
@@ -234,7 +302,7 @@ USAGE = TableSchema(
               "is then the ingest time, and a later ingest updates the row); empty for a "
               "finished job.", default=""),
     ),
-    intervals=(Interval("start", "end"),),
+    intervals=(Interval("start", "end"),), order=("job_id",),
 )
 
 #: Every input table, in loading order.
@@ -250,19 +318,22 @@ CONFIG: tuple[Field, ...] = (
     Field("quarter_start", "datetime", "UTC", True, "First instant of the quarter, inclusive.",
           example="2026-10-01"),
     Field("quarter_end", "datetime", "UTC", True,
-          "End of the quarter, exclusive; after `quarter_start`.", example="2027-01-01"),
+          "End of the quarter, exclusive; after `quarter_start`, at most "
+          f"{LIMITS['quarter_days']:g} days after it.", example="2027-01-01"),
     Field("as_of", "datetime", "UTC", True,
-          "Plan from here (in [quarter_start, quarter_end)); `--as-of` overrides.",
+          "Plan from here (in [quarter_start, quarter_end), at least an hour before its "
+          "end); `--as-of` overrides.",
           example="2026-11-02"),
     Field("period_hours", "float", "h", False,
-          "Length of a planning period; at most the quarter.", default=24.0,
-          bound=Bound.POSITIVE),
+          "Length of a planning period, a whole number of minutes; at most the quarter.",
+          default=24.0, bound=Bound.POSITIVE, minimum=LIMITS["period_hours_min"],
+          maximum=LIMITS["period_hours_max"]),
     Field("lookback_days", "float", "days", False,
           "Sliding window of the fair share's usage history.", default=28.0,
-          bound=Bound.NON_NEGATIVE),
+          bound=Bound.NON_NEGATIVE, maximum=LIMITS["lookback_days"]),
     Field("gpu_rates", "map", "NGH per GPU-hour", False,
           "Rate per GPU type (`H100 = 1.0`); types not listed: 1.0.", default=MappingProxyType({}),
-          bound=Bound.POSITIVE),
+          bound=Bound.POSITIVE, minimum=LIMITS["rate_min"], maximum=LIMITS["rate_max"]),
 )
 
 CONFIG_FIELDS: Mapping[str, Field] = MappingProxyType({f.name: f for f in CONFIG})
@@ -291,7 +362,7 @@ def _table_markdown(fields: tuple[Field, ...], what: str) -> list[str]:
     lines = [f"| {what} | type | unit | required / default | rule | meaning |",
              "|---|---|---|---|---|---|"]
     for f in fields:
-        rule = f.bound.value
+        rule = f.rule
         if f.ref is not Ref.NONE:
             rule = f"names {f.ref.value}"
         lines.append(f"| `{f.name}` | {f.kind} | {f.unit} | {_default_text(f)} | {rule} "
@@ -317,6 +388,9 @@ def schema_markdown() -> str:
         if table.unique:
             rules.append(f"`{table.unique}` is unique.")
         rules += [f"`{i.first}` < `{i.second}`." for i in table.intervals]
+        if table.order:
+            rules.append("Row order does not matter: the table is read sorted by "
+                         + ", ".join(f"`{c}`" for c in table.order) + ".")
         if rules:
             out += ["", " ".join(rules)]
     return "\n".join(out) + "\n"

@@ -29,12 +29,14 @@ from planner.inputs.read import ConfigEntry, RawConfig, RawTable
 from planner.inputs.scenario import ScenarioConfig
 from planner.inputs.schema import (
     CONFIG_FIELDS,
+    LIMITS,
     LIST_SEPARATOR,
     TABLES,
     Bound,
     Field,
     Ref,
     TableSchema,
+    bad_characters,
 )
 from planner.inputs.targets import partition_problem
 
@@ -80,6 +82,9 @@ def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
         if f.empty_allowed:
             return f.default, None
         return None, f"{f.name} is empty; every row needs one"
+    if f.kind in ("id", "str", "list") and (bad := bad_characters(text)):
+        return None, (f"holds control characters ({bad}); ids and names are printed into "
+                      "shell scripts, YAML and spreadsheets: delete them")
     if f.kind in ("id", "str"):
         return text, None
     if f.kind == "list":
@@ -208,16 +213,39 @@ def check_min_rows(table: Parsed) -> list[InputProblem]:
 
 
 def check_bounds(table: Parsed) -> list[InputProblem]:
-    """Numbers lie in their column's range (``> 0``, ``≥ 0``)."""
+    """Numbers lie in their column's range (``> 0``, ``≥ 0``, and below its upper bound)."""
     problems = []
     for f in table.schema.fields:
-        if f.bound is Bound.ANY or f.kind not in ("int", "float"):
+        if f.kind not in ("int", "float") or (
+                f.bound is Bound.ANY and f.minimum is None and f.maximum is None):
             continue
         for row, value in zip(table.rows, table.values[f.name], strict=True):
-            if isinstance(value, (int, float)) and not f.bound.admits(value):
-                problems.append(InputProblem(table.label, row, f.name,
-                                             f"must be {f.bound.value}, got {value:g}; "
-                                             "correct the number"))
+            if isinstance(value, (int, float)) and (error := f.range_problem(value)):
+                problems.append(InputProblem(table.label, row, f.name, error))
+    return problems
+
+
+def check_gpus_fit_cluster(table: Parsed, clusters: Parsed | None) -> list[InputProblem]:
+    """Demand asks for at most the GPUs its cluster has (nodes × gpus_per_node)."""
+    if table.schema.name != "demand" or clusters is None:
+        return []
+    nodes_f, gpn_f = clusters.schema.field("nodes"), clusters.schema.field("gpus_per_node")
+    size: dict[object, int] = {}  # each cluster's first row, where its numbers are valid
+    for c, n, g in zip(clusters.values["cluster"], clusters.values["nodes"],
+                       clusters.values["gpus_per_node"], strict=True):
+        if (c is not None and isinstance(n, int) and isinstance(g, int)
+                and not nodes_f.range_problem(n) and not gpn_f.range_problem(g)):
+            size.setdefault(c, n * g)
+    problems = []
+    for row, cluster, gpus in zip(table.rows, table.values["cluster"], table.values["gpus"],
+                                  strict=True):
+        total = size.get(cluster)
+        if (isinstance(gpus, float) and isinstance(total, int) and gpus > total
+                and not table.schema.field("gpus").range_problem(gpus)):  # else reported
+            problems.append(InputProblem(
+                table.label, row, "gpus",
+                f"{gpus:g} GPUs on cluster {cluster!r}, which has {total:,} "
+                f"({clusters.label}); ask for at most {total:,}"))
     return problems
 
 
@@ -308,6 +336,35 @@ def check_org_cycles(org: Parsed) -> list[InputProblem]:
                          for member in cycle]
         done.update(path)
     return problems
+
+
+def check_org_depth(org: Parsed) -> list[InputProblem]:
+    """No node lies deeper than ``LIMITS["org_depth"]`` levels below the top.
+
+    Run on a tree without cycles. Each node one level too deep is reported at its row
+    (a branch far too deep gives one message, not one per node below).
+    """
+    limit = int(LIMITS["org_depth"])
+    parent: dict[str, str] = {}
+    for node, up in zip(org.values["id"], org.values["parent"], strict=True):
+        if node is not None and up is not None and up != node:
+            parent.setdefault(str(node), str(up))
+    depth: dict[str, int] = {}
+    for start in parent:
+        path = []
+        node = start
+        while node in parent and node not in depth and len(path) <= len(parent):
+            path.append(node)
+            node = parent[node]
+        base = depth.get(node, -1)
+        for i, member in enumerate(reversed(path)):
+            depth[member] = base + 1 + i
+    row_of = org.first_rows("id")
+    return [InputProblem(org.label, row_of[node], "parent",
+                         f"{node!r} lies {d} levels below the top; the org tree may be at "
+                         f"most {limit} deep: attach it higher up")
+            for node, d in depth.items()
+            if d == limit + 1 and node in row_of]
 
 
 def check_references(table: Parsed, clusters: frozenset[str] | None,
@@ -444,13 +501,43 @@ def check_usage_repeats(usage: Parsed) -> list[InputProblem]:
 
 
 def collapse_usage(usage: Parsed) -> Parsed:
-    """Usage with one row per ``job_id`` (the first); run after the checks passed."""
+    """Usage with one row per ``job_id``; run after the checks passed.
+
+    The checks leave only identical repeats (the same typed values, if not the same
+    text: ``8`` and ``8.0``), so which of them is kept cannot change anything.
+    """
     first: dict[object, int] = {}
     for i, job in enumerate(usage.values["job_id"]):
         first.setdefault(job, i)
     positions = sorted(first.values())
     return Parsed(usage.schema, usage.label, [usage.rows[i] for i in positions],
                   {c: [v[i] for i in positions] for c, v in usage.values.items()})
+
+
+def canonical(table: Parsed) -> Parsed:
+    """The table sorted by its schema's ``order`` columns, then by every other column.
+
+    The order of rows in a file never reaches the model: shuffled files plan the same.
+    """
+    keys = [*table.schema.order, *(c for c in table.values if c not in table.schema.order)]
+
+    def key(i: int) -> tuple:
+        return tuple(_sort_key(table.values[c][i]) for c in keys)
+
+    positions = sorted(range(len(table.rows)), key=key)
+    return Parsed(table.schema, table.label, [table.rows[i] for i in positions],
+                  {c: [v[i] for i in positions] for c, v in table.values.items()})
+
+
+def _sort_key(value: object) -> tuple:
+    """A total order over cell values: strings by code point, numbers, dates, lists."""
+    if isinstance(value, tuple):
+        return (3, value)
+    if isinstance(value, dt.datetime):
+        return (2, value)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    return (0, str(value))
 
 
 @dataclass
@@ -477,6 +564,7 @@ def check_tables(raw: Mapping[str, RawTable | None],
     for table in readable:
         problems += check_min_rows(table)
         problems += check_bounds(table)
+        problems += check_gpus_fit_cluster(table, tables["clusters"])
         problems += check_unique(table)
         problems += check_intervals(table)
     clusters_table, org, budgets = tables["clusters"], tables["org"], tables["budgets"]
@@ -489,7 +577,10 @@ def check_tables(raw: Mapping[str, RawTable | None],
         problems += check_target_ids(clusters_table, targets)
     if org is not None:
         problems += check_org_self_parent(org)
-        problems += check_org_cycles(org)
+        cycles = check_org_cycles(org)
+        problems += cycles
+        if not cycles:
+            problems += check_org_depth(org)
     allowed = allowed_clusters(budgets) if budgets is not None else {}
     for table in readable:
         problems += check_references(table, clusters, index, clusters_label)
@@ -509,6 +600,8 @@ def _config_value(f: Field, entry: ConfigEntry, from_sheet: bool) -> tuple[objec
     if f.kind == "str":
         if isinstance(value, str) or (from_sheet and value is not None):
             text = value if isinstance(value, str) else str(value)
+            if bad := bad_characters(text):
+                return None, f"holds control characters ({bad}); delete them"
             return (text, None) if text.strip() else (None, "is empty; give the scenario a name")
         return None, f"must be text, got {value!r}; write it in quotes"
     if f.kind == "datetime":
@@ -581,8 +674,8 @@ def config_values(raw: RawConfig) -> tuple[dict[str, object], dict[str, float],
             continue  # given twice: check_config_keys reports it
         f = _RATE if rate else CONFIG_FIELDS[name]
         value, error = _config_value(f, entry, raw.from_sheet)
-        if error is None and isinstance(value, float) and not f.bound.admits(value):
-            error = f"must be {f.bound.value}, got {value:g}; correct the number"
+        if error is None and isinstance(value, float):
+            error = f.range_problem(value)
         if error is not None:
             problems.append(InputProblem(raw.label, entry.row, entry.key, error))
         elif rate:
@@ -598,24 +691,47 @@ def _row(raw: RawConfig, key: str) -> int | None:
 
 
 def check_quarter(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
-    """``quarter_start < quarter_end``."""
+    """``quarter_start < quarter_end``, at most ``LIMITS["quarter_days"]`` apart."""
     start, end = values.get("quarter_start"), values.get("quarter_end")
-    if isinstance(start, dt.datetime) and isinstance(end, dt.datetime) and not start < end:
+    if not (isinstance(start, dt.datetime) and isinstance(end, dt.datetime)):
+        return []
+    if not start < end:
         return [InputProblem(raw.label, _row(raw, "quarter_end"), "quarter_end",
                              f"quarter_end {iso(end)} is not after quarter_start "
                              f"{iso(start)}; make quarter_end later")]
+    days = (end - start) / dt.timedelta(days=1)
+    if days > LIMITS["quarter_days"]:
+        return [InputProblem(raw.label, _row(raw, "quarter_end"), "quarter_end",
+                             f"the quarter is {days:,.6g} days long, at most "
+                             f"{LIMITS['quarter_days']:g} are planned at once; make "
+                             "quarter_end earlier")]
     return []
 
 
+def as_of_problem(as_of: dt.datetime, start: dt.datetime, end: dt.datetime) -> str | None:
+    """What is wrong with ``as_of``, or ``None`` when it is fine.
+
+    It must lie inside ``[quarter_start, quarter_end)`` and at least the shortest period
+    (an hour) before ``quarter_end``.
+    """
+    if not start <= as_of < end:
+        return (f"as_of {iso(as_of)} is outside the quarter [{iso(start)}, {iso(end)}); "
+                "pick a date inside it")
+    if end - as_of < dt.timedelta(hours=LIMITS["period_hours_min"]):
+        return (f"as_of {iso(as_of)} leaves less than {LIMITS['period_hours_min']:g} h of the "
+                f"quarter (it ends {iso(end)}), shorter than any period; pick an earlier date "
+                "or plan the next quarter")
+    return None
+
+
 def check_as_of(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
-    """``as_of`` lies in ``[quarter_start, quarter_end)``."""
+    """``as_of`` lies in ``[quarter_start, quarter_end − 1 h]``."""
     start, end, as_of = (values.get(k) for k in ("quarter_start", "quarter_end", "as_of"))
     if not (isinstance(start, dt.datetime) and isinstance(end, dt.datetime)
-            and isinstance(as_of, dt.datetime)) or not start < end or start <= as_of < end:
+            and isinstance(as_of, dt.datetime)) or not start < end:
         return []
-    return [InputProblem(raw.label, _row(raw, "as_of"), "as_of",
-                         f"as_of {iso(as_of)} is outside the quarter "
-                         f"[{iso(start)}, {iso(end)}); pick a date inside it")]
+    problem = as_of_problem(as_of, start, end)
+    return [InputProblem(raw.label, _row(raw, "as_of"), "as_of", problem)] if problem else []
 
 
 def check_period_fits(raw: RawConfig, values: Mapping[str, object]) -> list[InputProblem]:
@@ -626,11 +742,15 @@ def check_period_fits(raw: RawConfig, values: Mapping[str, object]) -> list[Inpu
             and isinstance(hours, float) and start < end):
         return []
     quarter = (end - start) / dt.timedelta(hours=1)
-    if hours <= quarter:
-        return []
-    return [InputProblem(raw.label, _row(raw, "period_hours"), "period_hours",
-                         f"{hours:g} h is longer than the quarter ({quarter:g} h); use a "
-                         "shorter period such as 24")]
+    if hours > quarter:
+        return [InputProblem(raw.label, _row(raw, "period_hours"), "period_hours",
+                             f"{hours:g} h is longer than the quarter ({quarter:g} h); use a "
+                             "shorter period such as 24")]
+    if abs(hours * 60 - round(hours * 60)) > 1e-9:
+        return [InputProblem(raw.label, _row(raw, "period_hours"), "period_hours",
+                             f"{hours:g} h is not a whole number of minutes; use a period "
+                             "such as 24, 6 or 1.5")]
+    return []
 
 
 def to_timestamp(stamp: dt.datetime) -> pd.Timestamp:

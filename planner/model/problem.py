@@ -5,8 +5,8 @@ Built once from a validated :class:`~planner.inputs.Scenario`, a
 downstream reads files or DataFrames of the scenario again.
 
 Indices
-    p ∈ P  projects (the org tree's leaves, in org.csv order)
-    k ∈ K  clusters (clusters.csv order)
+    p ∈ P  projects (the org tree's leaves, in id order: loading sorts every table by its key)
+    k ∈ K  clusters (in id order, likewise)
     t ∈ T  planning periods, ``as_of + t·period_hours`` until ``quarter_end``
     h ∈ H  lookback periods before ``as_of`` (oldest first)
 
@@ -112,16 +112,30 @@ class Problem:
         return self.period_start.index(when)
 
 
+#: The shortest period the grid makes (the schema's least ``period_hours``).
+MIN_PERIOD = pd.Timedelta(hours=1)
+
+
 def period_grid(scenario: Scenario) -> tuple[list[pd.Timestamp], list[pd.Timestamp]]:
-    """Periods from ``as_of`` to ``quarter_end``; the last one may be short."""
+    """Periods from ``as_of`` to ``quarter_end``; the last one may be short or long.
+
+    A remainder shorter than an hour is not a period of its own but lengthens the one
+    before it: ``--as-of 2026-12-01T23:59:59Z`` left a one-second period at quarter end
+    whose capacity (0.0356 GPU-hours on a 128-GPU cluster) was below what grants written
+    to the micro-GPU-hour can add up to exactly (eight of them broke rule 1 by 1.4e-6).
+    Such a lengthened period is not of full length, so no reservation is placed in it.
+    """
     cfg = scenario.config
     step = pd.Timedelta(hours=cfg.period_hours)
     starts, ends = [], []
     at = cfg.as_of
     while at < cfg.quarter_end:
+        end = at + step
+        if cfg.quarter_end - end < MIN_PERIOD:
+            end = cfg.quarter_end
         starts.append(at)
-        ends.append(min(at + step, cfg.quarter_end))
-        at = at + step
+        ends.append(end)
+        at = end
     return starts, ends
 
 

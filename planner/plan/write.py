@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
 
+from planner.errors import InputError, InputProblem
 from planner.plan.build import Plan
 
 
@@ -22,30 +24,82 @@ def _mode(name: str) -> int:
     return (0o777 if name.endswith(".sh") else 0o666) & ~umask
 
 
+def _missing_dirs(out_dir: Path) -> list[Path]:
+    """The folders ``mkdir(parents=True)`` would create for ``out_dir``, deepest first."""
+    missing = []
+    at = out_dir
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    return missing
+
+
+def _cleanup(staged: list[Path], created: list[Path]) -> None:
+    """Remove temporary files, then the folders this call created (if left empty)."""
+    for tmp in staged:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    for folder in created:  # deepest first
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     """Write each file to a temporary sibling first, then rename all into place.
 
-    The temporary file is private (``mkstemp``); once complete it gets the mode an
-    ordinary write would have given, so a plan is readable by the executor's user and
+    A name may hold one folder level (``kueue/index.yaml``): the folder is made inside
+    ``out_dir``, so one call can write a plan and its exports together. The temporary
+    file is private (``mkstemp``); once complete it gets the mode an ordinary write
+    would have given, so a plan is readable by the executor's user and
     ``slurm-apply.sh`` runs as ``./slurm-apply.sh``.
+
+    When the system refuses (disk full, read-only file system, no permission, a file
+    where a folder must be), every temporary file and every folder this call created is
+    removed and an :class:`~planner.errors.InputError` names the path and the system's
+    reason, so the CLI prints one line and exits 2 (the ``--out`` given cannot take the
+    files). Every file is complete on disk before the first rename, so a full disk or a
+    read-only mount leaves ``out_dir`` as it was; should a rename itself fail, the
+    message lists the files already replaced.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staged: list[tuple[str, Path]] = []
+    targets = {name: out_dir / name for name in files}
+    created: list[Path] = []
+    for folder in sorted({t.parent for t in targets.values()}, key=lambda f: -len(f.parts)):
+        created += [f for f in _missing_dirs(folder) if f not in created]
+    created.sort(key=lambda f: -len(f.parts))  # deepest first, for the cleanup
+    staged: list[Path] = []
+    written: list[Path] = []
+    target = out_dir
     try:
+        for folder in sorted({t.parent for t in targets.values()} | {out_dir}):
+            target = folder
+            folder.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
-            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+            target = targets[name]
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                       suffix=".tmp")
+            staged.append(Path(tmp))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, _mode(name))
-            staged.append((name, Path(tmp)))
+        for name, tmp in zip(files, list(staged), strict=True):
+            target = targets[name]
+            os.replace(tmp, target)
+            staged.remove(tmp)
+            written.append(target)
+    except OSError as err:
+        _cleanup(staged, created if not written else [])
+        reason = err.strerror or type(err).__name__
+        if isinstance(err, (FileExistsError, NotADirectoryError)):
+            reason = f"{reason}: a file stands where a folder is needed"
+        done = ("nothing was written" if not written else
+                f"already replaced: {', '.join(str(w) for w in written)}")
+        raise InputError([InputProblem(
+            str(target), None, None,
+            f"cannot write ({reason}); {done}: free some space, fix the permissions or "
+            "choose another --out")]) from None
     except BaseException:
-        for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+        _cleanup(staged, created if not written else [])
         raise
-    written = []
-    for name, tmp in staged:
-        os.replace(tmp, out_dir / name)
-        written.append(out_dir / name)
     return written

@@ -363,16 +363,13 @@ def budget_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[BudgetRow, ..
             if not node:
                 break
     rows: list[BudgetRow] = []
-
-    def walk(up: str, depth: int) -> None:
-        for node in children.get(up, []):
-            budget, used_, planned = sums[node]
-            kids = tuple(children.get(node, ()))
-            rows.append(BudgetRow(node, depth, not kids, weight[node], budget, used_, planned,
-                                  kids))
-            walk(node, depth + 1)
-
-    walk("", 0)
+    stack = [(0, node) for node in reversed(children.get("", []))]
+    while stack:  # depth first, children in org order; a stack, so any depth is fine
+        depth, node = stack.pop()
+        budget, used_, planned = sums[node]
+        kids = tuple(children.get(node, ()))
+        rows.append(BudgetRow(node, depth, not kids, weight[node], budget, used_, planned, kids))
+        stack += [(depth + 1, kid) for kid in reversed(kids)]
     return tuple(rows)
 
 

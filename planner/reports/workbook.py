@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 from openpyxl import Workbook
-from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
+from openpyxl.cell.cell import Cell
 from openpyxl.chart import BarChart, LineChart, Reference, Series
 from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Alignment, Font, PatternFill
@@ -51,6 +51,7 @@ from planner.inputs.schema import (
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
+    bad_characters,
 )
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
@@ -62,6 +63,7 @@ NGH = "#,##0"
 PCT = "0.0%"
 DATE = "yyyy-mm-dd hh:mm"
 BOLD = Font(bold=True)
+MAX_INDENT = 250  # Excel's cell indent stops at 255
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
 HEADER_ALIGN = Alignment(wrap_text=True, vertical="bottom")
 TITLE = Font(bold=True, size=14)
@@ -74,20 +76,23 @@ AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377
 # --------------------------------------------------------------------------- cells
 
 
-def cell_safe(text: str) -> str:
-    r"""``text`` with the control characters an .xlsx cannot hold written visibly (``\x01``).
+def printable(text: str) -> str:
+    r"""``text`` with every control character shown escaped (ESC as ``\x1b``).
 
-    Tab, newline and carriage return stay as they are; openpyxl refuses the others.
+    Validation refuses such characters in ids; a hand-edited ``--plan`` may still carry
+    them, and a workbook must be written whatever the plan says (openpyxl raises on them).
     """
-    return ILLEGAL_CHARACTERS_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if not bad_characters(text):
+        return text
+    return "".join(ascii(ch)[1:-1] if bad_characters(ch) else ch for ch in text)
 
 
 def put_text(cell: Cell, text: str) -> Cell:
     """Write ``text`` as a string cell, never a formula (``=…`` stays text).
 
-    Control characters a workbook cannot hold are escaped visibly (:func:`cell_safe`).
+    Control characters are escaped (:func:`printable`).
     """
-    cell.value = cell_safe(text)
+    cell.value = printable(text)
     cell.data_type = "s"
     return cell
 
@@ -254,7 +259,7 @@ def _budgets(ws: Worksheet, report: Report) -> None:
     at = budget_tree_rows(report)
     for r in report.budget_rows:
         i = at[r.node]
-        put(ws, i, 1, r.node).alignment = Alignment(indent=2 * r.depth)
+        put(ws, i, 1, r.node).alignment = Alignment(indent=min(2 * r.depth, MAX_INDENT))
         put(ws, i, 2, "project" if r.is_project else LEVELS[min(r.depth, 1)])
         if r.is_project:
             for j, v in enumerate((r.budget, r.used, r.planned, r.forecast), start=3):

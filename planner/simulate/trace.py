@@ -31,7 +31,7 @@ from numpy.dtypes import StringDType
 
 from planner.config import ContractTerms
 from planner.errors import InputError, InputProblem
-from planner.inputs.read import decode
+from planner.inputs.read import MISSING, decode, probe_file, read_input
 from planner.inputs.scenario import Scenario
 from planner.inputs.validate import DATE_HINT, ISO_DATE
 from planner.plan.write import write_files
@@ -223,10 +223,15 @@ def read_text_table(path: Path, problems: Problems, expected: str) -> TextTable 
 
     ``expected`` is the header to suggest when the file has none.
     """
-    if not path.is_file():
+    if probe_file(path) == MISSING:
         problems.add(None, None, f"no such file; pass a CSV file with the header {expected}")
         return None
-    text, found = decode(path.name, path.read_bytes())
+    data, problem = read_input(path, path.name)
+    if problem is not None:
+        problems.add(None, None, problem.message)
+        return None
+    assert data is not None
+    text, found = decode(path.name, data)
     problems.items += found
     if text is None:
         return None
