@@ -36,12 +36,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from planner.model.lp import INF, LpBuilder, new_highs
 from planner.model.problem import Problem
-from planner.model.result import SolverStatus, StageResult
+from planner.model.result import SolverStatus, StageResult, highs_outcome
 
 
 @dataclass
@@ -191,13 +190,6 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     return ElasticModel(lp, e, g, o, budget_projects)
 
 
-_HIGHS_STATUS = {
-    highspy.HighsModelStatus.kOptimal: SolverStatus.OPTIMAL,
-    highspy.HighsModelStatus.kInfeasible: SolverStatus.INFEASIBLE,
-    highspy.HighsModelStatus.kTimeLimit: SolverStatus.TIME_LIMIT,
-}
-
-
 def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
     """Solve with HiGHS; return g, o (P, K, T), the budget duals (P,) and the outcome."""
@@ -207,23 +199,19 @@ def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
     highs.passModel(built.lp.to_highs(maximize=True))
     highs.run()
     seconds = time.perf_counter() - started
-    status = _HIGHS_STATUS.get(highs.getModelStatus(), SolverStatus.ERROR)
     shape = problem.shape
     guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
     duals = np.zeros(shape[0])
     if built.lp.n_cols == 0:
         return guaranteed, opportunistic, duals, StageResult("highs", SolverStatus.OPTIMAL,
                                                              0.0, 0.0, 0.0, seconds)
-    if status is not SolverStatus.OPTIMAL:
-        return guaranteed, opportunistic, duals, StageResult("highs", status, float("nan"),
-                                                             float("nan"), float("inf"),
-                                                             seconds)
+    stage = highs_outcome(highs, "highs", seconds)  # objective, bound and gap as HiGHS says
+    if stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+        return guaranteed, opportunistic, duals, stage
     solution = highs.getSolution()
     values = np.asarray(solution.col_value)
     guaranteed[built.e] = values[built.g]
     opportunistic[built.e] = values[built.o]
     rows = built.lp.rows["budget"]
     duals[built.budget_projects] = np.abs(np.asarray(solution.row_dual)[rows])
-    objective = highs.getInfo().objective_function_value
-    return guaranteed, opportunistic, duals, StageResult("highs", status, objective, objective,
-                                                         0.0, seconds)
+    return guaranteed, opportunistic, duals, stage
