@@ -180,3 +180,28 @@ def test_highs_mip_stopped_at_its_gap_tolerance_is_feasible_with_get_info_number
                                       / info.objective_function_value, rel=1e-12)
     assert stage.gap == pytest.approx(info.mip_gap, rel=1e-9) and stage.gap > 1e-3
     assert stage.status is SolverStatus.FEASIBLE
+
+
+def test_the_warm_start_is_a_valid_placement_and_cp_sat_keeps_at_least_its_value():
+    # The LP-rounded hint must obey (R1)–(R3) by itself: starts allowed, at most 24 nodes in
+    # any period, p's reservations within its 30,000 NGH; CP-SAT, hinted in full, returns a
+    # placement worth at least as much.
+    problem = build_problem(crowded_scenario(), MODEL)
+    headroom = budget_headroom(problem)
+    built = build_reservation_model(problem, headroom)
+    requests = {r.request_id: r for r in built.requests}
+    nodes = np.zeros(len(problem.hours))
+    spent = np.zeros(len(problem.projects))
+    for request_id, start in built.hint.items():
+        r = requests[request_id]
+        assert start in r.starts
+        nodes[start:start + r.length] += r.nodes
+        spent[r.project] += r.ngh
+    assert nodes.max() <= 24
+    assert (spent <= headroom + 1e-6).all()
+    assert len(built.hint) > 20
+    value = sum(int(v[r.starts.index(built.hint[r.request_id])])
+                for r, v in zip(built.requests, built.values, strict=True)
+                if r.request_id in built.hint)
+    _, stage = solve_reservation_model(built, time_limit=1.0, mip_gap=0.005, threads=2, seed=0)
+    assert stage.objective >= value / SCALE - 1e-6
