@@ -32,7 +32,7 @@ Warm start (CP-SAT hints): with ``--previous``, the previous plan's start of eac
 request it placed; otherwise the LP relaxation's starts rounded greedily
 (:func:`rounded_placement`), hinted in full (every y_rs). Measured in the default 30 s
 (``benchmarks/reservations_gap.py``): on 6,060 requests over 80 clusters the hint takes
-the gap from 14.5 % to 8.2 %; on 560 requests over 8 clusters it costs: 4.6 % instead
+the gap from 14.5 % to 8.1 %; on 560 requests over 8 clusters it costs: 4.55 % instead
 of 3.1 % unhinted (CP-SAT stays nearer the hint). A plain greedy hint (largest first,
 best start that fits) was worse still there (4.5 %, 13.1 % and 13.4 % over three seeds).
 """
