@@ -31,7 +31,14 @@ same at every scale. Projects of copy k use, demand and reserve on copy k's clus
 
 The same ``--scale`` and ``--seed`` give byte-identical files.
 
-Usage: ``python data/generate.py [--scale N] [--seed S] [--out DIR]``
+Reservation-heavy variants
+--------------------------
+``--reservations-factor F`` draws F times as many placeable requests a copy (still five
+impossible ones), on the same clusters, budgets and demand: ``--reservations-factor 10``
+gives about 560 requests on the sample's 8 clusters, and with ``--scale 10`` about
+6,000 on 80. ``F = 1`` (the default) draws exactly the sample's requests.
+
+Usage: ``python data/generate.py [--scale N] [--seed S] [--reservations-factor F] [--out DIR]``
 """
 
 from __future__ import annotations
@@ -143,9 +150,10 @@ def odds(values: list[float]) -> np.ndarray:
     return array / array.sum()
 
 
-def make_scenario_toml(scale: int) -> str:
+def make_scenario_toml(scale: int, factor: int = 1) -> str:
     """Return the text of ``scenario.toml``."""
     name = "sample" if scale == 1 else f"sample-x{scale}"
+    name += "" if factor == 1 else f"-r{factor}"
     rates = "".join(f"{gpu} = {rate}\n" for gpu, rate in GPU_RATES.items())
     return (
         f'name = "{name}"\n'
@@ -623,9 +631,11 @@ def impossible_requests(rng: np.random.Generator, home: pd.DataFrame) -> list[tu
 
 
 def make_reservations(
-    rng: np.random.Generator, projects: pd.DataFrame, clusters: pd.DataFrame
+    rng: np.random.Generator, projects: pd.DataFrame, clusters: pd.DataFrame, factor: int = 1
 ) -> pd.DataFrame:
     """Return ``reservations.csv``: 55-65 gang requests a copy, five of them impossible.
+
+    ``factor`` multiplies the placeable ones (the draws for ``factor`` 1 are unchanged).
 
     Clusters are drawn by GPU count (H100s twice as likely); two requests a copy have
     a deadline after quarter end but can still finish in the quarter.
@@ -636,7 +646,7 @@ def make_reservations(
         chance = odds(home["gpus"] * np.where(home["gpu_type"] == "H100", 2.0, 1.0))
         count = int(rng.integers(RESERVATIONS_PER_COPY[0], RESERVATIONS_PER_COPY[1] + 1))
         requests = impossible_requests(rng, home)
-        for late in range(count - len(requests)):
+        for late in range(count * factor - len(requests)):
             cluster = home.iloc[int(rng.choice(len(home), p=chance))]
             request = feasible_request(rng, cluster)
             if late < 2:  # deadline after quarter end, still fits before it
@@ -700,7 +710,7 @@ def summarize(tables: dict[str, pd.DataFrame], projects: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def generate(scale: int, seed: int, out: Path) -> str:
+def generate(scale: int, seed: int, out: Path, reservations_factor: int = 1) -> str:
     """Write the scenario folder ``out`` and return its summary."""
     rng_org, rng_budget, rng_usage, rng_demand, rng_resv = np.random.default_rng(seed).spawn(5)
     clusters = make_clusters(scale)
@@ -712,10 +722,11 @@ def generate(scale: int, seed: int, out: Path) -> str:
         "budgets": budgets_table(projects),
         "usage": make_usage(rng_usage, projects, clusters),
         "demand": make_demand(rng_demand, projects, clusters),
-        "reservations": make_reservations(rng_resv, projects, clusters),
+        "reservations": make_reservations(rng_resv, projects, clusters, reservations_factor),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.toml").write_bytes(make_scenario_toml(scale).encode("utf-8"))
+    (out / "scenario.toml").write_bytes(
+        make_scenario_toml(scale, reservations_factor).encode("utf-8"))
     for name, table in tables.items():
         write_csv(table, out / f"{name}.csv")
     return summarize(tables, projects)
@@ -728,11 +739,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=2026, help="random seed")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "sample",
                         help="scenario folder to write (default: data/sample)")
+    parser.add_argument("--reservations-factor", type=int, default=1,
+                        help="placeable reservation requests x F a copy (>= 1)")
     args = parser.parse_args(argv)
     if args.scale < 1:
         parser.error("--scale must be at least 1")
+    if args.reservations_factor < 1:
+        parser.error("--reservations-factor must be at least 1")
     began = time.perf_counter()
-    summary = generate(args.scale, args.seed, args.out)
+    summary = generate(args.scale, args.seed, args.out, args.reservations_factor)
     print(f"wrote {args.out} (scale {args.scale}, seed {args.seed}) "
           f"in {time.perf_counter() - began:.1f} s")
     print(summary)

@@ -34,13 +34,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import highspy
 import numpy as np
 
 from planner.config import SolverOptions
 from planner.errors import InputError, InputProblem
 from planner.model.lp import MatrixForm, highs_lp, new_highs
-from planner.model.result import SolverStatus
+from planner.model.result import SolverStatus, highs_outcome, relative_gap, status_from_gap
 
 DEFAULT_SOLVER = "highs"
 
@@ -143,18 +142,11 @@ def solve_matrix(form: MatrixForm, solver: str = DEFAULT_SOLVER, *, time_limit: 
     return _solve_pulp(form, solver, cls, time_limit, threads, mip_gap)
 
 
-def relative_gap(objective: float, bound: float) -> float:
-    """``|objective − bound| / max(1, |objective|)``; ``nan`` when either is unknown."""
+def known_gap(objective: float, bound: float) -> float:
+    """:func:`planner.model.result.relative_gap`, ``nan`` when either number is unknown."""
     if not (math.isfinite(objective) and math.isfinite(bound)):
         return float("nan")
-    return abs(objective - bound) / max(1.0, abs(objective))
-
-
-_HIGHS_STATUS = {
-    highspy.HighsModelStatus.kOptimal: SolverStatus.OPTIMAL,
-    highspy.HighsModelStatus.kInfeasible: SolverStatus.INFEASIBLE,
-    highspy.HighsModelStatus.kTimeLimit: SolverStatus.TIME_LIMIT,
-}
+    return relative_gap(objective, bound)
 
 
 def _solve_highs(form: MatrixForm, time_limit: float, threads: int, seed: int,
@@ -166,20 +158,13 @@ def _solve_highs(form: MatrixForm, time_limit: float, threads: int, seed: int,
     highs.passModel(highs_lp(form))
     highs.run()
     seconds = time.perf_counter() - started
-    status = _HIGHS_STATUS.get(highs.getModelStatus(), SolverStatus.ERROR)
-    info = highs.getInfo()
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    if status is SolverStatus.TIME_LIMIT and form.is_mip and has_solution:
-        status = SolverStatus.FEASIBLE
-    if status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
-        return MatrixResult("highs", status, float("nan"), float("nan"), float("nan"), seconds,
-                            None, None)
+    stage = highs_outcome(highs, "highs", seconds)  # objective, bound and gap as HiGHS says
+    if stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+        return MatrixResult("highs", stage.status, float("nan"), float("nan"), float("nan"),
+                            seconds, None, None)
     solution = highs.getSolution()
-    objective = info.objective_function_value
-    bound = info.mip_dual_bound if form.is_mip else objective
-    gap = relative_gap(objective, bound) if status is SolverStatus.FEASIBLE else 0.0
     duals = None if form.is_mip else np.asarray(solution.row_dual)
-    return MatrixResult("highs", status, objective, bound, gap, seconds,
+    return MatrixResult("highs", stage.status, stage.objective, stage.bound, stage.gap, seconds,
                         np.asarray(solution.col_value), duals)
 
 
@@ -258,7 +243,11 @@ def _solve_pulp(form: MatrixForm, name: str, cls: str, time_limit: float, thread
     duals = None
     if not form.is_mip:
         duals = np.array([sum(c.pi or 0.0 for c in row) for row in row_constraints])
-    gap = 0.0 if status is SolverStatus.OPTIMAL else relative_gap(objective, bound)
+    gap = known_gap(objective, bound)
+    if math.isnan(gap) and status is SolverStatus.OPTIMAL:
+        gap = 0.0  # a solver that reports no bound (PuLP passes none on) and proved optimality
+    elif status is SolverStatus.OPTIMAL:
+        status = status_from_gap(gap)  # 'optimal' under a tolerance is feasible with its gap
     return MatrixResult(name, status, objective, bound, gap, seconds, x, duals)
 
 

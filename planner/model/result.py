@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
+
+OPTIMAL_GAP = 1e-9  # a stage is "optimal" only when its relative gap is at most this
 
 
 class SolverStatus(StrEnum):
@@ -40,6 +43,73 @@ class StageResult:
     bound: float
     gap: float
     seconds: float
+
+
+def relative_gap(objective: float, bound: float, floor: float = 1e-9) -> float:
+    """|objective − bound| ÷ max(|objective|, floor): the gap as computed here, never assumed.
+
+    ``floor`` keeps an objective of 0 from dividing by zero (CP-SAT's own rule uses 1 in
+    its integer units, which :mod:`planner.model.reservations` passes).
+    """
+    return abs(objective - bound) / max(abs(objective), floor)
+
+
+def status_from_gap(gap: float) -> SolverStatus:
+    """``optimal`` only when the gap is closed (≤ :data:`OPTIMAL_GAP`), else ``feasible``."""
+    return SolverStatus.OPTIMAL if gap <= OPTIMAL_GAP else SolverStatus.FEASIBLE
+
+
+def highs_dual_objective(highs: Any, tolerance: float = 1e-7) -> float:
+    """The dual objective of a solved HiGHS LP (its bound), from the duals HiGHS returned.
+
+    Each row and column dual multiplies the bound it prices: in a minimisation a
+    positive dual prices the lower bound and a negative one the upper, in a
+    maximisation the other way round. A dual within HiGHS's dual feasibility
+    ``tolerance`` of 0 on an infinite bound is solver noise and prices nothing; a larger
+    one makes the bound infinite, as it then is.
+    """
+    import highspy
+
+    lp, solution = highs.getLp(), highs.getSolution()
+    lower_sign = 1.0 if lp.sense_ == highspy.ObjSense.kMinimize else -1.0
+    total = 0.0
+    for dual, lower, upper in ((solution.row_dual, lp.row_lower_, lp.row_upper_),
+                               (solution.col_dual, lp.col_lower_, lp.col_upper_)):
+        dual = np.asarray(dual, dtype=float)
+        priced = np.where(lower_sign * dual > 0, np.asarray(lower, dtype=float),
+                          np.asarray(upper, dtype=float))
+        noise = np.isinf(priced) & (np.abs(dual) <= tolerance)
+        keep = (dual != 0) & ~noise
+        total += float((dual[keep] * priced[keep]).sum())
+    return total + float(lp.offset_)
+
+
+def highs_outcome(highs: Any, name: str, seconds: float) -> StageResult:
+    """A solved HiGHS model's outcome, every number read from the solver.
+
+    Objective: ``getInfo().objective_function_value``. Bound: a MIP's
+    ``mip_dual_bound``; an LP's (HiGHS keeps no MIP bound for it, ``mip_gap`` is inf)
+    the dual objective of its duals. The gap is computed here from the two, and the
+    status is ``optimal`` only when it is closed (:func:`status_from_gap`).
+    """
+    import highspy
+
+    code = highspy.HighsModelStatus
+    status = highs.getModelStatus()
+    info = highs.getInfo()
+    if status in (code.kInfeasible, code.kUnboundedOrInfeasible):
+        return StageResult(name, SolverStatus.INFEASIBLE, float("nan"), float("nan"),
+                           float("inf"), seconds)
+    mip = info.mip_node_count >= 0
+    has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    if not has_point or (not mip and status != code.kOptimal):
+        # nothing usable, or a simplex stopped early (a point but no valid bound)
+        said = SolverStatus.TIME_LIMIT if status == code.kTimeLimit else SolverStatus.ERROR
+        return StageResult(name, said, float("nan"), float("nan"), float("inf"), seconds)
+    objective = float(info.objective_function_value)
+    bound = float(info.mip_dual_bound) if mip else highs_dual_objective(highs)
+    gap = relative_gap(objective, bound)
+    return StageResult(name, status_from_gap(gap), objective, bound, gap, seconds)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
     remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
     guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
                                                                    remaining)
-    if stage2.status is not SolverStatus.OPTIMAL:
+    if stage2.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {stage2.status}; no plan written")
     total = time.perf_counter() - started
     return Solution(placed, _clean(guaranteed), _clean(opportunistic), targets, duals,

@@ -23,6 +23,11 @@ def num(value: float) -> float:
     return 0.0 if out == 0 else out
 
 
+def gap_num(value: float) -> float:
+    """A relative gap as written: 6 significant digits, so a small gap never reads as 0."""
+    return float(f"{float(value):.6g}")
+
+
 @dataclass(frozen=True)
 class Plan:
     """What ``plan.json`` holds, as plain data (see planner/schemas/plan.schema.json)."""
@@ -87,7 +92,7 @@ def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
                       f"other reservations")
         elif not reason and solution.stages[0].status is not SolverStatus.OPTIMAL:
             reason = (f"not placed before the reservation search stopped at its limit "
-                      f"(gap {100 * solution.stages[0].gap:.1f} %)")
+                      f"(gap {100 * solution.stages[0].gap:.2f} % against its bound)")
         elif not reason:
             reason = (f"no room: {problem.clusters[r.cluster]} has no {r.nodes} free nodes "
                       f"for {r.length} periods inside the window (other reservations hold them)")
@@ -147,9 +152,9 @@ def extract_plan(problem: Problem, solution: Solution) -> Plan:
         "solver": {
             "name": "+".join(s.solver for s in solution.stages),
             "status": str(solution.status),
-            "mip_gap": num(solution.mip_gap),
+            "mip_gap": gap_num(solution.mip_gap),
             "stages": [{"name": s.solver, "status": str(s.status), "objective": num(s.objective),
-                        "bound": num(s.bound), "gap": num(s.gap)} for s in solution.stages],
+                        "bound": num(s.bound), "gap": gap_num(s.gap)} for s in solution.stages],
         },
         "periods": [{"start": iso(s), "end": iso(e)}
                     for s, e in zip(problem.period_start, problem.period_end, strict=True)],

@@ -1,0 +1,93 @@
+"""Benchmark: the reservation stage's gap on reservation-heavy scenarios, in the default limit.
+
+    python benchmarks/reservations_gap.py [--runs N] [--cases r10,x10r10]
+
+Cases (generated once into benchmarks/out/): ``r10`` = the sample with ten times the
+reservation requests (560 on 8 clusters), ``x10r10`` = the 10× sample with ten times
+the requests (6,060 on 80). Each run is a fresh process planning the whole scenario
+with the default model (60 s limit, half of it for CP-SAT); it reports CP-SAT's
+objective, bound and gap as the plan carries them, and the stage's seconds. Prints a
+markdown table of medians (gap: median and worst).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+CASES = {"r10": (1, 10), "x10r10": (10, 10)}  # name: (scale, reservations factor)
+
+ONE_RUN = """
+import json, sys, time
+from planner.config import load_model
+from planner.inputs.load import load_scenario
+from planner.run import plan_scenario
+started = time.perf_counter()
+run = plan_scenario(load_scenario(sys.argv[1]), load_model("default"))
+stage = run.solution.stages[0]
+print(json.dumps({"requests": len(run.problem.requests), "clusters": len(run.problem.clusters),
+                  "placed": sum(not r["kept"] for r in run.plan.reservations),
+                  "status": str(stage.status), "objective": stage.objective,
+                  "bound": stage.bound, "gap": stage.gap,
+                  "plan_gap": run.plan.body["solver"]["mip_gap"],
+                  "cp_sat_s": stage.seconds, "total_s": time.perf_counter() - started}))
+"""
+
+
+def scenario_for(name: str) -> Path:
+    """Generate (once) and return the case's scenario folder."""
+    scale, factor = CASES[name]
+    target = OUT / f"reservations-{name}"
+    if not (target / "scenario.toml").exists():
+        subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale", str(scale),
+                        "--reservations-factor", str(factor), "--out", str(target)],
+                       check=True, capture_output=True)
+    return target
+
+
+def measure(scenario: Path, runs: int) -> list[dict]:
+    """``runs`` fresh-process planning runs of ``scenario``."""
+    out = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", ONE_RUN, str(scenario)], check=True,
+                              capture_output=True, text=True, cwd=ROOT)
+        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(json.dumps(out[-1]), file=sys.stderr)
+    return out
+
+
+def row(name: str, results: list[dict]) -> str:
+    """One markdown row of medians."""
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in results)
+
+    first = results[0]
+    return (f"| {name} | {first['requests']} | {first['clusters']} | {med('placed'):.0f} | "
+            f"{med('objective'):,.0f} | {med('bound'):,.0f} | {100 * med('gap'):.2f} % | "
+            f"{100 * max(r['gap'] for r in results):.2f} % | "
+            f"{', '.join(sorted({r['status'] for r in results}))} | {med('cp_sat_s'):.1f} | "
+            f"{med('total_s'):.1f} | {len(results)} |")
+
+
+def main() -> None:
+    """Run the cases and print the table."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cases", default="r10,x10r10")
+    args = parser.parse_args()
+    lines = ["| case | requests | clusters | placed | objective | bound | gap (median) | "
+             "gap (worst) | status | CP-SAT s | total s | runs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in args.cases.split(","):
+        lines.append(row(name, measure(scenario_for(name), args.runs)))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
