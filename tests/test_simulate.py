@@ -205,13 +205,40 @@ def test_fairtree_backfills_only_what_does_not_delay_the_head():
     # free now). j3 (8 GPUs, 4 h) ends at 4 ≤ 5: it backfills on node 1 at once. j4
     # (4 GPUs, 6 h) would end at 6 > 5 and every free GPU is on a reserved node: it
     # waits (at t=4 too, when node 1 frees) until j2 has run 5 → 7; then 7 → 13.
+    # Time limits equal to the durations here (exact requests).
     sc = two_teams(nodes=2)
     tr = trace([("j1", "a", 0, 8, 5.0, 1.0), ("j2", "a", 0, 16, 2.0, 1.0),
                 ("j3", "a", 0, 8, 4.0, 1.0), ("j4", "a", 0, 4, 6.0, 1.0)])
+    tr["time_limit_hours"] = tr["duration_hours"]
     result = replay(sc, tr, FairTreePolicy())
     assert [runs(result, j) for j in range(4)] == [
         [(0.0, 5.0, DONE)], [(5.0, 7.0, DONE)], [(0.0, 4.0, DONE)], [(7.0, 13.0, DONE)]]
     assert result.preemptions.sum() == 0
+
+
+def test_fairtree_backfill_plans_with_time_limits_not_durations():
+    # Two nodes of 8, one project, FIFO. j1 (8 GPUs, runs 3 h, limit 5 h) takes node 0;
+    # j2 (16 GPUs) is blocked: Slurm expects node 0 back at j1's limit, t=5, so the
+    # shadow is 5 on nodes {0, 1}. j3 (8 GPUs) truly runs 4 h (it would end at 4 ≤ 5)
+    # but asked for 6 h: 0 + 6 > 5 and the only free node is reserved, so it is NOT
+    # backfilled. j1 really ends at 3: node 0 frees, j2 starts 3 → 5, j3 runs 5 → 9.
+    # With j3's limit 4 h (0 + 4 ≤ 5) it backfills on node 1 at once, 0 → 4, and j2
+    # waits for both nodes: 4 → 6.
+    sc = two_teams(nodes=2)
+    tr = trace([("j1", "a", 0, 8, 3.0, 1.0), ("j2", "a", 0, 16, 2.0, 1.0),
+                ("j3", "a", 0, 8, 4.0, 1.0)])
+    tr["time_limit_hours"] = [5.0, 2.0, 6.0]
+    result = replay(sc, tr, FairTreePolicy())
+    assert [runs(result, j) for j in range(3)] == [
+        [(0.0, 3.0, DONE)], [(3.0, 5.0, DONE)], [(5.0, 9.0, DONE)]]
+    tr["time_limit_hours"] = [5.0, 2.0, 4.0]
+    result = replay(sc, tr, FairTreePolicy())
+    assert [runs(result, j) for j in range(3)] == [
+        [(0.0, 3.0, DONE)], [(4.0, 6.0, DONE)], [(0.0, 4.0, DONE)]]
+    # Without the column every job asks for its duration rounded up to a power of two:
+    # j1 4 h, j3 4 h: the shadow is 4 and j3 (0 + 4 ≤ 4) backfills as just above.
+    assert [runs(replay(sc, tr.drop(columns="time_limit_hours"), FairTreePolicy()), j)
+            for j in range(3)] == [[(0.0, 3.0, DONE)], [(4.0, 6.0, DONE)], [(0.0, 4.0, DONE)]]
 
 
 def test_fair_tree_ranks_by_level_fairshare():
