@@ -52,7 +52,10 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     body = json.loads((tmp_path / "one" / "metrics.json").read_text())
     for figures in body["policies"].values():
-        for key in ("occupancy", "delivered_over_owed", "worst_team_delivered_over_owed",
+        for key in ("occupancy", "delivered_over_owed_daily", "delivered_over_owed_weekly",
+                    "delivered_over_owed_quarter", "delivered_over_owed_hourly",
+                    "budget_error_floor_mean", "budget_error_floor_max", "jobs_never_started",
+                    "worst_team_delivered_over_owed",
                     "budget_error_mean", "budget_error_max", "jain", "wait_p50_hours",
                     "wait_p90_hours", "preemptions", "small_wait_p50_hours",
                     "small_wait_p90_hours", "gpu_hours_lost_to_preemption",
@@ -61,7 +64,7 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
         assert figures["jobs"] == 5 and figures["jobs_started"] == 5
     assert (tmp_path / "one" / "quota-occupancy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
-    assert "delivered ÷ owed" in out and "planner" in out
+    assert "delivered ÷ owed weekly" in out and "planner" in out
     # report.html: every PNG embedded as it was written, the figures as in metrics.json,
     # per team owed and delivered; self-contained (no link, script or remote source)
     html = (tmp_path / "one" / "report.html").read_text()
@@ -71,7 +74,7 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
             assert f'src="data:image/png;base64,{data}"' in html
     for figures in body["policies"].values():
         assert f'<td class="n">{figures["occupancy"]:.3f}</td>' in html
-        assert f'<td class="n">{figures["delivered_over_owed"]:.3f}</td>' in html
+        assert f'<td class="n">{figures["delivered_over_owed_weekly"]:.3f}</td>' in html
         for team, t in figures["teams"].items():
             assert f"<td>{team}</td><td class=\"n\">{t['owed_ngh']:,.0f}</td>" in html
     assert "<script" not in html and "<link" not in html and "http" not in html
