@@ -281,7 +281,10 @@ def _trace_synthetic(args, console: Console) -> ExitCode:
                                        "must be a positive number")])
     scenario = load_scenario(args.scenario)
     params = SyntheticParams(jobs=args.jobs, load=args.load)
-    frame = synthetic_trace(scenario, args.seed, params)
+    try:
+        frame = synthetic_trace(scenario, args.seed, params)
+    except ValueError as error:
+        raise InputError([InputProblem("--jobs", None, None, str(error))]) from None
     written = write_trace(frame, Path(args.out))
     gang = (frame["gpus"] >= 8).mean()
     console.print(f"{len(frame):,} jobs on {scenario.config.name}, seed {args.seed}, offered "

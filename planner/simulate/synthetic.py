@@ -24,7 +24,7 @@ The draws, in this order (:class:`SyntheticParams` holds every parameter):
    hold most of the GPU-hours), then scaled by one factor so that the offered GPU-hours
    Σ gpus × duration equal ``load`` × the scenario's capacity × quarter hours, each
    capped at ``max_duration_hours`` (the factor is found by bisection with the cap
-   applied).
+   applied; too few jobs to carry the load even at the cap is a ``ValueError``).
 6. **Allocated work.** Jobs of a whole node or more are allocated (a gang loses every
    node's progress when preempted: teams budget for it); smaller ones with chance
    ``allocated_share``. Allocated jobs are protected for min(duration,
@@ -88,9 +88,15 @@ def _submit_hours(rng: np.random.Generator, start: pd.Timestamp, hours: int,
 
 
 def _scale(raw: np.ndarray, gpus: np.ndarray, target: float, cap: float) -> np.ndarray:
-    """Durations ``min(f · raw, cap)`` with Σ gpus × duration = target (bisection on f)."""
-    if target >= (gpus * cap).sum():
-        return np.full_like(raw, cap)
+    """Durations ``min(f · raw, cap)`` with Σ gpus × duration = target (bisection on f).
+
+    Raises ValueError when even every job at the cap falls short of the target.
+    """
+    most = float((gpus * cap).sum())
+    if target >= 0.999 * most:
+        raise ValueError(f"too few jobs for the load: {len(raw):,} jobs at most "
+                         f"{cap:g} h each offer {most:,.0f} GPU-hours, the load asks "
+                         f"{target:,.0f}; ask for more jobs or a lower load")
     low, high = 0.0, 1.0
     while (gpus * np.minimum(high * raw, cap)).sum() < target:
         high *= 2.0
