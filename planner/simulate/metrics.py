@@ -40,6 +40,7 @@ quarter, B = all hours; the last bin may be short), per project p and bin b:
     worst_sizeable_team_delivered_over_owed  the same over teams owed ≥ 1 % of all that
                  was owed (a team with a handful of jobs swings the plain minimum)
     jain         Jain's index (Σx)² / (n·Σx²) over the weekly team ratios x
+    owed_ngh, delivered_ngh  Σ owed_ph and the weekly Σ delivered_pb (the teams' too)
 
 The old hourly figure, stricter (and policy-dependent), kept as a secondary:
 
@@ -49,6 +50,7 @@ The old hourly figure, stricter (and policy-dependent), kept as a secondary:
     delivered_over_owed_hourly   Σ_ph min(got_ph, want_owed_ph) / Σ_ph want_owed_ph
     delivered_over_owed_within_budget  the same over the hours before the project's
                  charged NGH reached its budget
+    owed_hourly_ngh, delivered_hourly_ngh  its two sums
 
 Everything else:
 
