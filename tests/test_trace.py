@@ -476,3 +476,15 @@ def test_trace_philly_real_trace(tmp_path, capsys):
     for name in ("scenario.toml", "clusters.csv", "org.csv", "budgets.csv"):
         assert (tmp_path / "again" / name).read_bytes() == (PHILLY_SCENARIO / name).read_bytes()
     assert read_cpu < 2.0
+
+
+def test_default_time_limit_is_the_duration_rounded_up_to_a_power_of_two_hours():
+    # Philly states no limits; the default request: at least 1 h, else the next power
+    # of two hours at or above the duration.
+    from planner.simulate.trace import default_time_limit, time_limits
+
+    durations = [0.01, 0.3, 1.0, 1.5, 3.0, 16.0, 17.0, 200.0]
+    assert default_time_limit(durations).tolist() == [1, 1, 1, 2, 4, 16, 32, 256]
+    frame = pd.DataFrame({"duration_hours": [3.0, 3.0], "time_limit_hours": [5.0, np.nan]})
+    assert time_limits(frame).tolist() == [5.0, 4.0]  # a gap takes the default
+    assert time_limits(frame.drop(columns="time_limit_hours")).tolist() == [4.0, 4.0]
