@@ -28,6 +28,7 @@ from planner.run import (
     write_outputs,
 )
 from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, philly_conversion
+from planner.simulate.synthetic import SyntheticParams, synthetic_trace
 from planner.simulate.trace import write_trace
 
 
@@ -103,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
                           help="comma-separated policies (default: all five)")
     simulate.add_argument("--out", required=True, help="output folder")
+    simulate.add_argument("--model", default="default",
+                          help="planning model of the planner policy: a name in models/ or a "
+                               ".toml path (default: default); its min_runtime_cap_hours caps "
+                               "the trace's protected runtimes")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -113,6 +118,18 @@ def _parser() -> argparse.ArgumentParser:
                         default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
                         help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
     philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
+    synthetic = trace_sub.add_parser("synthetic", help="a seeded synthetic quarter on a scenario "
+                                                       "(wide gangs, day and week rhythm)")
+    synthetic.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                           help="scenario to replay on (default: the bundled sample)")
+    synthetic.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synthetic.add_argument("--jobs", type=int, default=SyntheticParams.jobs,
+                           help=f"number of jobs (default {SyntheticParams.jobs:,})")
+    synthetic.add_argument("--load", type=float, default=SyntheticParams.load,
+                           help="offered GPU-hours ÷ capacity over the quarter "
+                                f"(default {SyntheticParams.load})")
+    synthetic.add_argument("--out", required=True, metavar="TRACE.csv",
+                           help="trace CSV to write")
     ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
                                            "scenario's usage.csv, once per job")
     ingest.add_argument("source", choices=("sacct", "kueue"),
@@ -310,13 +327,14 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.simulate.trace import read_trace
 
     names = parse_policies(args.policy)
+    model = load_model(args.model)
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
-    trace = read_trace(Path(args.trace), scenario)
+    trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
     with err.status("replaying", spinner="dots") as status:
-        runs = simulate(scenario, trace, names, status.update)
+        runs = simulate(scenario, trace, names, status.update, model)
         status.update("writing metrics, pictures and jobs")
-        written = write_files(Path(args.out), output_files(scenario, trace, runs))
+        written = write_files(Path(args.out), output_files(scenario, trace, runs, model.name))
     from rich.table import Table
 
     header, rows = table_rows(runs)
@@ -417,6 +435,25 @@ def _ingest(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _trace_synthetic(args, console: Console) -> ExitCode:
+    if args.jobs < 1 or not args.load > 0:
+        raise InputError([InputProblem("--jobs" if args.jobs < 1 else "--load", None, None,
+                                       "must be a positive number")])
+    scenario = load_scenario(args.scenario)
+    params = SyntheticParams(jobs=args.jobs, load=args.load)
+    try:
+        frame = synthetic_trace(scenario, args.seed, params)
+    except ValueError as error:
+        raise InputError([InputProblem("--jobs", None, None, str(error))]) from None
+    written = write_trace(frame, Path(args.out))
+    gang = (frame["gpus"] >= 8).mean()
+    console.print(f"{len(frame):,} jobs on {scenario.config.name}, seed {args.seed}, offered "
+                  f"load {params.load:g} × capacity; {gang:.0%} of the jobs of 8 GPUs or more",
+                  markup=False, highlight=False)
+    console.print(f"wrote {written}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -436,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_report(args, console))
         if args.command == "simulate":
             return int(_simulate(args, console, err))
+        if args.command == "trace" and args.trace_command == "synthetic":
+            return int(_trace_synthetic(args, console))
         if args.command == "trace":
             return int(_trace_philly(args, console))
         if args.command == "ingest":

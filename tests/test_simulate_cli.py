@@ -52,7 +52,10 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     body = json.loads((tmp_path / "one" / "metrics.json").read_text())
     for figures in body["policies"].values():
-        for key in ("occupancy", "delivered_over_owed", "worst_team_delivered_over_owed",
+        for key in ("occupancy", "delivered_over_owed_daily", "delivered_over_owed_weekly",
+                    "delivered_over_owed_quarter", "delivered_over_owed_hourly",
+                    "budget_error_floor_mean", "budget_error_floor_max", "jobs_never_started",
+                    "worst_team_delivered_over_owed",
                     "budget_error_mean", "budget_error_max", "jain", "wait_p50_hours",
                     "wait_p90_hours", "preemptions", "small_wait_p50_hours",
                     "small_wait_p90_hours", "gpu_hours_lost_to_preemption",
@@ -61,7 +64,7 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
         assert figures["jobs"] == 5 and figures["jobs_started"] == 5
     assert (tmp_path / "one" / "quota-occupancy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
-    assert "delivered ÷ owed" in out and "planner" in out
+    assert "delivered ÷ owed weekly" in out and "planner" in out
     # report.html: every PNG embedded as it was written, the figures as in metrics.json,
     # per team owed and delivered; self-contained (no link, script or remote source)
     html = (tmp_path / "one" / "report.html").read_text()
@@ -71,7 +74,7 @@ def test_simulate_writes_metrics_pictures_and_jobs_the_same_bytes_twice(tmp_path
             assert f'src="data:image/png;base64,{data}"' in html
     for figures in body["policies"].values():
         assert f'<td class="n">{figures["occupancy"]:.3f}</td>' in html
-        assert f'<td class="n">{figures["delivered_over_owed"]:.3f}</td>' in html
+        assert f'<td class="n">{figures["delivered_over_owed_weekly"]:.3f}</td>' in html
         for team, t in figures["teams"].items():
             assert f"<td>{team}</td><td class=\"n\">{t['owed_ngh']:,.0f}</td>" in html
     assert "<script" not in html and "<link" not in html and "http" not in html
@@ -94,4 +97,74 @@ def test_simulate_unknown_policy_exits_2_and_writes_nothing(tmp_path, capsys):
     assert main(["simulate", str(short_quarter(tmp_path)), "--trace", str(trace),
                  "--policy", "quota,fifo", "--out", str(out)]) == 2
     assert "unknown policy fifo" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def two_team_folder(folder: Path) -> Path:
+    """One node of 8 H100s, four days; teams ta (a) and tb (b), budgets 100 and 100."""
+    folder.mkdir(parents=True)
+    (folder / "scenario.toml").write_text(
+        'name = "two-teams"\nquarter_start = 2026-10-01\nquarter_end = 2026-10-05\n'
+        "as_of = 2026-10-01\n")
+    (folder / "clusters.csv").write_text("cluster,gpu_type,nodes,gpus_per_node\nc1,H100,1,8\n")
+    (folder / "org.csv").write_text("id,parent,weight\nta,,1\na,ta,1\ntb,,1\nb,tb,1\n")
+    (folder / "budgets.csv").write_text("project,gpu_hours\na,100\nb,100\n")
+    return folder
+
+
+def test_simulate_model_caps_protected_runtimes_and_is_recorded(tmp_path):
+    # Quota, nominal 4 and 4. A (a, 8 GPUs, 10 h, asks 8 h protected) borrows the node
+    # at 0; B (b, 4 GPUs, 2 h) is within b's quota from t=1 and reclaims when A's
+    # protection ends: at 8 under the default model (cap 8 h), at 4 under
+    # strict-budgets (min_runtime_cap_hours = 4), whose cap read_trace applies.
+    folder = two_team_folder(tmp_path / "sc")
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + "A,a,c1,2026-10-01T00:00:00Z,8,10,8,true\n"
+                              "B,b,c1,2026-10-01T01:00:00Z,4,2,1,true\n")
+    starts = {}
+    for model in ("default", "strict-budgets"):
+        out = tmp_path / model
+        assert main(["simulate", str(folder), "--trace", str(trace), "--policy", "quota",
+                     "--model", model, "--out", str(out)]) == 0
+        jobs = (out / "quota-jobs.csv").read_text().splitlines()
+        starts[model] = next(line.split(",")[5] for line in jobs if line.startswith("B,"))
+        assert json.loads((out / "metrics.json").read_text())["model"] == model
+    assert starts == {"default": "2026-10-01T08:00:00Z",
+                      "strict-budgets": "2026-10-01T04:00:00Z"}
+
+
+def test_simulate_model_reaches_the_planner_policy(tmp_path, monkeypatch):
+    # Every replan of the planner policy plans with the model given (its contract's
+    # frozen periods set to 0 by the policy), not the default.
+    import planner.run
+    from planner.config import load_model
+    from planner.inputs.load import load_scenario
+    from planner.simulate.run import simulate
+    from planner.simulate.trace import read_trace
+
+    seen = []
+    real = planner.run.plan_scenario
+
+    def spy(scenario, model, *args, **kwargs):
+        seen.append((model.name, model.contract.min_runtime_cap_hours,
+                     model.contract.frozen_periods))
+        return real(scenario, model, *args, **kwargs)
+
+    monkeypatch.setattr(planner.run, "plan_scenario", spy)  # the policy imports it per replan
+    folder = two_team_folder(tmp_path / "sc")
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + "A,a,c1,2026-10-01T00:00:00Z,8,10,8,true\n")
+    scenario = load_scenario(folder)
+    model = load_model("strict-budgets")
+    runs = simulate(scenario, read_trace(trace, scenario), ["planner"], model=model)
+    assert runs[0].result.replans == len(seen) == 4  # one a day of the four
+    assert set(seen) == {("strict-budgets", 4.0, 0)}
+
+
+def test_simulate_unknown_model_exits_2_and_writes_nothing(tmp_path, capsys):
+    trace = write_trace(tmp_path, JOBS)
+    out = tmp_path / "out"
+    assert main(["simulate", str(short_quarter(tmp_path)), "--trace", str(trace),
+                 "--model", "no-such-model", "--out", str(out)]) == 2
+    assert "no such planning model" in capsys.readouterr().err
     assert not out.exists()

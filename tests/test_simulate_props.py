@@ -94,9 +94,18 @@ def test_replay_invariants(jobs, nodes, name):
         assert result.preemptions[j] == sum(s.ended == PREEMPTED for s in segs)
     assert result.protected_violations == 0
     m = compute_metrics(sc, tr, result).summary
-    for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed",
-                "delivered_over_owed_within_budget", "worst_team_delivered_over_owed",
-                "worst_sizeable_team_delivered_over_owed", "jain"):
+    for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed_daily",
+                "delivered_over_owed_weekly", "delivered_over_owed_quarter",
+                "delivered_over_owed_hourly", "delivered_over_owed_within_budget",
+                "worst_team_delivered_over_owed", "worst_sizeable_team_delivered_over_owed",
+                "jain", "budget_error_floor_mean", "budget_error_floor_max"):
         assert m[key] is None or -EPS <= m[key] <= 1 + EPS, (key, m[key])
     assert m["budget_error_mean"] >= 0 and m["budget_error_max"] >= m["budget_error_mean"]
     assert m["delivered_ngh"] <= m["owed_ngh"] + EPS
+    assert m["delivered_hourly_ngh"] <= m["owed_hourly_ngh"] + EPS
+    if m["owed_ngh"] > 0:  # a min of sums is at least the sum of mins
+        assert m["delivered_over_owed_daily"] <= m["delivered_over_owed_weekly"] + EPS
+        assert m["delivered_over_owed_weekly"] <= m["delivered_over_owed_quarter"] + EPS
+    assert m["jobs_never_started"] + m["jobs_started"] == m["jobs"]
+    if result.lost_gpu_hours.sum() == 0:  # charged ≤ submitted: demand's floor binds
+        assert m["budget_error_mean"] >= m["budget_error_floor_mean"] - EPS

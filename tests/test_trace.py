@@ -54,10 +54,12 @@ def test_trace_read_back_exactly(tmp_path):
     # Rows out of order, one job_id that looks like a number (kept verbatim), one
     # formula-looking project id, an offset time converted to UTC, an empty optional
     # cell (default), a protected runtime over the 8 h cap (clipped), a tie on submit
-    # broken by job_id.
+    # broken by job_id; one stated time limit (12 h), the others by default (the
+    # duration rounded up to a power of two hours, at least 1: 0.5 → 1, 2.25 → 4,
+    # 10 → 16; short rows leave the last column empty).
     path = write(tmp_path, "\n".join([
         HEADER,
-        "007,p1,c1,2026-10-02T06:00:00+02:00,8,10,12,false",
+        "007,p1,c1,2026-10-02T06:00:00+02:00,8,10,12,false,12",
         "+1,=SUM(A1),c2,2026-10-01,1,0.5,,",
         "b,p3,c2,2026-10-02 04:00:00Z,32,1e1,0,TRUE",
         "a,p1,c1,2026-10-02T04:00:00,2,2.25,1.5,0",
@@ -75,6 +77,7 @@ def test_trace_read_back_exactly(tmp_path):
         "duration_hours": [0.5, 10.0, 2.25, 10.0],
         "min_runtime_hours": [0.0, 8.0, 1.5, 0.0],
         "resumable": [True, False, False, True],
+        "time_limit_hours": [1.0, 12.0, 4.0, 16.0],
     })
     assert tuple(got.columns) == TRACE_COLUMNS
     assert list(got.index) == [0, 1, 2, 3]
@@ -93,7 +96,7 @@ def test_trace_optional_columns_absent_take_defaults_and_cap_is_a_parameter(tmp_
     assert read_trace(path, tiny())["min_runtime_hours"].tolist() == [5.0]
 
 
-GOOD = "ok,p1,c1,2026-10-02,1,1,0,true"
+GOOD = "ok,p1,c1,2026-10-02,1,1,0,true,1"
 
 # (what, data row or whole file, row, column, words the message holds)
 BAD_ROWS = [
@@ -127,7 +130,11 @@ BAD_ROWS = [
     ("unknown cluster", "j,p1,c9,2026-10-02,1,1,0,true", 3, "cluster", "unknown cluster"),
     ("cluster not allowed", "j,p3,c1,2026-10-02,1,1,0,true", 3, "cluster",
      "may not use cluster 'c1'"),
-    ("too many values", "j,p1,c1,2026-10-02,1,1,0,true,extra", 3, None, "more values"),
+    ("too many values", "j,p1,c1,2026-10-02,1,1,0,true,2,extra", 3, None, "more values"),
+    ("time limit below the duration", "j,p1,c1,2026-10-02,1,3,0,true,2", 3,
+     "time_limit_hours", "below the job's duration_hours 3"),
+    ("time limit not a number", "j,p1,c1,2026-10-02,1,3,0,true,long", 3,
+     "time_limit_hours", "not a number"),
 ]
 
 
@@ -150,7 +157,7 @@ BAD_FILES = [
     ("empty file", "", [(None, None, "empty")]),
     ("no header", "\n" + GOOD + "\n", [(1, None, "no header")]),
     ("unnamed column with values", HEADER + ",\n" + GOOD + ",5\n",
-     [(1, None, "column 9 has values but no name")]),
+     [(1, None, "column 10 has values but no name")]),
 ]
 
 
@@ -205,8 +212,8 @@ def test_trace_writer_round_trips_with_the_same_bytes(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert text.splitlines() == [
         HEADER,
-        "+1,=SUM(A1),c2,2026-10-01T00:00:00Z,1,0.3333333333333333,0.0,true",
-        "007,p1,c1,2026-10-02T04:00:00.250000Z,8,0.1,8.0,false",
+        "+1,=SUM(A1),c2,2026-10-01T00:00:00Z,1,0.3333333333333333,0.0,true,1.0",
+        "007,p1,c1,2026-10-02T04:00:00.250000Z,8,0.1,8.0,false,1.0",
     ]
     pd.testing.assert_frame_equal(read_trace(out, tiny()), first)
     write_trace(read_trace(out, tiny()), tmp_path / "third.csv")
@@ -243,7 +250,8 @@ def test_trace_header_only_is_an_empty_trace_with_the_schema_dtypes(tmp_path):
     got = read_trace(write(tmp_path, HEADER + "\n"), tiny())
     assert tuple(got.columns) == TRACE_COLUMNS and len(got) == 0
     assert [str(t) for t in got.dtypes] == ["str", "str", "str", "datetime64[ns, UTC]",
-                                            "int64", "float64", "float64", "bool"]
+                                            "int64", "float64", "float64", "bool",
+                                            "float64"]
 
 
 # --------------------------------------------------------------------------- Philly
@@ -458,3 +466,15 @@ def test_trace_philly_real_trace(tmp_path, capsys):
     generate(PHILLY, 2026, tmp_path / "again")
     for name in ("scenario.toml", "clusters.csv", "org.csv", "budgets.csv"):
         assert (tmp_path / "again" / name).read_bytes() == (PHILLY_SCENARIO / name).read_bytes()
+
+
+def test_default_time_limit_is_the_duration_rounded_up_to_a_power_of_two_hours():
+    # Philly states no limits; the default request: at least 1 h, else the next power
+    # of two hours at or above the duration.
+    from planner.simulate.trace import default_time_limit, time_limits
+
+    durations = [0.01, 0.3, 1.0, 1.5, 3.0, 16.0, 17.0, 200.0]
+    assert default_time_limit(durations).tolist() == [1, 1, 1, 2, 4, 16, 32, 256]
+    frame = pd.DataFrame({"duration_hours": [3.0, 3.0], "time_limit_hours": [5.0, np.nan]})
+    assert time_limits(frame).tolist() == [5.0, 4.0]  # a gap takes the default
+    assert time_limits(frame.drop(columns="time_limit_hours")).tolist() == [4.0, 4.0]

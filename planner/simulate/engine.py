@@ -52,6 +52,7 @@ import pandas as pd
 
 from planner.fairshare import OrgTree
 from planner.inputs import Scenario
+from planner.simulate.trace import time_limits
 
 DONE, PREEMPTED, CUT = "done", "preempted", "cut"
 _EPS = 1e-9
@@ -112,6 +113,8 @@ class Jobs:
         self.duration: list[float] = trace["duration_hours"].astype(float).tolist()
         self.min_runtime: list[float] = trace["min_runtime_hours"].astype(float).tolist()
         self.resumable: list[bool] = trace["resumable"].astype(bool).tolist()
+        #: requested time limits (what a backfilling scheduler plans with), hours
+        self.time_limit: list[float] = time_limits(trace).tolist()
         self.allocated: list[bool] = [m > 0 for m in self.min_runtime]
 
 
@@ -320,6 +323,23 @@ class Replay:
         self.buckets[c][free[node]].add(node)
         del self.node_jobs[c][node][job]
         self.free_total[c] += gpus
+
+    def expected_end(self, job: int) -> float:
+        """When a scheduler that knows only time limits expects a running job to end.
+
+        ``run_start`` + the limit left: the requested limit less the work already done
+        before this run (a resumed job carries its remaining work; a restarted one the
+        whole limit). Never before ``now`` (a job past its estimate is expected to end
+        at any moment).
+        """
+        done_before = self.jobs.duration[job] - self.remaining[job]
+        left = max(self.jobs.time_limit[job] - done_before, 0.0)
+        return max(self.run_start[job] + left, self.now)
+
+    def requested_hours(self, job: int) -> float:
+        """The time limit left of a waiting job: what it asks the scheduler for."""
+        done_before = self.jobs.duration[job] - self.remaining[job]
+        return max(self.jobs.time_limit[job] - done_before, self.remaining[job])
 
     def held(self, job: int) -> int:
         """GPUs a job holds: whole nodes for a gang, its GPUs otherwise."""

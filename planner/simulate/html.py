@@ -20,11 +20,11 @@ TEMPLATE = "simulation.html.j2"
 
 
 def render_simulation_html(scenario: Scenario, jobs: int, runs: list,
-                           pictures: Mapping[str, bytes]) -> str:
+                           pictures: Mapping[str, bytes], figures: dict | None = None) -> str:
     """The report of ``runs`` (``planner.simulate.run.PolicyRun``s) replaying ``jobs`` jobs.
 
     ``pictures`` holds the PNGs by file name, as :func:`planner.simulate.pictures.pictures`
-    names them.
+    names them; ``figures`` the trace's own (:func:`planner.simulate.metrics.trace_figures`).
     """
     from planner.simulate.run import table_rows
 
@@ -34,4 +34,5 @@ def render_simulation_html(scenario: Scenario, jobs: int, runs: list,
         for r in runs}
     return environment().get_template(TEMPLATE).render(
         scenario=scenario.config, jobs=jobs, metrics=header[1:],
-        columns=[row[0] for row in rows], rows=rows, runs=runs, charts=charts)
+        columns=[row[0] for row in rows], rows=rows, runs=runs, charts=charts,
+        figures=figures)

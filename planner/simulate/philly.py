@@ -36,6 +36,9 @@ keeps its draws when the file is reordered):
    beginning — we assume half of the large distributed jobs do not checkpoint.
 7. **Ids.** ``job_id`` is ``philly-<row>``, the job's row in the Philly file (header =
    row 1), zero-padded, so every trace job points back at its source.
+8. **Time limits.** Philly records no requested limits; every job gets
+   :func:`~planner.simulate.trace.default_time_limit` (its duration rounded up to a
+   power of two hours, at least 1 h), which ``fairtree``'s backfill plans with.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from planner.simulate.trace import (
     Problems,
     TraceColumn,
     check_header,
+    default_time_limit,
     parse_columns,
     read_text_table,
 )
@@ -293,6 +297,7 @@ def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario,
         "duration_hours": hours,
         "min_runtime_hours": np.where(allocated, np.minimum(hours, cap_hours), 0.0),
         "resumable": resumable,
+        "time_limit_hours": default_time_limit(hours),
     }, columns=list(TRACE_COLUMNS))[kept]
     trace = trace.astype({c.name: c.dtype for c in TRACE_SCHEMA})
     trace = trace.sort_values(["submit", "job_id"], kind="mergesort").reset_index(drop=True)

@@ -33,9 +33,10 @@ The policies (``POLICIES``):
               siblings), usage decayed with a 7-day half-life and booked hourly;
               PriorityWeightAge = 0, FIFO within a project; EASY backfill (the
               highest-priority job that does not fit reserves the nodes that free first;
-              a later job starts only if it ends before that or stays off those nodes);
-              durations are known exactly (as if time limits were exact); no budgets,
-              no preemption.
+              a later job starts only if it ends before that or stays off those nodes),
+              planned with the jobs' requested time limits (``time_limit_hours``), never
+              their true durations: running jobs are expected to end at start + limit,
+              a candidate to end at now + its limit; no budgets, no preemption.
 ``quota``     Kueue-like. Each project has a nominal quota per cluster (its budget share
               of the cluster, integer by largest remainder). A job within its
               project's nominal quota is admitted first (FIFO) and reclaims borrowed
@@ -435,11 +436,11 @@ class FairTreePolicy(Policy):
                 if job is None:
                     break
                 tested += 1
-                if sim.now + sim.remaining[job] <= shadow + 1e-9:
+                if sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     sim.start(job, "backfill")
                     continue
                 job = sim.head_fit(c, p, reserved)
-                if job is None or sim.now + sim.remaining[job] <= shadow + 1e-9:
+                if job is None or sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     break
                 sim.start(job, "backfill", reserved)
             if not sim.any_fits(c):
@@ -447,18 +448,18 @@ class FairTreePolicy(Policy):
 
     @staticmethod
     def _reservation(sim, c: int, head: int) -> tuple[float, frozenset[int]]:
-        """When and on which nodes the blocked head job will fit (running jobs' ends)."""
+        """When and on which nodes the blocked head job will fit (running jobs' limits)."""
         g, gpn = sim.jobs.gpus[head], sim.gpn[c]
         ends = {}
         free = sim.free[c]
         best = (math.inf, -1)
         for node, jobs in enumerate(sim.node_jobs[c]):
             if g >= gpn:
-                ends[node] = max((sim.run_start[j] + sim.remaining[j] for j in jobs),
+                ends[node] = max((sim.expected_end(j) for j in jobs),
                                  default=sim.now)
                 continue
             have = free[node]
-            for end, j in sorted((sim.run_start[j] + sim.remaining[j], j) for j in jobs):
+            for end, j in sorted((sim.expected_end(j), j) for j in jobs):
                 have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
                 if have >= g:
                     if (end, node) < best:

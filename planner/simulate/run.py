@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
-from planner.simulate.metrics import PolicyMetrics, compute_metrics
+from planner.simulate.metrics import PolicyMetrics, compute_metrics, trace_figures
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.policies import POLICIES as _BASELINES
 from planner.times import iso
@@ -49,28 +50,52 @@ def parse_policies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def make_policy(name: str, model: ModelConfig | None = None):
+    """A fresh policy ``name``; ``planner`` plans with ``model`` (default: ``default``)."""
+    if name == "planner":
+        return PlannerPolicy(model=model)
+    return POLICIES[name]()
+
+
 def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
-             progress=None) -> list[PolicyRun]:
-    """Replay ``trace`` under each policy in ``names`` and measure it."""
+             progress=None, model: ModelConfig | None = None) -> list[PolicyRun]:
+    """Replay ``trace`` under each policy in ``names`` and measure it.
+
+    ``model`` is the planning model of the ``planner`` policy (the others ignore it);
+    read the trace with its contract's ``min_runtime_cap_hours`` as ``cap_hours``.
+    """
     runs = []
     for name in names:
         if progress:
             progress(f"replaying under {name}")
         began = time.perf_counter()
-        result = replay(scenario, trace, POLICIES[name]())
+        result = replay(scenario, trace, make_policy(name, model))
         seconds = time.perf_counter() - began
         runs.append(PolicyRun(name, result, compute_metrics(scenario, trace, result), seconds))
     return runs
 
 
-def metrics_json(runs: list[PolicyRun]) -> bytes:
-    """``metrics.json``: {"policies": {name: figures}}, keys sorted, no timings."""
-    body = {"policies": {r.name: r.metrics.summary for r in runs}}
+def metrics_json(runs: list[PolicyRun], figures: dict | None = None,
+                 model: str | None = None) -> bytes:
+    """``metrics.json``: {"policies": {name: figures}}, keys sorted, no timings.
+
+    With ``figures`` (:func:`~planner.simulate.metrics.trace_figures`) also ``"trace"``,
+    the figures of the trace alone; with ``model`` the ``planner`` policy's model name.
+    """
+    body: dict = {"policies": {r.name: r.metrics.summary for r in runs}}
+    if figures is not None:
+        body["trace"] = figures
+    if model is not None:
+        body["model"] = model
     return (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> bytes:
-    """Per job: first start, finish, wait, preemptions, lost GPU-hours (hours from start)."""
+    """Per job: first start, finish, wait, preemptions, lost GPU-hours (hours from start).
+
+    A job that never started has an empty ``first_start``, ``never_started`` true and
+    its wait counted to the end of the replay (as the metrics count it).
+    """
     start = scenario.config.quarter_start
     hour = pd.Timedelta(hours=1)
     submit = np.maximum(((trace["submit"] - start) / hour).to_numpy(dtype=float), 0.0)
@@ -83,7 +108,8 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
         "job_id": trace["job_id"].to_numpy(), "project": trace["project"].to_numpy(),
         "cluster": trace["cluster"].to_numpy(), "gpus": trace["gpus"].to_numpy(),
         "submit": stamp(submit), "first_start": stamp(first), "finish": stamp(result.finish),
-        "wait_hours": np.round(np.where(np.isnan(first), np.nan, first - submit), 6),
+        "wait_hours": np.round(np.where(np.isnan(first), result.hours, first) - submit, 6),
+        "never_started": np.where(np.isnan(first), "true", "false"),
         "preemptions": result.preemptions, "lost_gpu_hours": np.round(result.lost_gpu_hours,
                                                                      6)})
     buffer = io.StringIO()
@@ -91,34 +117,41 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     return buffer.getvalue().encode()
 
 
-def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun]
-                 ) -> dict[str, bytes]:
-    """Every file ``planner simulate`` writes, by name."""
+def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun],
+                 model: str | None = None) -> dict[str, bytes]:
+    """Every file ``planner simulate`` writes, by name (``model``: the planner's model)."""
     from planner.simulate.html import render_simulation_html
     from planner.simulate.pictures import pictures
 
-    files = {"metrics.json": metrics_json(runs)}
+    figures = trace_figures(scenario, trace)
+    files = {"metrics.json": metrics_json(runs, figures, model)}
     drawn: dict[str, bytes] = {}
     for r in runs:
         files[f"{r.name}-jobs.csv"] = jobs_csv(scenario, trace, r.result)
         drawn.update(pictures(r.name, r.metrics))
     files.update(drawn)
     files["report.html"] = render_simulation_html(scenario, len(trace), runs,
-                                                  drawn).encode()
+                                                  drawn, figures).encode()
     return files
 
 
 COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
-           ("delivered_over_owed", "delivered ÷ owed"),
-           ("delivered_over_owed_within_budget", "… within budget"),
+           ("delivered_over_owed_daily", "delivered ÷ owed daily"),
+           ("delivered_over_owed_weekly", "delivered ÷ owed weekly"),
+           ("delivered_over_owed_quarter", "delivered ÷ owed quarter"),
+           ("delivered_over_owed_hourly", "delivered ÷ owed hourly (own queue)"),
+           ("delivered_over_owed_within_budget", "… hourly within budget"),
            ("worst_team_delivered_over_owed", "worst team"),
            ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %"),
            ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
+           ("budget_error_floor_mean", "budget error floor mean"),
+           ("budget_error_floor_max", "budget error floor max"),
            ("jain", "Jain"), ("wait_p50_hours", "wait p50 h"), ("wait_p90_hours", "wait p90 h"),
            ("small_wait_p50_hours", "small wait p50 h"),
            ("small_wait_p90_hours", "small wait p90 h"), ("preemptions", "preemptions"),
            ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption"),
-           ("reserved_idle_gpu_hours", "held idle GPU-h"))
+           ("reserved_idle_gpu_hours", "held idle GPU-h"),
+           ("jobs_never_started", "jobs never started"))
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:

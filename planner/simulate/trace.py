@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class TraceColumn:
     default: object
     rule: str
     meaning: str
+    default_text: str = ""  # how the README states a default that is not a constant
 
     @property
     def required(self) -> bool:
@@ -95,6 +97,13 @@ TRACE_SCHEMA: tuple[TraceColumn, ...] = (
     TraceColumn("resumable", "bool", "bool", "", True, "`true`/`false` (or `1`/`0`)",
                 "Whether a preempted job resumes with its remaining work (else it restarts "
                 "from the beginning)."),
+    TraceColumn("time_limit_hours", "float", "float64", "h", math.nan,
+                "≥ `duration_hours`",
+                "The run time the job *requested* (Slurm's `--time`): what a backfilling "
+                "scheduler (`fairtree`) plans with, never the true duration. The replay "
+                "does not kill a job at its limit, so it may not be below the duration.",
+                default_text="the duration rounded up to a power of two hours, at least "
+                             "1 h (Philly records no limits: an assumption)"),
 )
 
 #: Column names of a trace, in the order of the frame :func:`read_trace` returns.
@@ -111,6 +120,8 @@ def trace_markdown() -> str:
     for c in TRACE_SCHEMA:
         if c.required:
             default = "required"
+        elif c.default_text:
+            default = c.default_text
         elif isinstance(c.default, bool):
             default = str(c.default).lower()
         else:
@@ -346,6 +357,11 @@ def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scena
     problems.where(duration <= 0, rows, "duration_hours",
                    lambda i: f"must be > 0, got {duration.iat[i]:g}; give the job's run time "
                              "in hours")
+    limit = values["time_limit_hours"]
+    problems.where(limit < duration, rows, "time_limit_hours",
+                   lambda i: f"{limit.iat[i]:g} h is below the job's duration_hours "
+                             f"{duration.iat[i]:g}; the requested time limit must cover the "
+                             "run time (leave it empty for the default)")
     runtime = values["min_runtime_hours"]
     problems.where(runtime < 0, rows, "min_runtime_hours",
                    lambda i: f"must be ≥ 0, got {runtime.iat[i]:g}; write 0 for unallocated "
@@ -407,6 +423,7 @@ def _frame(values: dict[str, pd.Series], cap_hours: float) -> pd.DataFrame:
     """The trace as returned: schema dtypes, protected runtime capped, sorted."""
     columns = {c.name: values[c.name].astype(c.dtype) for c in TRACE_SCHEMA}
     columns["min_runtime_hours"] = columns["min_runtime_hours"].clip(upper=cap_hours)
+    columns["time_limit_hours"] = time_limits(pd.DataFrame(columns))
     frame = pd.DataFrame(columns, columns=list(TRACE_COLUMNS))
     frame = frame.sort_values(["submit", "job_id"], kind="mergesort")
     return frame.reset_index(drop=True)
@@ -437,7 +454,8 @@ def read_trace(path: Path, scenario: Scenario,
 
     Columns :data:`TRACE_COLUMNS`: ``job_id:str, project:str, cluster:str,
     submit:datetime64[ns, UTC], gpus:int64, duration_hours:float64,
-    min_runtime_hours:float64`` (at most ``cap_hours``), ``resumable:bool``; sorted by
+    min_runtime_hours:float64`` (at most ``cap_hours``), ``resumable:bool``,
+    ``time_limit_hours:float64`` (the default filled in where absent); sorted by
     ``(submit, job_id)``, index ``0..n-1``. Raises :class:`~planner.errors.InputError`
     with every problem (file name, row, column) when the trace is not valid.
     """
@@ -447,6 +465,30 @@ def read_trace(path: Path, scenario: Scenario,
     if frame is None:
         raise InputError(problems)
     return frame
+
+
+def default_time_limit(duration_hours: np.ndarray | pd.Series) -> np.ndarray:
+    """The requested time limit assumed for a job that states none, hours.
+
+    The duration rounded up to a power of two hours, at least 1 h: 0.3 h → 1, 3 h → 4,
+    16 h → 16, 17 h → 32. Users ask for round, generous limits (Slurm sites see
+    requests at 1, 2, 4, 8, 24, 48 h and more, mostly well above the run time); a power
+    of two is a simple stand-in that overestimates by a factor between 1 and 2.
+    """
+    hours = np.maximum(np.asarray(duration_hours, dtype=np.float64), 1.0)
+    return np.exp2(np.ceil(np.log2(hours)))
+
+
+def time_limits(trace: pd.DataFrame) -> pd.Series:
+    """Each job's requested time limit: ``time_limit_hours`` where given, else the default.
+
+    A frame without the column (built in code) takes :func:`default_time_limit` for
+    every job.
+    """
+    default = pd.Series(default_time_limit(trace["duration_hours"]), index=trace.index)
+    if "time_limit_hours" not in trace.columns:
+        return default
+    return trace["time_limit_hours"].astype("float64").fillna(default)
 
 
 def offered_gpu_hours(trace: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> float:
@@ -481,10 +523,12 @@ def _float_text(values: pd.Series) -> list[str]:
 def trace_text(frame: pd.DataFrame) -> str:
     """The CSV text of a trace frame: :data:`TRACE_COLUMNS` in order, newline line ends.
 
+    A frame without ``time_limit_hours`` (or with gaps in it) is written with each
+    job's default limit (:func:`time_limits`), so the file states every assumption.
     Numbers are written in Python's shortest round-trip form, times as UTC with ``Z``,
     bools as ``true``/``false``; the rows in the frame's order.
     """
-    missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
+    missing = [c for c in TRACE_COLUMNS if c not in frame.columns and c != "time_limit_hours"]
     if missing:
         raise ValueError(f"not a trace frame: missing column(s) {', '.join(missing)}")
     out = pd.DataFrame({
@@ -496,6 +540,7 @@ def trace_text(frame: pd.DataFrame) -> str:
         "duration_hours": _float_text(frame["duration_hours"]),
         "min_runtime_hours": _float_text(frame["min_runtime_hours"]),
         "resumable": np.where(frame["resumable"].astype(bool), "true", "false"),
+        "time_limit_hours": _float_text(time_limits(frame)),
     }, columns=list(TRACE_COLUMNS))
     return out.to_csv(index=False, lineterminator="\n")
 
