@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -13,7 +14,13 @@ from openpyxl.utils import column_index_from_string, get_column_letter
 
 from planner.config import load_model
 from planner.inputs.load import load_scenario
-from planner.inputs.schema import CONFIG_SHEET, REPORT_SHEETS, TABLES
+from planner.inputs.schema import (
+    CONFIG_SHEET,
+    NEXT_QUARTER_COLUMNS,
+    NEXT_QUARTER_SHEET,
+    REPORT_SHEETS,
+    TABLES,
+)
 from planner.reports.content import build_report
 from planner.reports.workbook import (
     BUDGETS,
@@ -492,6 +499,27 @@ def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tm
     assert png.stat().st_size < 400_000
 
 
+def test_libreoffice_prints_the_report_sheets_only_in_few_pages(sample, tmp_path):
+    need("soffice", "pdfinfo", "pdftotext", why="printing the workbook with LibreOffice")
+    import subprocess
+
+    from planner.reports.screenshots import soffice_convert
+
+    _, plan, book, _ = sample
+    pdf = soffice_convert(book, tmp_path, "pdf")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    print(f"LibreOffice prints the sample workbook in {pages} pages")
+    assert 7 <= pages <= 25  # one at least per report sheet; was 411 with the inputs
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "job_id" not in text and "earliest_start" not in text  # inputs are not printed
+    assert "Next quarter: edit, then re-plan" in text
+    assert "1899" not in text  # no number printed as a date
+    for u in plan["unplaced"]:
+        assert u["request_id"] in text
+
+
 def _render_workbook_picture(book, out_dir):
     from planner.reports.screenshots import WORKBOOK_PNG, pdf_page_png, soffice_convert
 
@@ -664,3 +692,121 @@ def test_chromium_renders_a_screenshot(sample, tmp_path):
     print(f"Chromium screenshot in {time.perf_counter() - started:.1f} s")
     assert png_size(shot) == (900, 1950)  # 1200 × 2600 CSS pixels at scale 0.75
     assert 20_000 < shot.stat().st_size < 400_000  # a page drawn, small enough to commit
+
+
+# ------------------------------------------------------------- Next quarter, print setup
+
+
+def _next_quarter_cells(ws) -> dict[str, int]:
+    """Project → row of the *Next quarter* table, found by its header as a person would."""
+    rows = {}
+    inside = False
+    for row in ws.iter_rows(min_col=1, max_col=3):
+        values = tuple(c.value for c in row)
+        if inside and values[0]:
+            rows[values[0]] = row[0].row
+        inside = inside or values == NEXT_QUARTER_COLUMNS
+    return rows
+
+
+def test_editing_next_quarter_changes_the_plan(sample, tmp_path, capsys):
+    from planner.cli import main
+
+    scenario, plan, book, _ = sample
+    # the project whose budget binds hardest: halving it must move GPU-hours away
+    binding = max(plan["budgets"], key=lambda b: (b["marginal_value"], b["project"]))
+    assert binding["marginal_value"] > 0
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    at = _next_quarter_cells(sheet)
+    assert set(at) == set(scenario.budgets["project"])
+    row = at[binding["project"]]
+    assert sheet.cell(row, 2).value == pytest.approx(binding["budget"])
+    new_budget = round(binding["budget"] / 2)
+    sheet.cell(row, 2).value = new_budget  # a person types a number over the yellow cell
+    edited = tmp_path / "edited.xlsx"
+    wb.save(edited)
+    assert main(["run", str(edited), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    replanned = json.loads((tmp_path / "out" / "plan.json").read_text())
+    after = {b["project"]: b for b in replanned["budgets"]}
+    assert after[binding["project"]]["budget"] == new_budget
+    assert after[binding["project"]]["planned"] <= new_budget - binding["used"] + 1e-6 or \
+        after[binding["project"]]["planned"] == 0
+    assert after[binding["project"]]["planned"] < binding["planned"]
+    others = {b["project"]: b["budget"] for b in plan["budgets"]}
+    others.pop(binding["project"])
+    assert all(after[p]["budget"] == v for p, v in others.items())  # nothing else moved
+    # a weight edited on Next quarter reaches the org tree the planner reads
+    wb = openpyxl.load_workbook(edited)
+    wb[NEXT_QUARTER_SHEET].cell(row, 3).value = 7.5
+    wb.save(edited)
+    again = load_scenario(edited)
+    weight = dict(zip(again.org["id"], again.org["weight"], strict=True))
+    assert weight[binding["project"]] == 7.5
+
+
+def test_an_input_cell_that_disagrees_with_next_quarter_is_refused(sample, tmp_path, capsys):
+    from planner.cli import main
+
+    _, plan, book, _ = sample
+    project = plan["budgets"][3]["project"]
+    wb = openpyxl.load_workbook(book)
+    at = _next_quarter_cells(wb[NEXT_QUARTER_SHEET])
+    budgets = wb["budgets"]
+    row = next(c.row for c in budgets["A"] if c.value == project)
+    assert budgets.cell(row, 2).value == f"='{NEXT_QUARTER_SHEET}'!B{at[project]}"
+    budgets.cell(row, 2).value = 123.0  # typed over the input sheet instead of Next quarter
+    org = wb["org"]
+    org_row = next(c.row for c in org["A"] if c.value == project)
+    org.cell(org_row, 3).value = 9
+    bad = tmp_path / "bad.xlsx"
+    wb.save(bad)
+    assert main(["run", str(bad), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps at the terminal's width
+    assert (f"bad.xlsx[budgets], row {row}, column gpu_hours: 123 differs from "
+            f"'{NEXT_QUARTER_SHEET}'!B{at[project]}") in err
+    assert f"bad.xlsx[org], row {org_row}, column weight: 9 differs from " \
+           f"'{NEXT_QUARTER_SHEET}'!C{at[project]}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_reference_resolution_reads_only_formula_cells(tmp_path):
+    from planner.inputs.read import resolve_reference
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "It's"
+    ws["B2"] = 42.0
+    ws["C3"] = "=SUM(B2)"
+    other = wb.create_sheet("o")
+    cases = {"A1": ("='It''s'!B2", "f", 42.0),  # a reference: the cell's value
+             "A2": ("='It''s'!$B$2", "f", 42.0),
+             "A3": ("='It''s'!B2", "s", "='It''s'!B2"),  # text stays text
+             "A4": ("='It''s'!C3", "f", "='It''s'!C3"),  # one step only
+             "A5": ("=Nope!B2", "f", "=Nope!B2"),  # no such sheet
+             "A6": ("='It''s'!B2+1", "f", "='It''s'!B2+1")}  # not a plain reference
+    for coordinate, (text, kind, _) in cases.items():
+        other[coordinate] = text
+        other[coordinate].data_type = kind
+    for coordinate, (_, _, want) in cases.items():
+        assert resolve_reference(wb, other[coordinate]) == want, coordinate
+
+
+def test_about_and_summary_print_numbers_as_numbers_and_headers_fit(sample):
+    _, plan, book, _ = sample
+    wb = openpyxl.load_workbook(book)
+    about = {ws_row[0].value: ws_row[1] for ws_row in wb["About"].iter_rows(max_col=2)}
+    assert about["plan schema version"].value == plan["schema_version"]
+    assert about["plan schema version"].number_format == "General"
+    assert about["as of"].number_format == "yyyy-mm-dd hh:mm"
+    use = wb[CLUSTER_USE]
+    kinds = cluster_use_rows(build_report(plan, load_scenario(SAMPLE)))["kinds"]
+    # "capacity GPU-h (as of → end)" wraps to three lines in a 10-wide column
+    assert use.row_dimensions[kinds].height >= 45
+    assert use.cell(kinds - 1, 1).value.startswith("Grants")
+    for ws in wb.worksheets:
+        report_sheet = ws.title in REPORT_SHEETS
+        assert (ws.sheet_state == "visible") == report_sheet, ws.title
+        if report_sheet:
+            assert ws.page_setup.orientation == "landscape"
+            assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
