@@ -234,6 +234,13 @@ def _report(args, console: Console) -> ExitCode:
     scenario = load_scenario(args.scenario)
     if args.plan:
         plan = load_previous(Path(args.plan))
+        if plan["input_digest"] != scenario.digest:
+            raise InputError([InputProblem(
+                Path(args.plan).name, None, "input_digest",
+                f"planned from other inputs than {args.scenario} (plan {plan['scenario']!r}, "
+                f"input_digest {plan['input_digest'][:12]}…; the scenario's is "
+                f"{scenario.digest[:12]}…): a report would mix two scenarios; pass the "
+                "scenario the plan was made from, or leave out --plan to plan this one")])
         scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
     else:
         plan = plan_scenario(scenario, load_model(args.model)).plan.body

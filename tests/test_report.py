@@ -810,3 +810,23 @@ def test_about_and_summary_print_numbers_as_numbers_and_headers_fit(sample):
         if report_sheet:
             assert ws.page_setup.orientation == "landscape"
             assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
+
+
+def test_report_refuses_a_plan_of_another_scenario(tmp_path, capsys):
+    from planner.cli import main
+
+    folder = write_scenario(tmp_path / "sc")
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = tmp_path / "out" / "plan.json"
+    # the same scenario with one budget changed: the plan does not describe it
+    budgets = (folder / "budgets.csv").read_text()
+    other = write_scenario(tmp_path / "other", budgets=budgets.replace("p1,", "p1,1", 1))
+    capsys.readouterr()
+    assert main(["report", str(other), "--plan", str(plan), "--out",
+                 str(tmp_path / "r.xlsx")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"plan.json, column input_digest: planned from other inputs than {other}" in err
+    assert not (tmp_path / "r.xlsx").exists()
+    # the scenario it was planned from is accepted
+    assert main(["report", str(folder), "--plan", str(plan), "--out",
+                 str(tmp_path / "ok.html")]) == 0
