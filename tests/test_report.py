@@ -552,7 +552,7 @@ def test_html_escapes_a_script_project_name(tmp_path):
     html = render_html(plan, scenario)
     assert "<script" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "http://" not in re.sub(r'xmlns(:\w+)?="[^"]*"', "", html)  # namespaces only
 
 
 def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
@@ -591,7 +591,8 @@ def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
                 busy.at[c["cluster"], w] / (gpus * (hi - lo).total_seconds() / 3600), abs=1e-12)
     html = render_html(plan, scenario)
     assert "<script" not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</title>") == 1
+    # the pacing chart's legend, as matplotlib's SVG writer escaped it
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</text>") == 1
 
 
 def test_html_report_of_the_sample(sample):
@@ -601,8 +602,18 @@ def test_html_report_of_the_sample(sample):
     started = time.perf_counter()
     html = render_html(plan, scenario)
     print(f"sample HTML rendered in {time.perf_counter() - started:.3f} s")
-    area_chart = html.split("</svg>")[0]
-    assert area_chart.count("<rect ") == 3 * 4  # budget, used, planned for 4 areas
+    # the headline risks come first, before any chart or table of figures
+    risks = re.search(r'<table id="risks">.*?</table>', html, re.S)
+    assert risks.start() < html.index('<svg id="area-chart"') < html.index('id="pacing-chart"')
+    report = build_report(plan, scenario)
+    assert risks.group(0).count("<tr class=") == len(report.risks) > 0
+    # the area chart (matplotlib): an x label per area and a legend entry per series
+    chart = re.search(r'<svg id="area-chart".*?</svg>', html, re.S).group(0)
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", chart)
+    assert [a.node for a in report.areas] == [t for t in texts if t in
+                                              {a.node for a in report.areas}]
+    assert {"budget", "used", "planned", "NGH"} <= set(texts)
+    assert render_html(plan, scenario) == html  # same plan, same bytes
     for b in plan["budgets"]:
         assert f">{b['project']}</td>" in html
     for u in plan["unplaced"]:
@@ -611,17 +622,26 @@ def test_html_report_of_the_sample(sample):
 
 
 def test_html_has_the_pacing_chart_and_the_heat_map(sample):
-    from planner.reports.html import render_html
+    from planner.reports.html import pacing_series, render_html
 
     scenario, plan, _, _ = sample
     html = render_html(plan, scenario)
     areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
     weeks = _weeks(plan)
     svg = re.search(r'<svg id="pacing-chart".*?</svg>', html, re.S).group(0)
-    lines = re.findall(r'<polyline points="([^"]+)"[^>]*><title>([^<]+)</title>', svg)
-    assert [title for _, title in lines] == [f"{a} {what}" for a in areas
-                                             for what in ("cumulative spend", "even pace")]
-    assert all(len(points.split()) == len(weeks) + 1 for points, _ in lines)  # 0, week ends
+    labels = [f"{a} {what}" for a in areas for what in ("cumulative spend", "even pace")]
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", svg)
+    assert [t for t in texts if t in labels] == labels  # the legend, in order
+    # the lines matplotlib drew: 0 at quarter start, then each week's end
+    want = _expected_pacing(plan, scenario)
+    series = pacing_series(build_report(plan, scenario))
+    assert [s.label for s in series] == labels
+    for line in series:
+        area, what = line.label.rsplit(" ", 2)[0], line.label.split(" ", 1)[1]
+        column = f"{area} {'cumulative' if what == 'cumulative spend' else 'even pace'} NGH"
+        assert line.values[0] == 0 and len(line.values) == len(weeks) + 1
+        assert line.values[1:] == pytest.approx(want[column].to_numpy(), abs=1e-6), column
+        assert line.times[1:] == tuple(hi for _, hi in weeks)
     # the pacing table: cumulative spend and even pace per area, as the workbook has them
     want = _expected_pacing(plan, scenario)
     table = re.search(r'<table id="pacing".*?</table>', html, re.S).group(0)
