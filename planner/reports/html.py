@@ -28,7 +28,7 @@ from planner.inputs import Scenario
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "reports"
+TEMPLATES = ("planner", "templates")  # package data: planner/templates/*.j2, in the wheel
 TEMPLATE = "report.html.j2"
 
 SERIES = (("budget", "#8da0cb"), ("used", "#fc8d62"), ("planned", "#66c2a5"))
@@ -157,7 +157,7 @@ def heat_color(share: float) -> str:
 
 def environment() -> jinja2.Environment:
     """The template environment: autoescape on for everything."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    return jinja2.Environment(loader=jinja2.PackageLoader(*TEMPLATES), autoescape=True,
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True)
 
