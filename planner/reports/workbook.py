@@ -246,7 +246,7 @@ def _summary(ws: Worksheet, report: Report) -> None:
         put(ws, i, 3, risk.detail)
     if not report.risks:
         put(ws, row + 1, 1, "none")
-    widths(ws, [28, 17, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
+    widths(ws, [28, 28, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
     ws.freeze_panes = "A2"
     _landscape(ws)
 
