@@ -9,6 +9,8 @@ import time
 import openpyxl
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openpyxl.chart import LineChart
 from openpyxl.utils import column_index_from_string, get_column_letter
 
@@ -850,3 +852,52 @@ def test_report_refuses_a_plan_of_another_scenario(tmp_path, capsys):
     # the scenario it was planned from is accepted
     assert main(["report", str(folder), "--plan", str(plan), "--out",
                  str(tmp_path / "ok.html")]) == 0
+
+
+def _tiny_report(tmp_path):
+    folder = write_scenario(tmp_path / "sc")
+    scenario = load_scenario(folder)
+    plan = plan_scenario(scenario, load_model("default")).plan.body
+    return write_workbook(plan, scenario, tmp_path / "tiny.xlsx")
+
+
+def test_a_next_quarter_row_for_a_project_not_in_budgets_is_refused(tmp_path, capsys):
+    from planner.cli import main
+
+    book = _tiny_report(tmp_path)
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    last = max(_next_quarter_cells(sheet).values())
+    sheet.cell(last + 1, 1).value = "p-new"  # a person adds a project here only
+    sheet.cell(last + 1, 2).value = 500
+    sheet.cell(last + 1, 3).value = 1
+    wb.save(book)
+    assert main(["validate", str(book)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"tiny.xlsx[{NEXT_QUARTER_SHEET}], row {last + 1}, column project: p-new is not "
+            "in the budgets sheet") in err
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_budgets_and_weights_typed_on_next_quarter_are_what_is_read(tmp_path, data):
+    book = tmp_path / "tiny.xlsx"
+    if not book.exists():
+        _tiny_report(tmp_path)
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    at = _next_quarter_cells(sheet)
+    typed = {}
+    for project, row in at.items():
+        budget = data.draw(st.one_of(st.integers(0, 10**7),
+                                     st.floats(0, 1e7, allow_nan=False).map(lambda x: round(x, 3))))
+        weight = data.draw(st.floats(0.01, 100).map(lambda x: round(x, 4)))
+        sheet.cell(row, 2).value, sheet.cell(row, 3).value = budget, weight
+        typed[project] = (float(budget), weight)
+    edited = tmp_path / "edited.xlsx"
+    wb.save(edited)
+    scenario = load_scenario(edited)
+    budgets = dict(zip(scenario.budgets["project"], scenario.budgets["gpu_hours"], strict=True))
+    weights = dict(zip(scenario.org["id"], scenario.org["weight"], strict=True))
+    assert {p: (budgets[p], weights[p]) for p in typed} == typed

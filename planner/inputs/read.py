@@ -401,6 +401,17 @@ def next_quarter_problems(book_name: str, sheet: Any,
     if not planned:
         return []
     problems = []
+    budgets = tables.get("budgets")
+    if budgets is not None and "project" in budgets.header:
+        k = budgets.header.index("project")
+        known = {cells[k] for _, cells in budgets.rows if k < len(cells)}
+        for project, (row, *_) in planned.items():
+            if project not in known:
+                problems.append(InputProblem(
+                    f"{book_name}[{NEXT_QUARTER_SHEET}]", row, "project",
+                    f"{project} is not in the budgets sheet, so this row would not be "
+                    "planned; add the project to the sheets org and budgets (unhide them), "
+                    "or delete the row"))
     for name, key, column, at, what in (("budgets", "project", "gpu_hours", 1, "budget"),
                                         ("org", "id", "weight", 2, "weight")):
         raw = tables.get(name)
