@@ -3,40 +3,83 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from planner import __version__
-from planner.check import check_plan
-from planner.config import ModelConfig, load_model, solver_option_problems
 from planner.errors import ExitCode, InputError, InputProblem, SolverError
-from planner.exporters.files import TARGETS, export_files
-from planner.exporters.validate import export_problems
-from planner.inputs import Scenario
-from planner.inputs.load import load_scenario, validate_scenario
-from planner.model.backends import check_solver
-from planner.model.modelfile import model_files
-from planner.plan.write import write_files
-from planner.run import (
-    SAMPLE,
-    load_previous,
-    parse_as_of,
-    plan_scenario,
-    run_summary,
-    write_outputs,
-)
-from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, philly_conversion
-from planner.simulate.synthetic import SyntheticParams, synthetic_trace
-from planner.simulate.trace import write_trace
+from planner.paths import PHILLY_CSV, PHILLY_SCENARIO, SAMPLE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from planner.config import ModelConfig
+    from planner.inputs import Scenario
+
+# Everything else is imported by the command that needs it, so that `planner --help` and
+# a mistyped option answer at once instead of after pandas, OR-Tools and the solvers load.
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that, on an unknown option or subcommand, names the closest one (exit 2).
+
+    Python 3.11's argparse has no ``suggest_on_error``; this adds it with :mod:`difflib`.
+    """
+
+    argv: list[str] | None = None  # what is being parsed, to find the subcommand's options
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print usage, the error and a "did you mean" hint; exit 2."""
+        hint = suggestion(self, message, self.argv)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+
+
+def suggestion(parser: argparse.ArgumentParser, message: str, argv: list[str] | None) -> str:
+    """``"; did you mean --out?"`` for the closest known choice or option, else ``""``."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        known = re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(choice.group(1), known, n=1, cutoff=0.5)
+        return f"; did you mean {close[0]!r}?" if close else ""
+    unknown = re.search(r"unrecognized arguments: (.*)", message)
+    if not unknown:
+        return ""
+    # the options of the (sub)command being parsed: walk argv down the subcommands
+    scope = parser
+    for token in argv or []:
+        inner = _subparsers(scope)
+        if token in inner:
+            scope = inner[token]
+    known = _options(scope)
+    hints = []
+    for token in unknown.group(1).split():
+        if token.startswith("-"):
+            name = token.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+            if close:
+                hints.append(f"did you mean {close[0]} (not {name})?")
+    return "; " + " ".join(hints) if hints else ""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="planner", description=(
+    parser = Parser(prog="planner", description=(
         "Plan GPU-hours and whole-node reservations for projects, to budgets and "
         "strategic weights, under capacity."))
-    parser.add_argument("--version", action="version", version=f"planner {__version__}")
+    parser.add_argument("--version", action="version", version=f"planner {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a scenario and write DIR/plan.json and a summary")
     run.add_argument("scenario", nargs="?", default=str(SAMPLE),
@@ -123,11 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     synthetic.add_argument("scenario", nargs="?", default=str(SAMPLE),
                            help="scenario to replay on (default: the bundled sample)")
     synthetic.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    synthetic.add_argument("--jobs", type=int, default=SyntheticParams.jobs,
-                           help=f"number of jobs (default {SyntheticParams.jobs:,})")
-    synthetic.add_argument("--load", type=float, default=SyntheticParams.load,
-                           help="offered GPU-hours ÷ capacity over the quarter "
-                                f"(default {SyntheticParams.load})")
+    # defaults: planner.simulate.synthetic.SyntheticParams (not imported for --help)
+    synthetic.add_argument("--jobs", type=int, default=None,
+                           help="number of jobs (default 40,000)")
+    synthetic.add_argument("--load", type=float, default=None,
+                           help="offered GPU-hours ÷ capacity over the quarter (default 1.45)")
     synthetic.add_argument("--out", required=True, metavar="TRACE.csv",
                            help="trace CSV to write")
     ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
@@ -165,6 +208,12 @@ def _plan_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="JSON for machines")
 
 
+def _version() -> str:
+    from planner import __version__
+
+    return __version__
+
+
 def _with_solver_overrides(model, args):
     from dataclasses import replace
 
@@ -185,6 +234,8 @@ MAX_EXPORT_PERIODS = 10_000
 
 def option_problems(args: argparse.Namespace) -> list[InputProblem]:
     """Every numeric option of every subcommand checked before anything is read or written."""
+    from planner.config import solver_option_problems
+
     problems = [InputProblem(f"--{key.replace('_seconds', '').replace('_', '-')}", None, None,
                              message)
                 for key, message in solver_option_problems(getattr(args, "time_limit", None),
@@ -203,6 +254,15 @@ def option_problems(args: argparse.Namespace) -> list[InputProblem]:
 
 
 def _run(args, console: Console, err: Console) -> ExitCode:
+    from planner.config import load_model
+    from planner.exporters.files import export_files
+    from planner.exporters.validate import export_problems
+    from planner.inputs.load import load_scenario
+    from planner.model.backends import check_solver
+    from planner.model.modelfile import model_files
+    from planner.plan.write import write_files
+    from planner.run import load_previous, parse_as_of, plan_scenario, run_summary, write_outputs
+
     targets = _export_targets(args.export)
     with err.status("loading the scenario", spinner="dots") as status:
         def progress(message: str) -> None:
@@ -245,6 +305,8 @@ def _run(args, console: Console, err: Console) -> ExitCode:
 
 
 def _validate(args, console: Console) -> ExitCode:
+    from planner.inputs.load import validate_scenario
+
     problems = validate_scenario(args.scenario, tuple(_export_targets(args.targets, "--for")))
     if problems:
         raise InputError(problems)
@@ -253,6 +315,10 @@ def _validate(args, console: Console) -> ExitCode:
 
 
 def _check(args, console: Console) -> ExitCode:
+    from planner.check import check_plan
+    from planner.inputs.load import load_scenario
+    from planner.run import load_previous, parse_as_of
+
     plan = load_previous(Path(args.plan))
     scenario = load_scenario(args.scenario)
     scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
@@ -265,6 +331,12 @@ def _check(args, console: Console) -> ExitCode:
 
 
 def _export(args, console: Console) -> ExitCode:
+    from planner.exporters.files import export_files
+    from planner.exporters.validate import export_problems
+    from planner.inputs.load import load_scenario
+    from planner.plan.write import write_files
+    from planner.run import load_previous
+
     if args.per_cluster and args.to != "kueue":
         raise InputError([InputProblem("--per-cluster", None, None,
                                        "splits Kueue manifests only (--to kueue)")])
@@ -284,6 +356,8 @@ def _export(args, console: Console) -> ExitCode:
 
 
 def _export_targets(text: str | None, option: str = "--export") -> list[str]:
+    from planner.exporters.files import TARGETS
+
     targets = [t.strip() for t in (text or "").split(",") if t.strip()]
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
@@ -294,6 +368,10 @@ def _export_targets(text: str | None, option: str = "--export") -> list[str]:
 
 
 def _report(args, console: Console) -> ExitCode:
+    from planner.config import load_model
+    from planner.inputs.load import load_scenario
+    from planner.run import load_previous, parse_as_of, plan_scenario
+
     out = Path(args.out)
     suffix = out.suffix.lower()
     if suffix not in (".xlsx", ".html"):
@@ -302,6 +380,13 @@ def _report(args, console: Console) -> ExitCode:
     scenario = load_scenario(args.scenario)
     if args.plan:
         plan = load_previous(Path(args.plan))
+        if plan["input_digest"] != scenario.digest:
+            raise InputError([InputProblem(
+                Path(args.plan).name, None, "input_digest",
+                f"planned from other inputs than {args.scenario} (plan {plan['scenario']!r}, "
+                f"input_digest {plan['input_digest'][:12]}…; the scenario's is "
+                f"{scenario.digest[:12]}…): a report would mix two scenarios; pass the "
+                "scenario the plan was made from, or leave out --plan to plan this one")])
         scenario = scenario.with_as_of(parse_as_of(plan["as_of"], scenario))
         model = load_model(args.model) if args.model else None  # None: the plan's, if known
     else:
@@ -323,6 +408,9 @@ def _report(args, console: Console) -> ExitCode:
 
 
 def _simulate(args, console: Console, err: Console) -> ExitCode:
+    from planner.config import load_model
+    from planner.inputs.load import load_scenario
+    from planner.plan.write import write_files
     from planner.simulate.run import output_files, parse_policies, simulate, table_rows
     from planner.simulate.trace import read_trace
 
@@ -355,7 +443,10 @@ def _plan_for(args) -> tuple[dict, Scenario, ModelConfig]:
     ``--plan`` is refused unless made from the scenario; without it the scenario is
     planned now.
     """
+    from planner.config import load_model
     from planner.explain import check_plan_matches
+    from planner.inputs.load import load_scenario
+    from planner.run import load_previous, parse_as_of, plan_scenario
 
     scenario = load_scenario(args.scenario)
     if args.plan:
@@ -407,6 +498,10 @@ def _status(args, console: Console) -> ExitCode:
 
 
 def _trace_philly(args, console: Console) -> ExitCode:
+    from planner.inputs.load import load_scenario
+    from planner.simulate.philly import philly_conversion
+    from planner.simulate.trace import write_trace
+
     scenario = load_scenario(args.scenario)
     conversion = philly_conversion(Path(args.source), scenario)
     written = write_trace(conversion.trace, Path(args.out))
@@ -436,6 +531,13 @@ def _ingest(args, console: Console) -> ExitCode:
 
 
 def _trace_synthetic(args, console: Console) -> ExitCode:
+    from planner.inputs.load import load_scenario
+    from planner.simulate.synthetic import SyntheticParams, synthetic_trace
+    from planner.simulate.trace import write_trace
+
+    defaults = SyntheticParams()
+    args.jobs = defaults.jobs if args.jobs is None else args.jobs
+    args.load = defaults.load if args.load is None else args.load
     if args.jobs < 1 or not args.load > 0:
         raise InputError([InputProblem("--jobs" if args.jobs < 1 else "--load", None, None,
                                        "must be a positive number")])
@@ -454,15 +556,31 @@ def _trace_synthetic(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _need_sample(args: argparse.Namespace) -> None:
+    """Refuse a SCENARIO left to its default where there is no bundled sample (a wheel)."""
+    for name in ("scenario",):
+        if getattr(args, name, None) == str(SAMPLE) and not SAMPLE.is_dir():
+            raise InputError([InputProblem(
+                "SCENARIO" if args.command != "export" else "--scenario", None, None,
+                "no scenario given, and the bundled sample is not here (it ships with the "
+                "source checkout, data/sample, not with the installed package): pass a "
+                "scenario folder or .xlsx workbook")])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    parser.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    from rich.console import Console
+
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
         problems = option_problems(args)
         if problems:
             raise InputError(problems)
+        _need_sample(args)
         if args.command == "run":
             return int(_run(args, console, err))
         if args.command == "check":

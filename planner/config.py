@@ -1,4 +1,7 @@
-"""Planning models: the user-chosen options in ``models/*.toml``.
+"""Planning models: the user-chosen options in ``planner/models/*.toml``.
+
+The bundled models are package data, read with :mod:`importlib.resources`, so a wheel
+installed anywhere finds them; ``--model FILE.toml`` reads a file of your own.
 
 A planning model holds the objective weights, the lookback kind, the time-slicing
 contract terms the executor must honour, and solver options. Unknown keys are an
@@ -12,13 +15,22 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass, fields
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import MISSING, probe_file, read_input
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS_PACKAGE = ("planner", "models")  # planner/models/*.toml, shipped in the wheel
+
+
+def bundled_models() -> dict[str, Traversable]:
+    """The bundled planning models by name (``default``, ``strict-budgets``)."""
+    folder = resources.files(MODELS_PACKAGE[0]).joinpath(MODELS_PACKAGE[1])
+    return {entry.name.removesuffix(".toml"): entry for entry in folder.iterdir()
+            if entry.name.endswith(".toml") and entry.is_file()}
 
 
 @dataclass(frozen=True)
@@ -85,12 +97,13 @@ _SECTIONS = {
 }
 
 
-def resolve_model_path(name_or_path: str | Path) -> Path:
-    """A model given by name (``default``) or by path (``my.toml``)."""
+def resolve_model_path(name_or_path: str | Path) -> Path | Traversable:
+    """A model given by name (``default``: bundled) or by path (``my.toml``)."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         return path
-    return MODELS_DIR / f"{name_or_path}.toml"
+    bundled = bundled_models()
+    return bundled.get(str(name_or_path), path.with_name(f"{path.name}.toml"))
 
 
 def toml_error_line(err: tomllib.TOMLDecodeError) -> int | None:
@@ -190,7 +203,7 @@ def load_model(name_or_path: str | Path = "default") -> ModelConfig:
     path = resolve_model_path(name_or_path)
     label = path.name
     if probe_file(path) == MISSING:
-        known = ", ".join(sorted(p.stem for p in MODELS_DIR.glob("*.toml")))
+        known = ", ".join(sorted(bundled_models()))
         raise InputError([InputProblem(label, None, None,
                                        f"no such planning model (known: {known})")])
     data, problem = read_input(path, label)

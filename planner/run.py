@@ -18,12 +18,12 @@ from planner.inputs.validate import DATE_HINT, as_of_problem, parse_datetime, to
 from planner.model.problem import Problem, build_problem
 from planner.model.result import Solution
 from planner.model.solve import solve
+from planner.paths import SAMPLE as SAMPLE  # re-exported: the bundled sample
 from planner.plan.build import Plan, extract_plan
 from planner.plan.write import plan_bytes, write_files
 from planner.summary import summary_text
 from planner.times import iso
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 PLAN_SCHEMA = Path(__file__).resolve().parent / "schemas" / "plan.schema.json"
 
 

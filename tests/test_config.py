@@ -2,12 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from planner.config import MODELS_DIR, load_model
+from planner.config import bundled_models, load_model
 from planner.errors import InputError
 
 
 def test_every_bundled_model_loads():
-    names = sorted(p.stem for p in MODELS_DIR.glob("*.toml"))
+    names = sorted(bundled_models())
     assert {"default", "strict-budgets"} <= set(names)
     for name in names:
         model = load_model(name)

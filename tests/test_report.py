@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 import openpyxl
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openpyxl.chart import LineChart
 from openpyxl.utils import column_index_from_string, get_column_letter
 
 from planner.config import load_model
 from planner.inputs.load import load_scenario
-from planner.inputs.schema import CONFIG_SHEET, REPORT_SHEETS, TABLES
+from planner.inputs.schema import (
+    CONFIG_SHEET,
+    NEXT_QUARTER_COLUMNS,
+    NEXT_QUARTER_SHEET,
+    REPORT_SHEETS,
+    TABLES,
+)
 from planner.reports.content import build_report
 from planner.reports.workbook import (
     BUDGETS,
@@ -492,6 +501,27 @@ def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tm
     assert png.stat().st_size < 400_000
 
 
+def test_libreoffice_prints_the_report_sheets_only_in_few_pages(sample, tmp_path):
+    need("soffice", "pdfinfo", "pdftotext", why="printing the workbook with LibreOffice")
+    import subprocess
+
+    from planner.reports.screenshots import soffice_convert
+
+    _, plan, book, _ = sample
+    pdf = soffice_convert(book, tmp_path, "pdf")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    print(f"LibreOffice prints the sample workbook in {pages} pages")
+    assert 7 <= pages <= 25  # one at least per report sheet; was 411 with the inputs
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "job_id" not in text and "earliest_start" not in text  # inputs are not printed
+    assert "Next quarter: edit, then re-plan" in text
+    assert "1899" not in text  # no number printed as a date
+    for u in plan["unplaced"]:
+        assert u["request_id"] in text
+
+
 def _render_workbook_picture(book, out_dir):
     from planner.reports.screenshots import WORKBOOK_PNG, pdf_page_png, soffice_convert
 
@@ -524,7 +554,7 @@ def test_html_escapes_a_script_project_name(tmp_path):
     html = render_html(plan, scenario)
     assert "<script" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "http://" not in re.sub(r'xmlns(:\w+)?="[^"]*"', "", html)  # namespaces only
 
 
 def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
@@ -563,7 +593,8 @@ def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
                 busy.at[c["cluster"], w] / (gpus * (hi - lo).total_seconds() / 3600), abs=1e-12)
     html = render_html(plan, scenario)
     assert "<script" not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</title>") == 1
+    # the pacing chart's legend, as matplotlib's SVG writer escaped it
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt; cumulative spend</text>") == 1
 
 
 def test_html_report_of_the_sample(sample):
@@ -573,8 +604,18 @@ def test_html_report_of_the_sample(sample):
     started = time.perf_counter()
     html = render_html(plan, scenario)
     print(f"sample HTML rendered in {time.perf_counter() - started:.3f} s")
-    area_chart = html.split("</svg>")[0]
-    assert area_chart.count("<rect ") == 3 * 4  # budget, used, planned for 4 areas
+    # the headline risks come first, before any chart or table of figures
+    risks = re.search(r'<table id="risks">.*?</table>', html, re.S)
+    assert risks.start() < html.index('<svg id="area-chart"') < html.index('id="pacing-chart"')
+    report = build_report(plan, scenario)
+    assert risks.group(0).count("<tr class=") == len(report.risks) > 0
+    # the area chart (matplotlib): an x label per area and a legend entry per series
+    chart = re.search(r'<svg id="area-chart".*?</svg>', html, re.S).group(0)
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", chart)
+    assert [a.node for a in report.areas] == [t for t in texts if t in
+                                              {a.node for a in report.areas}]
+    assert {"budget", "used", "planned", "NGH"} <= set(texts)
+    assert render_html(plan, scenario) == html  # same plan, same bytes
     for b in plan["budgets"]:
         assert f">{b['project']}</td>" in html
     for u in plan["unplaced"]:
@@ -583,17 +624,26 @@ def test_html_report_of_the_sample(sample):
 
 
 def test_html_has_the_pacing_chart_and_the_heat_map(sample):
-    from planner.reports.html import render_html
+    from planner.reports.html import pacing_series, render_html
 
     scenario, plan, _, _ = sample
     html = render_html(plan, scenario)
     areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
     weeks = _weeks(plan)
     svg = re.search(r'<svg id="pacing-chart".*?</svg>', html, re.S).group(0)
-    lines = re.findall(r'<polyline points="([^"]+)"[^>]*><title>([^<]+)</title>', svg)
-    assert [title for _, title in lines] == [f"{a} {what}" for a in areas
-                                             for what in ("cumulative spend", "even pace")]
-    assert all(len(points.split()) == len(weeks) + 1 for points, _ in lines)  # 0, week ends
+    labels = [f"{a} {what}" for a in areas for what in ("cumulative spend", "even pace")]
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", svg)
+    assert [t for t in texts if t in labels] == labels  # the legend, in order
+    # the lines matplotlib drew: 0 at quarter start, then each week's end
+    want = _expected_pacing(plan, scenario)
+    series = pacing_series(build_report(plan, scenario))
+    assert [s.label for s in series] == labels
+    for line in series:
+        area, what = line.label.rsplit(" ", 2)[0], line.label.split(" ", 1)[1]
+        column = f"{area} {'cumulative' if what == 'cumulative spend' else 'even pace'} NGH"
+        assert line.values[0] == 0 and len(line.values) == len(weeks) + 1
+        assert line.values[1:] == pytest.approx(want[column].to_numpy(), abs=1e-6), column
+        assert line.times[1:] == tuple(hi for _, hi in weeks)
     # the pacing table: cumulative spend and even pace per area, as the workbook has them
     want = _expected_pacing(plan, scenario)
     table = re.search(r'<table id="pacing".*?</table>', html, re.S).group(0)
@@ -664,3 +714,190 @@ def test_chromium_renders_a_screenshot(sample, tmp_path):
     print(f"Chromium screenshot in {time.perf_counter() - started:.1f} s")
     assert png_size(shot) == (900, 1950)  # 1200 × 2600 CSS pixels at scale 0.75
     assert 20_000 < shot.stat().st_size < 400_000  # a page drawn, small enough to commit
+
+
+# ------------------------------------------------------------- Next quarter, print setup
+
+
+def _next_quarter_cells(ws) -> dict[str, int]:
+    """Project → row of the *Next quarter* table, found by its header as a person would."""
+    rows = {}
+    inside = False
+    for row in ws.iter_rows(min_col=1, max_col=3):
+        values = tuple(c.value for c in row)
+        if inside and values[0]:
+            rows[values[0]] = row[0].row
+        inside = inside or values == NEXT_QUARTER_COLUMNS
+    return rows
+
+
+def test_editing_next_quarter_changes_the_plan(sample, tmp_path, capsys):
+    from planner.cli import main
+
+    scenario, plan, book, _ = sample
+    # the project whose budget binds hardest: halving it must move GPU-hours away
+    binding = max(plan["budgets"], key=lambda b: (b["marginal_value"], b["project"]))
+    assert binding["marginal_value"] > 0
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    at = _next_quarter_cells(sheet)
+    assert set(at) == set(scenario.budgets["project"])
+    row = at[binding["project"]]
+    assert sheet.cell(row, 2).value == pytest.approx(binding["budget"])
+    new_budget = round(binding["budget"] / 2)
+    sheet.cell(row, 2).value = new_budget  # a person types a number over the yellow cell
+    edited = tmp_path / "edited.xlsx"
+    wb.save(edited)
+    assert main(["run", str(edited), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    replanned = json.loads((tmp_path / "out" / "plan.json").read_text())
+    after = {b["project"]: b for b in replanned["budgets"]}
+    assert after[binding["project"]]["budget"] == new_budget
+    assert after[binding["project"]]["planned"] <= new_budget - binding["used"] + 1e-6 or \
+        after[binding["project"]]["planned"] == 0
+    assert after[binding["project"]]["planned"] < binding["planned"]
+    others = {b["project"]: b["budget"] for b in plan["budgets"]}
+    others.pop(binding["project"])
+    assert all(after[p]["budget"] == v for p, v in others.items())  # nothing else moved
+    # a weight edited on Next quarter reaches the org tree the planner reads
+    wb = openpyxl.load_workbook(edited)
+    wb[NEXT_QUARTER_SHEET].cell(row, 3).value = 7.5
+    wb.save(edited)
+    again = load_scenario(edited)
+    weight = dict(zip(again.org["id"], again.org["weight"], strict=True))
+    assert weight[binding["project"]] == 7.5
+
+
+def test_an_input_cell_that_disagrees_with_next_quarter_is_refused(sample, tmp_path, capsys):
+    from planner.cli import main
+
+    _, plan, book, _ = sample
+    project = plan["budgets"][3]["project"]
+    wb = openpyxl.load_workbook(book)
+    at = _next_quarter_cells(wb[NEXT_QUARTER_SHEET])
+    budgets = wb["budgets"]
+    row = next(c.row for c in budgets["A"] if c.value == project)
+    assert budgets.cell(row, 2).value == f"='{NEXT_QUARTER_SHEET}'!B{at[project]}"
+    budgets.cell(row, 2).value = 123.0  # typed over the input sheet instead of Next quarter
+    org = wb["org"]
+    org_row = next(c.row for c in org["A"] if c.value == project)
+    org.cell(org_row, 3).value = 9
+    bad = tmp_path / "bad.xlsx"
+    wb.save(bad)
+    assert main(["run", str(bad), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps at the terminal's width
+    assert (f"bad.xlsx[budgets], row {row}, column gpu_hours: 123 differs from "
+            f"'{NEXT_QUARTER_SHEET}'!B{at[project]}") in err
+    assert f"bad.xlsx[org], row {org_row}, column weight: 9 differs from " \
+           f"'{NEXT_QUARTER_SHEET}'!C{at[project]}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_reference_resolution_reads_only_formula_cells(tmp_path):
+    from planner.inputs.read import resolve_reference
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "It's"
+    ws["B2"] = 42.0
+    ws["C3"] = "=SUM(B2)"
+    other = wb.create_sheet("o")
+    cases = {"A1": ("='It''s'!B2", "f", 42.0),  # a reference: the cell's value
+             "A2": ("='It''s'!$B$2", "f", 42.0),
+             "A3": ("='It''s'!B2", "s", "='It''s'!B2"),  # text stays text
+             "A4": ("='It''s'!C3", "f", "='It''s'!C3"),  # one step only
+             "A5": ("=Nope!B2", "f", "=Nope!B2"),  # no such sheet
+             "A6": ("='It''s'!B2+1", "f", "='It''s'!B2+1")}  # not a plain reference
+    for coordinate, (text, kind, _) in cases.items():
+        other[coordinate] = text
+        other[coordinate].data_type = kind
+    for coordinate, (_, _, want) in cases.items():
+        assert resolve_reference(wb, other[coordinate]) == want, coordinate
+
+
+def test_about_and_summary_print_numbers_as_numbers_and_headers_fit(sample):
+    _, plan, book, _ = sample
+    wb = openpyxl.load_workbook(book)
+    about = {ws_row[0].value: ws_row[1] for ws_row in wb["About"].iter_rows(max_col=2)}
+    assert about["plan schema version"].value == plan["schema_version"]
+    assert about["plan schema version"].number_format == "General"
+    assert about["as of"].number_format == "yyyy-mm-dd hh:mm"
+    use = wb[CLUSTER_USE]
+    kinds = cluster_use_rows(build_report(plan, load_scenario(SAMPLE)))["kinds"]
+    # "capacity GPU-h (as of → end)" wraps to three lines in a 10-wide column
+    assert use.row_dimensions[kinds].height >= 45
+    assert use.cell(kinds - 1, 1).value.startswith("Grants")
+    for ws in wb.worksheets:
+        report_sheet = ws.title in REPORT_SHEETS
+        assert (ws.sheet_state == "visible") == report_sheet, ws.title
+        if report_sheet:
+            assert ws.page_setup.orientation == "landscape"
+            assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
+
+
+def test_report_refuses_a_plan_of_another_scenario(tmp_path, capsys):
+    from planner.cli import main
+
+    folder = write_scenario(tmp_path / "sc")
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = tmp_path / "out" / "plan.json"
+    # the same scenario with one budget changed: the plan does not describe it
+    budgets = (folder / "budgets.csv").read_text()
+    other = write_scenario(tmp_path / "other", budgets=budgets.replace("p1,", "p1,1", 1))
+    capsys.readouterr()
+    assert main(["report", str(other), "--plan", str(plan), "--out",
+                 str(tmp_path / "r.xlsx")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"plan.json, column input_digest: planned from other inputs than {other}" in err
+    assert not (tmp_path / "r.xlsx").exists()
+    # the scenario it was planned from is accepted
+    assert main(["report", str(folder), "--plan", str(plan), "--out",
+                 str(tmp_path / "ok.html")]) == 0
+
+
+def _tiny_report(tmp_path):
+    folder = write_scenario(tmp_path / "sc")
+    scenario = load_scenario(folder)
+    plan = plan_scenario(scenario, load_model("default")).plan.body
+    return write_workbook(plan, scenario, tmp_path / "tiny.xlsx")
+
+
+def test_a_next_quarter_row_for_a_project_not_in_budgets_is_refused(tmp_path, capsys):
+    from planner.cli import main
+
+    book = _tiny_report(tmp_path)
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    last = max(_next_quarter_cells(sheet).values())
+    sheet.cell(last + 1, 1).value = "p-new"  # a person adds a project here only
+    sheet.cell(last + 1, 2).value = 500
+    sheet.cell(last + 1, 3).value = 1
+    wb.save(book)
+    assert main(["validate", str(book)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"tiny.xlsx[{NEXT_QUARTER_SHEET}], row {last + 1}, column project: p-new is not "
+            "in the budgets sheet") in err
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_budgets_and_weights_typed_on_next_quarter_are_what_is_read(tmp_path, data):
+    book = tmp_path / "tiny.xlsx"
+    if not book.exists():
+        _tiny_report(tmp_path)
+    wb = openpyxl.load_workbook(book)
+    sheet = wb[NEXT_QUARTER_SHEET]
+    at = _next_quarter_cells(sheet)
+    typed = {}
+    for project, row in at.items():
+        budget = data.draw(st.one_of(st.integers(0, 10**7),
+                                     st.floats(0, 1e7, allow_nan=False).map(lambda x: round(x, 3))))
+        weight = data.draw(st.floats(0.01, 100).map(lambda x: round(x, 4)))
+        sheet.cell(row, 2).value, sheet.cell(row, 3).value = budget, weight
+        typed[project] = (float(budget), weight)
+    edited = tmp_path / "edited.xlsx"
+    wb.save(edited)
+    scenario = load_scenario(edited)
+    budgets = dict(zip(scenario.budgets["project"], scenario.budgets["gpu_hours"], strict=True))
+    weights = dict(zip(scenario.org["id"], scenario.org["weight"], strict=True))
+    assert {p: (budgets[p], weights[p]) for p in typed} == typed

@@ -84,3 +84,15 @@ def test_synthetic_bad_jobs_exit_2_and_write_nothing(tmp_path, capsys, small, jo
     err = capsys.readouterr().err
     assert "--jobs" in err and words in err
     assert not list(tmp_path.iterdir())
+
+
+def test_trace_synthetic_help_states_the_real_defaults(capsys):
+    # the CLI spells the defaults out so `--help` need not import the simulator
+    from planner.cli import main
+    from planner.simulate.synthetic import SyntheticParams
+
+    with pytest.raises(SystemExit):
+        main(["trace", "synthetic", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {SyntheticParams().jobs:,})" in text
+    assert f"(default {SyntheticParams().load})" in text

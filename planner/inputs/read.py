@@ -11,7 +11,13 @@ CSV is split with the standard :mod:`csv` module: every cell stays the exact tex
 the file (``007``, ``+1``, ``NA`` and ``=SUM(A1)`` included; nothing is read as a
 number or a missing value), rows are counted as records (a quoted newline does not
 shift the numbering) and a row with too many values is reported, not fatal. Workbooks
-are read with ``openpyxl`` and ``data_only=False``, so a formula cell gives its text.
+are read with ``openpyxl`` and ``data_only=False``, so a formula cell gives its text,
+except a formula that is a plain reference to one cell (``='Next quarter'!B12``), which
+gives that cell's value, as a spreadsheet shows it. The report's *Next quarter* sheet is
+where next quarter's budgets and project weights are edited: the ``budgets`` and ``org``
+sheets it writes refer to it, and a workbook whose input cells disagree with its table is
+refused, naming both cells (:func:`next_quarter_problems`). A text cell is never read as a
+formula, so an id such as ``=SUM(A1)`` stays verbatim.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from planner.inputs.schema import (
     CONFIG_FIELDS,
     CONFIG_FILE,
     CONFIG_SHEET,
+    NEXT_QUARTER_COLUMNS,
+    NEXT_QUARTER_SHEET,
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
@@ -380,13 +388,115 @@ def read_workbook(path: Path) -> RawScenario:
             else:
                 raw.tables[table.name] = _empty(table, label)
             continue
-        rows = [(number, [cell_text(v) for v in values]) for number, values
-                in enumerate(book[table.name].iter_rows(min_row=1, values_only=True), start=1)]
+        rows = [(number, [cell_text(resolve_reference(book, cell)) for cell in cells])
+                for number, cells in enumerate(book[table.name].iter_rows(min_row=1), start=1)]
         if not rows:
             rows = [(1, [])]
         raw.tables[table.name], problems = table_from_rows(label, table, rows)
         raw.problems += problems
+    if NEXT_QUARTER_SHEET in book.sheetnames:
+        raw.problems += next_quarter_problems(path.name, book[NEXT_QUARTER_SHEET], raw.tables)
     return raw
+
+
+_REFERENCE = re.compile(r"=\s*(?:'((?:[^']|'')+)'|([A-Za-z_][A-Za-z0-9_.]*))!"
+                        r"\$?([A-Za-z]{1,3})\$?([0-9]+)\s*")
+
+
+def resolve_reference(book: Any, cell: Any) -> object:
+    """A cell's value, or the value of the one cell a formula such as ``='Next quarter'!B12`` names.
+
+    Any other formula gives its text. Only formula cells are followed (a text cell
+    ``=A1`` stays text), and only one step: a reference to another formula gives the
+    referring formula's text, which validation then reports as not a number.
+    """
+    value = cell.value
+    if cell.data_type != "f" or not isinstance(value, str):
+        return value
+    found = _REFERENCE.fullmatch(value)
+    if not found:
+        return value
+    sheet = found.group(1).replace("''", "'") if found.group(1) else found.group(2)
+    if sheet not in book.sheetnames:
+        return value
+    target = book[sheet][f"{found.group(3).upper()}{found.group(4)}"]
+    if target.data_type == "f":
+        return value
+    return target.value
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
+    except ValueError:
+        return a.strip() == b.strip()
+
+
+def next_quarter_table(sheet: Any) -> dict[str, tuple[int, str, str]]:
+    """The *Next quarter* table: project → (row, budget text, weight text).
+
+    The table starts below the header :data:`NEXT_QUARTER_COLUMNS` in columns A to C;
+    it ends at the first row without a project. No header: no table (``{}``).
+    """
+    table: dict[str, tuple[int, str, str]] = {}
+    inside = False
+    for number, values in enumerate(sheet.iter_rows(min_row=1, max_col=3, values_only=True),
+                                    start=1):
+        cells = tuple(cell_text(v) for v in values) + ("",) * (3 - len(values))
+        if not inside:
+            inside = tuple(c.strip() for c in cells) == NEXT_QUARTER_COLUMNS
+            continue
+        if not cells[0].strip():
+            break
+        table.setdefault(cells[0], (number, cells[1], cells[2]))
+    return table
+
+
+def next_quarter_problems(book_name: str, sheet: Any,
+                          tables: dict[str, RawTable | None]) -> list[InputProblem]:
+    """Input cells that disagree with the *Next quarter* table, naming both cells.
+
+    The cells compared are ``budgets`` ``gpu_hours`` and a project's ``weight`` in ``org``.
+    Unedited, or edited on *Next quarter* only, they agree (the report writes them as
+    references to it). A cell overwritten on an input sheet, or a table re-sorted under
+    its references, disagrees: which one was meant cannot be known, so it is refused.
+    """
+    planned = next_quarter_table(sheet)
+    if not planned:
+        return []
+    problems = []
+    budgets = tables.get("budgets")
+    if budgets is not None and "project" in budgets.header:
+        k = budgets.header.index("project")
+        known = {cells[k] for _, cells in budgets.rows if k < len(cells)}
+        for project, (row, *_) in planned.items():
+            if project not in known:
+                problems.append(InputProblem(
+                    f"{book_name}[{NEXT_QUARTER_SHEET}]", row, "project",
+                    f"{project} is not in the budgets sheet, so this row would not be "
+                    "planned; add the project to the sheets org and budgets (unhide them), "
+                    "or delete the row"))
+    for name, key, column, at, what in (("budgets", "project", "gpu_hours", 1, "budget"),
+                                        ("org", "id", "weight", 2, "weight")):
+        raw = tables.get(name)
+        if raw is None or key not in raw.header or column not in raw.header:
+            continue
+        k, c = raw.header.index(key), raw.header.index(column)
+        for number, cells in raw.rows:
+            project = cells[k] if k < len(cells) else ""
+            if project not in planned:
+                continue
+            value = cells[c] if c < len(cells) else ""
+            row, *wanted = planned[project]
+            if value.strip() and not _same(value, wanted[at - 1]):
+                cell = f"'{NEXT_QUARTER_SHEET}'!{'ABC'[at]}{row}"
+                problems.append(InputProblem(
+                    f"{book_name}[{name}]", number, column,
+                    f"{value} differs from {cell} ({wanted[at - 1] or 'empty'}), next "
+                    f"quarter's {what} of {project}: the {NEXT_QUARTER_SHEET} sheet is what is "
+                    f"planned; edit the {what} there (and let this cell read ={cell}), or "
+                    "make the two equal"))
+    return problems
 
 
 def _config_sheet(label: str, sheet: Any) -> tuple[RawConfig | None, list[InputProblem]]:

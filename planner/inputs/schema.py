@@ -347,6 +347,14 @@ SCENARIO_SHEET_COLUMNS = ("key", "value")
 REPORT_SHEETS = ("Summary", "Budget tree", "Pacing", "Cluster use", "Reservation plan",
                  "Next quarter", "About", "Why")
 
+#: The report's *Next quarter* sheet is the one place a person edits next quarter's
+#: budgets and project weights: its table (found by this header, in columns A to C) is
+#: what the ``budgets`` sheet's ``gpu_hours`` and the ``org`` sheet's ``weight`` cells
+#: refer to (formulas ``='Next quarter'!B12``), and a workbook whose input cells disagree
+#: with it is refused, naming both cells.
+NEXT_QUARTER_SHEET = "Next quarter"
+NEXT_QUARTER_COLUMNS = ("project", "budget NGH next quarter", "weight next quarter")
+
 
 def _default_text(f: Field) -> str:
     if f.required:
@@ -377,7 +385,13 @@ def schema_markdown() -> str:
            "workbook with a sheet per CSV name (same columns) and a `scenario` sheet of "
            "`key`, `value` rows (rates as `gpu_rates.H100`). Dates are ISO 8601, UTC. "
            "The sheets of a `planner report` workbook "
-           f"({', '.join(REPORT_SHEETS)}) are skipped, so that report is a scenario too.",
+           f"({', '.join(REPORT_SHEETS)}) are skipped, so that report is a scenario too, "
+           "with one exception: a cell of an input sheet that is a formula referring to one "
+           "cell (the report writes `budgets` `gpu_hours` and project `weight` in `org` as "
+           f"`='{NEXT_QUARTER_SHEET}'!B12`) reads that cell's value, so next quarter's "
+           f"budgets and weights are edited on *{NEXT_QUARTER_SHEET}*; a workbook whose "
+           f"`budgets` or `org` cells differ from its *{NEXT_QUARTER_SHEET}* table is refused, "
+           "naming both cells.",
            "", f"## `{CONFIG_FILE}`", ""]
     out += _table_markdown(CONFIG, "key")
     for table in TABLES.values():

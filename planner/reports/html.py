@@ -1,16 +1,19 @@
 """The quarterly report as one self-contained HTML file (jinja2, autoescaped).
 
-The template is ``reports/report.html.j2``: inline CSS, inline SVG charts (budget, used
-and planned NGH per area as bars; cumulative spend per area by week against the
-even-pace line), the clusters' weekly utilization as a coloured heat-map table, no
-network. Every string is escaped by jinja2's autoescape, so a project called
-``<script>…</script>`` shows as text.
+The template is ``planner/templates/report.html.j2``: inline CSS, the headline risks
+first, two charts drawn by matplotlib and inlined as SVG (budget, used and planned NGH
+per area as bars; cumulative spend per area by week against the even-pace line), the
+clusters' weekly utilization as a coloured heat-map table, no network. Every string is
+escaped: by jinja2's autoescape in the page, by matplotlib's SVG writer in the charts
+(text kept as text, ``$`` not read as mathematics), so a project called
+``<script>…</script>`` shows as text. matplotlib is imported when a chart is drawn.
 """
 
 from __future__ import annotations
 
-import math
+import io
 import os
+import re
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any
 import jinja2
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from planner.config import ModelConfig
 from planner.explain import explain_all, explanation_lines
@@ -26,133 +30,120 @@ from planner.inputs import Scenario
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
 
-TEMPLATES = Path(__file__).resolve().parent.parent.parent / "reports"
+TEMPLATES = ("planner", "templates")  # package data: planner/templates/*.j2, in the wheel
 TEMPLATE = "report.html.j2"
 
 SERIES = (("budget", "#8da0cb"), ("used", "#fc8d62"), ("planned", "#66c2a5"))
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One bar of the SVG chart, in pixels."""
-
-    x: float
-    y: float
-    width: float
-    height: float
-    color: str
-    label: str  # tooltip
-
-
-@dataclass(frozen=True)
-class Chart:
-    """The SVG bar chart: bars, category labels, y ticks."""
-
-    width: int
-    height: int
-    bars: tuple[Bar, ...]
-    labels: tuple[tuple[float, str], ...]  # (x centre, area)
-    ticks: tuple[tuple[float, str], ...]  # (y, value)
-
-
-def area_chart(report: Report, width: int = 720, height: int = 300) -> Chart:
-    """Budget, used and planned per area as grouped bars."""
-    left, bottom, top = 70.0, 40.0, 10.0
-    areas = report.areas
-    peak = max([max(a.budget, a.used, a.planned) for a in areas] + [1.0])
-    plot_h = height - bottom - top
-    group = (width - left) / max(len(areas), 1)
-    bar_w = group * 0.8 / len(SERIES)
-    bars, labels = [], []
-    for i, a in enumerate(areas):
-        x0 = left + i * group + group * 0.1
-        for j, (name, color) in enumerate(SERIES):
-            value = getattr(a, name)
-            h = plot_h * value / peak
-            bars.append(Bar(round(x0 + j * bar_w, 1), round(top + plot_h - h, 1),
-                            round(bar_w - 2, 1), round(h, 1), color,
-                            f"{a.node} {name}: {value:,.0f} NGH"))
-        labels.append((round(left + (i + 0.5) * group, 1), a.node))
-    ticks = tuple((round(top + plot_h - plot_h * k / 4, 1), f"{peak * k / 4:,.0f}")
-                  for k in range(5))
-    return Chart(width, height, tuple(bars), tuple(labels), ticks)
-
-
 AREA_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                "#7f7f7f", "#bcbd22", "#17becf")  # as the workbook's line chart
 HEAT_STOPS = ((0.0, (0xF8, 0x69, 0x6B)), (0.8, (0xFF, 0xEB, 0x84)), (1.0, (0x63, 0xBE, 0x7B)))
 
+#: matplotlib settings of the report's charts: text stays text (and is escaped by the SVG
+#: writer), ``$`` in an id is not read as mathematics, ids of SVG elements are salted with
+#: a constant and no date is written, so the same report gives the same bytes.
+STYLE = {"svg.fonttype": "none", "svg.hashsalt": "gpu-planner", "text.parse_math": False,
+         "font.size": 9, "font.family": "DejaVu Sans", "axes.spines.top": False,
+         "axes.spines.right": False}
+
 
 @dataclass(frozen=True)
-class Line:
-    """One polyline of the pacing chart."""
+class Series:
+    """One line of the pacing chart: NGH at quarter start and at each week's end."""
 
-    points: str  # "x,y x,y ..."
+    label: str  # "<area> cumulative spend" or "<area> even pace"
+    times: tuple[pd.Timestamp, ...]
+    values: tuple[float, ...]
     color: str
     dashed: bool
-    label: str
 
 
-@dataclass(frozen=True)
-class LineChart:
-    """The SVG pacing chart: lines, x labels (week ends), y ticks, the as-of marker."""
-
-    width: int
-    height: int
-    left: float
-    top: float
-    bottom: float  # y of the x axis
-    lines: tuple[Line, ...]
-    x_labels: tuple[tuple[float, str], ...]  # (x, "W3")
-    ticks: tuple[tuple[float, str], ...]  # (y, value)
-    as_of_x: float
-    legend: tuple[tuple[str, str], ...]  # (colour, area)
-
-
-def nice_step(raw: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 × 10^k at or above ``raw`` (axis tick spacing)."""
-    scale = 10.0 ** math.floor(math.log10(raw))
-    return next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= raw * (1 - 1e-12))
-
-
-def pacing_chart(report: Report, width: int = 720, height: int = 320) -> LineChart:
+def pacing_series(report: Report) -> tuple[Series, ...]:
     """Cumulative spend (solid) and the even-pace line (dashed) per area, by week end."""
-    left, right, top, bottom = 80.0, 10.0, 10.0, 40.0
     weeks = report.weeks
-    high = max([max(a.cumulative + a.pace(weeks), default=0.0) for a in report.pacing]
-               + [1.0])
-    step = nice_step(high / 4)
-    peak = step * math.ceil(high / step)
-    plot_w, plot_h = width - left - right, height - top - bottom
-    q_start, q_end = weeks[0].start, weeks[-1].end
-    span = (q_end - q_start).total_seconds()
-
-    def x_of(stamp: pd.Timestamp) -> float:
-        return round(left + plot_w * (stamp - q_start).total_seconds() / span, 1)
-
-    def y_of(value: float) -> float:
-        return round(top + plot_h * (1 - value / peak), 1)
-
-    lines = []
+    times = (weeks[0].start, *(w.end for w in weeks))
+    out = []
     for k, a in enumerate(report.pacing):
         color = AREA_COLORS[k % len(AREA_COLORS)]
         for values, dashed, what in ((a.cumulative, False, "cumulative spend"),
                                      (a.pace(weeks), True, "even pace")):
-            points = [(x_of(q_start), y_of(0.0))] + [(x_of(w.end), y_of(v))
-                                                     for w, v in zip(weeks, values,
-                                                                     strict=True)]
-            lines.append(Line(" ".join(f"{x},{y}" for x, y in points), color, dashed,
-                              f"{a.area} {what}"))
-    labels, last_x = [], -1e9
-    for w in weeks:  # a short last week's label would overprint its neighbour's
-        if x_of(w.end) - last_x >= 24:
-            labels.append((x_of(w.end), f"W{w.number}"))
-            last_x = x_of(w.end)
-    ticks = tuple((y_of(v), f"{v:,.0f}") for v in np.arange(0, peak * (1 + 1e-9), step))
-    return LineChart(width, height, left, top, top + plot_h, tuple(lines), tuple(labels), ticks,
-                     x_of(pd.Timestamp(report.plan["as_of"])),
-                     tuple((AREA_COLORS[k % len(AREA_COLORS)], a.area)
-                           for k, a in enumerate(report.pacing)))
+            out.append(Series(f"{a.area} {what}", times, (0.0, *map(float, values)), color,
+                              dashed))
+    return tuple(out)
+
+
+def _svg(fig: Any, chart_id: str) -> str:
+    """The figure as an inline ``<svg>`` element (no XML prolog), with ``id=chart_id``."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
+    return svg.replace("<svg", f'<svg id="{chart_id}" role="img"', 1)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def area_chart_svg(report: Report) -> str:
+    """Budget, used and planned NGH per area as grouped bars (matplotlib, inline SVG)."""
+    plt = _pyplot()
+    areas = report.areas
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(9.0, 3.6))
+        x = np.arange(len(areas))
+        width = 0.8 / len(SERIES)
+        for j, (name, color) in enumerate(SERIES):
+            ax.bar(x + (j - 1) * width, [getattr(a, name) for a in areas], width * 0.95,
+                   color=color, label=name)
+        ax.set_xticks(x, [a.node for a in areas])
+        ax.set_ylabel("NGH")
+        ax.yaxis.set_major_formatter(_thousands())
+        ax.grid(axis="y", color="#dddddd")
+        ax.set_axisbelow(True)
+        ax.legend(frameon=False, ncols=len(SERIES))
+        fig.tight_layout()
+        return _svg(fig, "area-chart")
+
+
+def _thousands() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: f"{value:,.0f}")
+
+
+def pacing_chart_svg(report: Report) -> str:
+    """Cumulative spend per area by week against the even-pace line (matplotlib, SVG).
+
+    The weeks after ``as_of`` (planned) are shaded; the x axis is the date.
+    """
+    plt = _pyplot()
+    from matplotlib.dates import DateFormatter
+
+    as_of = pd.Timestamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None)
+    end = report.weeks[-1].end.tz_convert("UTC").tz_localize(None)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(9.0, 4.2))
+        ax.axvspan(as_of, end, color="#e2efda", alpha=0.6, lw=0, label="planned (after as of)")
+        for line in pacing_series(report):
+            times = [t.tz_convert("UTC").tz_localize(None) for t in line.times]
+            ax.plot(times, line.values, color=line.color, lw=1.4 if line.dashed else 2.2,
+                    ls="--" if line.dashed else "-", label=line.label)
+        ax.set_ylabel("NGH")
+        ax.yaxis.set_major_formatter(_thousands())
+        ax.xaxis.set_major_formatter(DateFormatter("%b %d"))
+        ax.set_ylim(bottom=0)
+        ax.grid(axis="y", color="#dddddd")
+        ax.legend(frameon=False, fontsize=7, loc="upper left", ncols=2)
+        fig.tight_layout()
+        return _svg(fig, "pacing-chart")
 
 
 def heat_color(share: float) -> str:
@@ -168,7 +159,7 @@ def heat_color(share: float) -> str:
 
 def environment() -> jinja2.Environment:
     """The template environment: autoescape on for everything."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    return jinja2.Environment(loader=jinja2.PackageLoader(*TEMPLATES), autoescape=True,
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True)
 
@@ -186,8 +177,8 @@ def render_html(plan: dict[str, Any], scenario: Scenario,
         reservations.append({**r, "ngh": r["nodes"] * gpn[r["cluster"]] * hours *
                              rate[r["cluster"]]})
     return environment().get_template(TEMPLATE).render(
-        report=report, plan=plan, chart=area_chart(report), series=SERIES,
-        pacing=pacing_chart(report), heat_color=heat_color,
+        report=report, plan=plan, area_chart=Markup(area_chart_svg(report)), series=SERIES,
+        pacing_chart=Markup(pacing_chart_svg(report)), heat_color=heat_color,
         opportunistic=[sum(a.opportunistic[w.number - 1] for a in report.pacing)
                        for w in report.weeks],
         reservations=reservations, over=OVER, under=UNDER,

@@ -48,6 +48,7 @@ from planner.inputs.labels import format_labels
 from planner.inputs.schema import (
     CONFIG_SHEET,
     LIST_SEPARATOR,
+    NEXT_QUARTER_COLUMNS,
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
@@ -134,6 +135,36 @@ def widths(ws: Worksheet, values: Sequence[float]) -> None:
         ws.column_dimensions[get_column_letter(j)].width = w
 
 
+def _date_format(value: Any) -> str | None:
+    """The date format for a timestamp; none for anything else (a 1 stays 1, not 1899)."""
+    return DATE if isinstance(value, pd.Timestamp | dt.datetime) else None
+
+
+def fit_header_rows(ws: Worksheet) -> None:
+    """Make each shaded header row tall enough for its wrapped names.
+
+    Spreadsheets do not grow a row for wrapped text written by a library, and a wrapped
+    name drawn in a row too short spills over the row above it (a title).
+    """
+    for row in ws.iter_rows():
+        names = [c for c in row if c.fill == HEADER_FILL and isinstance(c.value, str)]
+        if not names:
+            continue
+        lines = 1
+        for cell in names:
+            width = ws.column_dimensions[cell.column_letter].width or 8.43
+            per_line = max(int(width) - 1, 1)
+            words, count, used = cell.value.split(), 1, 0
+            for word in words:  # greedy word wrap, as the spreadsheet does it
+                if used and used + 1 + len(word) > per_line:
+                    count, used = count + 1, len(word)
+                else:
+                    used += (1 if used else 0) + len(word)
+            lines = max(lines, count)
+        at = row[0].row
+        ws.row_dimensions[at].height = max(ws.row_dimensions[at].height or 0, 15.0 * lines)
+
+
 def _stamp(text: str) -> pd.Timestamp:
     return pd.Timestamp(text)
 
@@ -166,7 +197,7 @@ def _summary(ws: Worksheet, report: Report) -> None:
              ("Planning periods", f"{len(plan['periods'])} × {plan['period_hours']:g} h")]
     for i, (key, value) in enumerate(facts, start=2):
         put(ws, i, 1, key).font = BOLD
-        put(ws, i, 2, value, DATE)
+        put(ws, i, 2, value, _date_format(value))
 
     row = len(facts) + 3
     put(ws, row, 1, "Capacity and utilization").font = BOLD
@@ -236,12 +267,9 @@ def _summary(ws: Worksheet, report: Report) -> None:
         put(ws, i, 3, risk.detail)
     if not report.risks:
         put(ws, row + 1, 1, "none")
-    widths(ws, [28, 17, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
+    widths(ws, [28, 28, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
     ws.freeze_panes = "A2"
-    ws.page_setup.orientation = "landscape"
-    ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 0
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    _landscape(ws)
 
 
 BUDGET_COLUMNS = ("node", "level", "budget NGH", "used NGH", "planned NGH",
@@ -280,7 +308,7 @@ def _budgets(ws: Worksheet, report: Report) -> None:
     ws.auto_filter.ref = f"A1:H{last}"
     widths(ws, [36, 9, 14, 14, 14, 14, 12, 8])
     ws.print_title_rows = "1:1"
-    ws.page_setup.orientation = "landscape"
+    _landscape(ws)
 
 
 PACING_FIXED = ("week", "start", "end", "basis", "quarter elapsed")
@@ -506,36 +534,58 @@ def _reservations(ws: Worksheet, report: Report) -> None:
         put(ws, i, 3, u["reason"])
     ws.freeze_panes = "A2"
     widths(ws, [12, 30, 12, 7, 17, 17, 8, 12, 12, 10])
-    ws.page_setup.orientation = "landscape"
+    ws.print_title_rows = "1:1"
+    _landscape(ws)
+
+
+NEXT_COLUMNS = (*NEXT_QUARTER_COLUMNS, "budget NGH this quarter", "forecast NGH this quarter",
+                "forecast % of budget")
+EDIT_FILL = PatternFill("solid", fgColor="FFF2CC")
+NEXT_LINES = (
+    "This workbook is also a scenario that `planner run` reads. Next quarter's budget "
+    "(NGH) and weight of each project are the yellow cells below: edit them here.",
+    "The sheets budgets (gpu_hours) and org (a project's weight) read these cells "
+    "(='Next quarter'!B12); a workbook whose budgets or org cells differ from this table "
+    "is refused, naming both cells.",
+    "The scenario sheets (scenario, clusters, org, budgets, demand, reservations, usage) "
+    "are hidden so that they do not print: unhide them (right-click a sheet tab → Unhide) "
+    "to change areas' and teams' weights, add projects or allowed clusters.",
+    "In the sheet `scenario`, set quarter_start, quarter_end and as_of to the new quarter; "
+    "infra replaces demand, reservations and usage.",
+    "Re-plan: planner run THIS-FILE.xlsx (planner validate THIS-FILE.xlsx lists every "
+    "problem at once). The other report sheets are ignored on input.",
+)
+
+
+def next_quarter_rows(report: Report) -> dict[str, int]:
+    """The *Next quarter* row of each project (its budget in column B, weight in C)."""
+    header_row = len(NEXT_LINES) + 3
+    return {r.node: i for i, r in enumerate(report.projects, start=header_row + 1)}
 
 
 def _next_quarter(ws: Worksheet, report: Report) -> None:
     put(ws, 1, 1, "Next quarter: edit, then re-plan").font = TITLE
-    lines = [
-        "This workbook is also a scenario that `planner run` reads: the sheets "
-        "scenario, clusters, org, budgets, demand, reservations and usage, pre-filled "
-        f"from {report.quarter}.",
-        "1. Edit the sheet `budgets` (project, gpu_hours in NGH, clusters separated by ;) "
-        "and the sheet `org` (id, parent, weight).",
-        "2. In the sheet `scenario`, set quarter_start, quarter_end and as_of to the new "
-        "quarter; infra replaces demand, reservations and usage.",
-        "3. Re-plan: planner run THIS-FILE.xlsx (planner validate THIS-FILE.xlsx lists "
-        "every problem at once). The report sheets "
-        f"({', '.join(REPORT_SHEETS)}) are ignored on input.",
-        "",
-        "This quarter, per project (NGH), for reference:",
-    ]
-    for i, line in enumerate(lines, start=2):
-        put(ws, i, 1, line)
-    row = len(lines) + 2
-    header(ws, row, ["project", "budget", "forecast", "forecast % of budget", "weight"])
-    for i, r in enumerate(report.projects, start=row + 1):
+    for i, line in enumerate(NEXT_LINES, start=2):
+        put(ws, i, 1, line).alignment = Alignment(wrap_text=True, vertical="top")
+        ws.merge_cells(start_row=i, start_column=1, end_row=i, end_column=len(NEXT_COLUMNS))
+        ws.row_dimensions[i].height = 30
+    at = next_quarter_rows(report)
+    row = len(NEXT_LINES) + 3
+    header(ws, row, NEXT_COLUMNS)
+    for r in report.projects:
+        i = at[r.node]
         put(ws, i, 1, r.node)
-        put(ws, i, 2, r.budget, NGH)
-        put(ws, i, 3, r.forecast, NGH)
-        put(ws, i, 4, r.share if r.share is not None else 0.0, PCT)
-        put(ws, i, 5, r.weight, "0.00")
-    widths(ws, [36, 14, 14, 12, 8])
+        put(ws, i, 2, r.budget, NGH).fill = EDIT_FILL
+        put(ws, i, 3, r.weight, "0.00").fill = EDIT_FILL
+        put(ws, i, 4, r.budget, NGH)
+        put(ws, i, 5, r.forecast, NGH)
+        put(ws, i, 6, r.share if r.share is not None else 0.0, PCT)
+    ws.freeze_panes = f"B{row + 1}"
+    ws.auto_filter.ref = f"A{row}:F{row + len(at)}"
+    widths(ws, [36, 14, 11, 14, 14, 12])
+    ws.row_dimensions[row].height = 30
+    ws.print_title_rows = f"{row}:{row}"
+    _landscape(ws)
 
 
 def _about(ws: Worksheet, report: Report) -> None:
@@ -549,7 +599,7 @@ def _about(ws: Worksheet, report: Report) -> None:
     header(ws, 1, ["field", "value"])
     for i, (key, value) in enumerate(rows, start=2):
         put(ws, i, 1, key).font = BOLD
-        put(ws, i, 2, value, PCT if key == "MIP gap" else DATE)
+        put(ws, i, 2, value, PCT if key == "MIP gap" else _date_format(value))
     row = len(rows) + 3
     header(ws, row, ["stage", "status", "objective", "bound", "gap"])
     for i, s in enumerate(solver["stages"], start=row + 1):
@@ -557,6 +607,7 @@ def _about(ws: Worksheet, report: Report) -> None:
                               start=1):
             put(ws, i, j, v, PCT if j == 5 else None)
     widths(ws, [24, 70, 14, 14, 10])
+    _landscape(ws)
 
 
 WHY_COLUMNS = ("project", "cluster", "binds", "demand GPU-h", "fair-share target GPU-h",
@@ -628,8 +679,16 @@ def _input_value(kind: str, value: Any) -> Any:
     return float(value)
 
 
-def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
-    """The scenario in the workbook form: ``scenario`` key/value rows and a sheet a table."""
+#: Input cells written as references to *Next quarter*: table → (key, column, its column).
+LINKED = {"budgets": ("project", "gpu_hours", "B"), "org": ("id", "weight", "C")}
+
+
+def _scenario_sheets(book: Workbook, scenario: Scenario, links: dict[str, int]) -> None:
+    """The scenario in the workbook form: ``scenario`` key/value rows and a sheet a table.
+
+    ``links``: the *Next quarter* row of each project; its ``budgets`` ``gpu_hours`` and
+    ``org`` ``weight`` are written as references to that row's cells (B and C).
+    """
     cfg = scenario.config
     ws = book.create_sheet(CONFIG_SHEET)
     header(ws, 1, SCENARIO_SHEET_COLUMNS)
@@ -643,6 +702,7 @@ def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
         put(ws, i, 2, value)
     widths(ws, [22, 24])
     ws.freeze_panes = "A2"
+    ws.sheet_state = "hidden"  # read by planner run, not printed (see Next quarter)
     for name, table in TABLES.items():
         ws = book.create_sheet(name)
         header(ws, 1, table.columns)
@@ -651,13 +711,18 @@ def _scenario_sheets(book: Workbook, scenario: Scenario) -> None:
         # an optional column a scenario built in code may lack: its default
         columns = [frame[f.name].tolist() if f.name in frame else [f.default] * len(frame)
                    for f in table.fields]
+        linked = LINKED.get(name)
         for i, values in enumerate(zip(*columns, strict=True), start=2):
             for j, (kind, value) in enumerate(zip(kinds, values, strict=True), start=1):
-                put(ws, i, j, _input_value(kind, value))
+                if linked and table.columns[j - 1] == linked[1] and values[0] in links:
+                    put_formula(ws, i, j, f"='{NEXT}'!{linked[2]}{links[values[0]]}")
+                else:
+                    put(ws, i, j, _input_value(kind, value))
         ws.freeze_panes = "A2"
         ws.auto_filter.ref = f"A1:{get_column_letter(len(table.columns))}{len(frame) + 1}"
         widths(ws, [24 if k in ("id", "str") else 21 if k == "datetime" else 12
                     for k in kinds])
+        ws.sheet_state = "hidden"
 
 
 # --------------------------------------------------------------------------- writing
@@ -674,7 +739,9 @@ def build_workbook(report: Report, scenario: Scenario,
         fill(book.create_sheet(name), report)
     _why(book.create_sheet(WHY), explain_all(report.plan, scenario, model),
          report.plan["model"])
-    _scenario_sheets(book, scenario)
+    for ws in book.worksheets:
+        fit_header_rows(ws)
+    _scenario_sheets(book, scenario, next_quarter_rows(report))
     stamp = _stamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None).to_pydatetime()
     book.properties.created = stamp
     book.properties.modified = stamp

@@ -4,7 +4,7 @@
 of figures per policy (as on the terminal, without the seconds, so the same inputs
 give the same bytes), each policy's per-team owed/delivered/charged figures, and the
 three PNGs per policy embedded as ``data:`` URIs — self-contained, no network, every
-string autoescaped (the template is ``reports/simulation.html.j2``).
+string autoescaped (the template is ``planner/templates/simulation.html.j2``).
 """
 
 from __future__ import annotations

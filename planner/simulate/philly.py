@@ -55,6 +55,8 @@ import pandas as pd
 from planner.errors import InputError
 from planner.fairshare.tree import OrgTree
 from planner.inputs.scenario import Scenario
+from planner.paths import PHILLY_CSV as PHILLY_CSV  # re-exported: where the data sit
+from planner.paths import PHILLY_SCENARIO as PHILLY_SCENARIO
 from planner.simulate.trace import (
     DEFAULT_CAP_HOURS,
     TRACE_COLUMNS,
@@ -77,11 +79,6 @@ PHILLY_SCHEMA: tuple[TraceColumn, ...] = (
 )
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
 
-_ROOT = Path(__file__).resolve().parent.parent.parent
-#: The bundled scenario the Philly trace is replayed on.
-PHILLY_SCENARIO = _ROOT / "data" / "philly"
-#: Where the shared Philly extract sits beside the project (it is not shipped with it).
-PHILLY_CSV = _ROOT.parent / "shared" / "data" / "traces" / "philly-vc" / "philly.csv"
 
 #: Share of the jobs below one node that are allocated (protected, budgeted) work.
 ALLOCATED_SHARE = 0.75
