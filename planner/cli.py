@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
 from rich.console import Console
 
 from planner import __version__
@@ -99,6 +100,20 @@ def _parser() -> argparse.ArgumentParser:
                         default=str(PHILLY_CSV) if PHILLY_CSV.is_file() else None,
                         help=f"Philly CSV (default: {PHILLY_CSV}, when it exists)")
     philly.add_argument("--out", required=True, metavar="TRACE.csv", help="trace CSV to write")
+    ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
+                                           "scenario's usage.csv, once per job")
+    ingest.add_argument("source", choices=("sacct", "kueue"),
+                        help="sacct: `sacct --parsable2 --noheader --allocations "
+                             "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State`; "
+                             "kueue: `kubectl get workloads -A -o json`")
+    ingest.add_argument("file", help="the saved output")
+    ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
+                        help="scenario folder whose usage.csv to update (default: the bundled "
+                             "sample)")
+    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
+                                      "time)")
+    ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
+                        help="report what would change; write nothing")
     return parser
 
 
@@ -257,6 +272,23 @@ def _trace_philly(args, console: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _ingest(args, console: Console) -> ExitCode:
+    from planner.ingest import ingest_usage
+    from planner.inputs.validate import DATE_HINT, parse_datetime
+
+    now = None
+    if args.now is not None:
+        stamp = parse_datetime(args.now)
+        if stamp is None:
+            raise InputError([InputProblem("--now", None, None,
+                                           f"{args.now!r} is not a time; {DATE_HINT}")])
+        now = pd.Timestamp(stamp)
+    report = ingest_usage(Path(args.scenario), args.source, Path(args.file), now, args.dry_run)
+    for line in report.lines():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     args = _parser().parse_args(argv)
@@ -275,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_simulate(args, console, err))
         if args.command == "trace":
             return int(_trace_philly(args, console))
+        if args.command == "ingest":
+            return int(_ingest(args, console))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

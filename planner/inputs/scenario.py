@@ -44,7 +44,8 @@ class Scenario:
     - ``reservations``: request_id:str, project:str, cluster:str, nodes:int64, hours:float64,
       earliest_start:Timestamp, deadline:Timestamp
     - ``usage``: job_id:str, project:str, cluster:str, gpus:float64, start:Timestamp,
-      end:Timestamp (one row per job_id; repeated ingestion collapsed)
+      end:Timestamp, state:str ("running" or ""; one row per job_id; repeated ingestion
+      collapsed)
 
     Absent optional files give empty tables with the same columns.
     """

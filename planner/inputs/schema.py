@@ -219,6 +219,10 @@ USAGE = TableSchema(
         Field("gpus", "float", "GPUs", True, "GPUs the job held.", bound=Bound.POSITIVE),
         Field("start", "datetime", "UTC", True, "Start of the job."),
         Field("end", "datetime", "UTC", True, "End of the job; after `start`."),
+        Field("state", "str", "", False,
+              "`running` when the job was still running at `planner ingest` time (its `end` "
+              "is then the ingest time, and a later ingest updates the row); empty for a "
+              "finished job.", default=""),
     ),
     intervals=(Interval("start", "end"),),
 )

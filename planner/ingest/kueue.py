@@ -1,0 +1,228 @@
+"""Reading Kueue Workloads: the JSON of ``kubectl get workloads -A -o json``.
+
+The file is a ``List`` (or ``WorkloadList``) of Workloads (``kueue.x-k8s.io/v1beta2``,
+or ``v1beta1``: the fields read here are the same in both), or one Workload. Per Workload:
+
+- **id**: ``<namespace>/<name>`` (``metadata``); the ledger writes ``kueue:<namespace>/<name>``.
+- **admitted**: the ``Admitted`` condition (``status.conditions[]``) with status ``True``
+  and ``status.admission`` set; its ``lastTransitionTime`` is the start. Not admitted
+  (pending, or evicted and waiting again): skipped, reported.
+- **re-admitted** after an eviction or preemption: the ``Admitted`` condition holds the
+  latest admission, and ``status.accumulatedPastExecutionTimeSeconds`` the time admitted
+  before; the start is moved back by that much, so the GPU-hours are the whole job's (the
+  earlier part is placed just before the latest admission, not when it really ran).
+- **finished**: the ``Finished`` condition with status ``True``; its
+  ``lastTransitionTime`` is the end. Otherwise the Workload runs: counted up to ``now``.
+- **project**: ``status.admission.clusterQueue``; **cluster**: the flavor assigned to
+  ``nvidia.com/gpu`` (``status.admission.podSetAssignments[].flavors``).
+- **GPUs**: per pod set, the pods admitted (``podSetAssignments[].count``, else
+  ``spec.podSets[].count``) × the pod's ``nvidia.com/gpu`` request: the sum over its
+  ``containers`` of ``resources.requests`` (else ``limits``, which requests default to),
+  or the largest of an ``initContainers``' if that is more (Kubernetes' effective request).
+  No GPU: skipped; pod sets on several GPU flavors (clusters): skipped, both reported.
+
+A Workload that is not the shape above is an :class:`~planner.errors.InputProblem`
+naming the file, the Workload's position in ``items`` (``row``, 1-based) and the JSON
+path of the field (``column``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.errors import InputProblem
+from planner.ingest.records import (
+    NO_GPU,
+    NOT_ADMITTED,
+    SEVERAL_FLAVORS,
+    ParsedSource,
+    Skip,
+    SourceJob,
+)
+from planner.inputs.read import decode
+from planner.inputs.validate import parse_datetime
+
+GPU = "nvidia.com/gpu"
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+_SCALE = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+class _Bad(Exception):
+    """A field of one Workload is not what Kueue writes."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def quantity(value: object, path: str) -> float:
+    """A Kubernetes quantity (``2``, ``"2"``, ``"500m"``) as a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Bad(path, f"{value!r} is not a quantity")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        found = _QUANTITY.fullmatch(value.strip())
+        if not found:
+            raise _Bad(path, f"{value!r} is not a quantity (such as 1 or 500m)")
+        number = float(found.group(1)) * _SCALE[found.group(2)]
+    if number < 0:
+        raise _Bad(path, f"{value!r} is negative")
+    return number
+
+
+def _get(obj: dict[str, Any], key: str, path: str, kind: type, required: bool = True) -> Any:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _Bad(f"{path}.{key}", "missing")
+        return kind()
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise _Bad(f"{path}.{key}", f"{type(value).__name__} where Kueue writes "
+                                    f"{'an object' if kind is dict else kind.__name__}")
+    return value
+
+
+def _stamp(value: object, path: str) -> pd.Timestamp:
+    stamp = parse_datetime(value) if isinstance(value, str) else None
+    if stamp is None:
+        raise _Bad(path, f"{value!r} is not an RFC 3339 time")
+    return pd.Timestamp(stamp)
+
+
+def _container_gpus(containers: list[Any], path: str) -> list[float]:
+    out = []
+    for i, container in enumerate(containers):
+        where = f"{path}[{i}]"
+        if not isinstance(container, dict):
+            raise _Bad(where, "not an object")
+        resources = _get(container, "resources", where, dict, required=False)
+        requests = _get(resources, "requests", f"{where}.resources", dict, required=False)
+        limits = _get(resources, "limits", f"{where}.resources", dict, required=False)
+        if GPU in requests:
+            out.append(quantity(requests[GPU], f"{where}.resources.requests[{GPU}]"))
+        elif GPU in limits:
+            out.append(quantity(limits[GPU], f"{where}.resources.limits[{GPU}]"))
+        else:
+            out.append(0.0)
+    return out
+
+
+def pod_gpus(template: dict[str, Any], path: str) -> float:
+    """GPUs one pod of a template requests: max(Σ containers, max init container)."""
+    spec = _get(template, "spec", path, dict)
+    containers = _get(spec, "containers", f"{path}.spec", list)
+    init = _get(spec, "initContainers", f"{path}.spec", list, required=False)
+    return max([sum(_container_gpus(containers, f"{path}.spec.containers")),
+                *_container_gpus(init, f"{path}.spec.initContainers")])
+
+
+def _condition(conditions: list[Any], kind: str, path: str) -> pd.Timestamp | None:
+    """The ``lastTransitionTime`` of condition ``kind`` when its status is True."""
+    for i, c in enumerate(conditions):
+        if not isinstance(c, dict):
+            raise _Bad(f"{path}[{i}]", "not an object")
+        if c.get("type") == kind and c.get("status") == "True":
+            return _stamp(c.get("lastTransitionTime"), f"{path}[{i}].lastTransitionTime")
+    return None
+
+
+def workload_job(item: Any, row: int) -> SourceJob | Skip:
+    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
+    path = f"items[{row - 1}]"
+    if not isinstance(item, dict):
+        raise _Bad(path, "not an object")
+    if item.get("kind", "Workload") != "Workload":
+        raise _Bad(f"{path}.kind", f"{item.get('kind')!r}; a Workload list holds Workloads")
+    meta = _get(item, "metadata", path, dict)
+    job = (f"{_get(meta, 'namespace', f'{path}.metadata', str)}/"
+           f"{_get(meta, 'name', f'{path}.metadata', str)}")
+    spec = _get(item, "spec", path, dict)
+    status = _get(item, "status", path, dict, required=False)
+    conditions = _get(status, "conditions", f"{path}.status", list, required=False)
+    admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
+    finished = _condition(conditions, "Finished", f"{path}.status.conditions")
+    admission = _get(status, "admission", f"{path}.status", dict, required=False)
+    past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
+                required=False)
+    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
+        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
+        return Skip(NOT_ADMITTED, job, row, before)
+    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
+    pod_sets = {}
+    for i, ps in enumerate(_get(spec, "podSets", f"{path}.spec", list)):
+        where = f"{path}.spec.podSets[{i}]"
+        if not isinstance(ps, dict):
+            raise _Bad(where, "not an object")
+        name = _get(ps, "name", where, str, required=False) or "main"
+        count = ps.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise _Bad(f"{where}.count", f"{count!r} is not a pod count")
+        pod_sets[name] = (count, pod_gpus(_get(ps, "template", where, dict), f"{where}.template"))
+    gpus, flavors = 0.0, set()
+    assignments = _get(admission, "podSetAssignments", f"{path}.status.admission", list)
+    for i, a in enumerate(assignments):
+        where = f"{path}.status.admission.podSetAssignments[{i}]"
+        if not isinstance(a, dict):
+            raise _Bad(where, "not an object")
+        name = _get(a, "name", where, str, required=False) or "main"
+        if name not in pod_sets:
+            raise _Bad(f"{where}.name", f"{name!r} names no pod set of spec.podSets")
+        count, per_pod = pod_sets[name]
+        admitted_count = a.get("count", count)
+        if not isinstance(admitted_count, int) or isinstance(admitted_count, bool) \
+                or admitted_count < 0:
+            raise _Bad(f"{where}.count", f"{admitted_count!r} is not a pod count")
+        if per_pod * admitted_count <= 0:
+            continue
+        flavor = _get(a, "flavors", where, dict, required=False).get(GPU)
+        if not isinstance(flavor, str) or not flavor:
+            raise _Bad(f"{where}.flavors", f"no flavor for {GPU}, which the pod set requests")
+        gpus += per_pod * admitted_count
+        flavors.add(flavor)
+    if gpus <= 0:
+        return Skip(NO_GPU, job, row, f"ClusterQueue {queue}")
+    if len(flavors) > 1:
+        return Skip(SEVERAL_FLAVORS, job, row, ", ".join(sorted(flavors)))
+    start = admitted - pd.Timedelta(seconds=past)
+    return SourceJob(job, row, queue, flavors.pop(), gpus, start, finished)
+
+
+def parse_workloads(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
+    """The jobs of a ``kubectl get workloads -A -o json`` file, the skipped, the problems."""
+    label = path.name
+    text, problems = decode(label, path.read_bytes())
+    if text is None:
+        return ParsedSource((), ()), problems
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        return ParsedSource((), ()), [InputProblem(
+            label, err.lineno, None,
+            f"not JSON ({err.msg} at character {err.colno}); save the output of "
+            "`kubectl get workloads -A -o json`")]
+    if isinstance(data, dict) and data.get("kind") == "Workload":
+        items: Any = [data]
+    elif isinstance(data, dict) and isinstance(data.get("items"), list):
+        items = data["items"]
+    else:
+        return ParsedSource((), ()), [InputProblem(
+            label, None, "items", "not a list of Workloads (no items array); save the output "
+            "of `kubectl get workloads -A -o json`")]
+    jobs: list[SourceJob] = []
+    skipped: list[Skip] = []
+    for row, item in enumerate(items, start=1):
+        try:
+            got = workload_job(item, row)
+        except _Bad as bad:
+            problems.append(InputProblem(label, row, bad.path, bad.message))
+            continue
+        (skipped if isinstance(got, Skip) else jobs).append(got)  # type: ignore[arg-type]
+    return ParsedSource(tuple(jobs), tuple(skipped)), problems

@@ -1,0 +1,201 @@
+"""``ingest_usage``: an accounting file → the scenario's ``usage.csv``, and a report.
+
+The steps, each its own module: parse the file in the executor's names
+(:mod:`~planner.ingest.sacct`, :mod:`~planner.ingest.kueue`); map the names back onto
+projects and clusters through the exporters' naming (:mod:`~planner.ingest.names`);
+clip to the quarter (:func:`place`); merge into the ledger
+(:mod:`~planner.ingest.ledger`); write atomically. Malformed input raises
+:class:`~planner.errors.InputError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+import pandas as pd
+
+from planner.errors import InputError, InputProblem
+from planner.ingest.kueue import parse_workloads
+from planner.ingest.ledger import LEDGER_FILE, Merge, UsageRow, merge, read_ledger, render
+from planner.ingest.names import Names, names_for
+from planner.ingest.records import (
+    NO_TIME,
+    OUTSIDE,
+    REASONS,
+    UNKNOWN_CLUSTER,
+    UNKNOWN_PROJECT,
+    ParsedSource,
+    Skip,
+    SourceJob,
+)
+from planner.ingest.sacct import parse_sacct
+from planner.inputs import ScenarioConfig
+from planner.inputs.load import load_scenario
+from planner.plan.write import write_files
+from planner.times import iso
+
+Source = Literal["sacct", "kueue"]
+SOURCES: tuple[str, ...] = ("sacct", "kueue")
+_SHOWN = 20  # ids listed per line of the report for added/updated/unchanged
+
+
+def ledger_id(source: str, cluster: str, job: str) -> str:
+    """The ``job_id`` in ``usage.csv``: ``slurm:<cluster>:<JobIDRaw>``, ``kueue:<ns>/<name>``.
+
+    Slurm numbers jobs per Slurm cluster, so the planner cluster (the partition) keeps two
+    Slurm installations apart; a Workload's namespace/name is unique in its Kubernetes.
+    """
+    return f"slurm:{cluster}:{job}" if source == "sacct" else f"kueue:{job}"
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest did, job by job.
+
+    ``added``, ``updated``, ``unchanged``: ledger ``job_id`` s; ``skipped``: reason → the
+    jobs not written for it (``<job> (row N, detail)``); ``clipped``: jobs written with only
+    their part inside the quarter. ``written`` is False for a dry run or when the ledger
+    did not change.
+    """
+
+    source: str
+    file: str
+    ledger: str
+    now: pd.Timestamp
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    skipped: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    clipped: tuple[str, ...] = ()
+    written: bool = False
+    dry_run: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many jobs were added, updated, unchanged and skipped (all reasons)."""
+        return {"added": len(self.added), "updated": len(self.updated),
+                "unchanged": len(self.unchanged),
+                "skipped": sum(len(v) for v in self.skipped.values())}
+
+    def lines(self) -> list[str]:
+        """The report as the CLI prints it: counts, then ids, every skipped job named."""
+        c = self.counts
+        what = ("dry run: nothing written" if self.dry_run
+                else "written" if self.written else "unchanged, not rewritten")
+        out = [f"{self.file} ({self.source}, now {iso(self.now)}) -> {self.ledger}: "
+               f"{c['added']} added, {c['updated']} updated, {c['unchanged']} unchanged, "
+               f"{c['skipped']} skipped ({what})"]
+        for name, ids in (("added", self.added), ("updated", self.updated)):
+            if ids:
+                more = f" … and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+                out.append(f"  {name}: {', '.join(ids[:_SHOWN])}{more}")
+        if self.clipped:
+            out.append(f"  clipped to the quarter ({len(self.clipped)}): "
+                       f"{', '.join(self.clipped)}")
+        for reason, ids in self.skipped.items():
+            out.append(f"  skipped, {reason} ({len(ids)}): {', '.join(ids)}")
+        return out
+
+
+def place(jobs: tuple[SourceJob, ...], names: Names, config: ScenarioConfig,
+          now: pd.Timestamp, source: str) -> tuple[list[UsageRow], list[Skip], list[str]]:
+    """Map jobs onto projects and clusters and clip them to the quarter.
+
+    Returns the rows, the jobs skipped (unknown names, outside the quarter, no time) and
+    the ids of rows clipped to the quarter. A running job ends at ``now``.
+    """
+    rows: list[UsageRow] = []
+    skipped: list[Skip] = []
+    clipped: list[str] = []
+    for job in jobs:
+        project = names.owners.get(job.owner)
+        cluster = names.places.get(job.place)
+        if project is None:
+            several = " names several projects" if job.owner in names.ambiguous_owners else ""
+            skipped.append(Skip(UNKNOWN_PROJECT, job.job, job.row,
+                                f"{names.owner_kind} {job.owner!r}{several}"))
+            continue
+        if cluster is None:
+            several = " names several clusters" if job.place in names.ambiguous_places else ""
+            skipped.append(Skip(UNKNOWN_CLUSTER, job.job, job.row,
+                                f"{names.place_kind} {job.place!r}{several}"))
+            continue
+        job_id = ledger_id(source, cluster, job.job)
+        # whole seconds, as written: a row never reads start = end
+        begin = job.start.floor("s")
+        end = (now if job.end is None else job.end).floor("s")
+        if end <= begin:
+            skipped.append(Skip(NO_TIME, job_id, job.row, f"start {iso(begin)}, end {iso(end)}"))
+            continue
+        start, stop = max(begin, config.quarter_start), min(end, config.quarter_end)
+        if stop <= start:
+            skipped.append(Skip(OUTSIDE, job_id, job.row, f"{iso(begin)} to {iso(end)}"))
+            continue
+        if (start, stop) != (begin, end):
+            clipped.append(f"{job_id} ({iso(begin)} to {iso(end)})")
+        rows.append(UsageRow(job_id, project, cluster, job.gpus, start, stop, job.end is None))
+    return rows, skipped, clipped
+
+
+def _now(now: pd.Timestamp | None) -> pd.Timestamp:
+    stamp = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.floor("s")
+
+
+def _scenario_folder(scenario_dir: Path) -> None:
+    if scenario_dir.suffix.lower() == ".xlsx":
+        raise InputError([InputProblem(
+            str(scenario_dir), None, None,
+            "a workbook scenario has no usage ledger to append to: ingest into a scenario "
+            f"folder (its {LEDGER_FILE}), or paste the rows into the workbook's usage sheet")])
+    if not scenario_dir.is_dir():
+        raise InputError([InputProblem(str(scenario_dir), None, None,
+                                       "no such scenario folder")])
+
+
+def ingest_usage(scenario_dir: Path, source: Source, path: Path,
+                 now: pd.Timestamp | None = None, dry_run: bool = False) -> IngestReport:
+    """Append the jobs of an accounting file to the scenario folder's ``usage.csv``.
+
+    ``source``: ``"sacct"`` (:mod:`planner.ingest.sacct`) or ``"kueue"``
+    (:mod:`planner.ingest.kueue`). ``now`` (default: the current UTC time, the only
+    wall-clock input) ends the jobs still running. Idempotent (see
+    :mod:`planner.ingest.ledger`). Raises :class:`~planner.errors.InputError` for a bad
+    scenario, source or file, and then writes nothing; ``dry_run`` never writes.
+    """
+    scenario_dir, path = Path(scenario_dir), Path(path)
+    if source not in SOURCES:
+        raise InputError([InputProblem("source", None, None,
+                                       f"{source!r}; choose from {', '.join(SOURCES)}")])
+    _scenario_folder(scenario_dir)
+    scenario = load_scenario(scenario_dir)
+    if not path.is_file():
+        raise InputError([InputProblem(str(path), None, None, "no such file")])
+    stamp = _now(now)
+    parsed: ParsedSource
+    parsed, problems = parse_sacct(path) if source == "sacct" else parse_workloads(path)
+    if problems:
+        raise InputError(problems)
+    rows, skipped, clipped = place(parsed.jobs, names_for(scenario, source), scenario.config,
+                                   stamp, source)
+    ledger = scenario_dir / LEDGER_FILE
+    result: Merge = merge(read_ledger(ledger), rows)
+    written = False
+    if result.changed and not dry_run:
+        write_files(scenario_dir, {LEDGER_FILE: render(result.rows)})
+        written = True
+    by_reason: dict[str, list[str]] = {}
+    for skip in sorted([*parsed.skipped, *skipped, *result.skipped],
+                       key=lambda s: (REASONS.index(s.reason), s.row or 0, s.job)):
+        by_reason.setdefault(skip.reason, []).append(str(skip))
+    return IngestReport(
+        source=source, file=os.fspath(path), ledger=os.fspath(ledger), now=stamp,
+        added=result.added, updated=result.updated, unchanged=result.unchanged,
+        skipped=MappingProxyType({k: tuple(v) for k, v in by_reason.items()}),
+        clipped=tuple(clipped), written=written, dry_run=dry_run)

@@ -1,0 +1,135 @@
+"""Reading ``sacct`` output: one line per job allocation, fields separated by ``|``.
+
+The admin runs (``TZ=UTC``, so that times are UTC; a time without an offset is read as
+UTC)::
+
+    TZ=UTC sacct --parsable2 --noheader --allocations
+          --format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State   (one line)
+
+What a line means here:
+
+- ``JobIDRaw``: the job's id (digits). A step (``1234.batch``, ``1234.0``) appears only
+  without ``--allocations``; it is skipped and reported, as counting it would double the job.
+- ``AllocTRES``: ``key=value`` pairs, ``,``-separated. GPUs: Slurm prints the untyped
+  count ``gres/gpu=N`` next to the typed ones (``gres/gpu:h100=N``) when ``gres.conf``
+  names GPU types, so the untyped count is the job's total when present, else the sum of
+  the typed ones (never both: that would count every GPU twice). No GPU: skipped, reported.
+- ``Start``: ``Unknown`` or ``None`` for a job that never started (pending; also a job
+  cancelled while pending): skipped, reported.
+- ``End``: ``Unknown`` while the job runs: it is then counted up to the ingest's ``now``
+  and marked running, so that a later ingest replaces it.
+- ``State``: a job that ran and was then cancelled, failed, timed out or was preempted
+  still counts the time it ran (its ``Start``/``End``). ``PENDING`` is never counted.
+
+A line that cannot be read is an :class:`~planner.errors.InputProblem` naming the file,
+the line (``row``) and the field (``column``); a header line (the field names, as printed
+without ``--noheader``) is allowed as line 1.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from planner.errors import InputProblem
+from planner.ingest.records import NO_GPU, PENDING, STEP, ParsedSource, Skip, SourceJob
+from planner.inputs.read import decode
+from planner.inputs.validate import DATE_HINT, parse_datetime
+
+FIELDS = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State")
+COMMAND = ("sacct --parsable2 --noheader --allocations "
+           f"--format={','.join(FIELDS)}")
+_JOB = re.compile(r"[0-9]+")
+_STEP = re.compile(r"[0-9]+\.[A-Za-z0-9_+-]+")
+_COUNT = re.compile(r"[0-9]+")
+NOT_STARTED = ("unknown", "none", "")
+RUNNING_END = ("unknown", "none")
+
+
+def parse_tres(text: str) -> tuple[int | None, str | None]:
+    """GPUs of an ``AllocTRES`` value, or ``None`` and what is wrong with it.
+
+    ``billing=1,cpu=1,gres/gpu=8,node=1`` → 8; ``gres/gpu=8,gres/gpu:h100=8`` → 8 (the
+    untyped total); ``gres/gpu:h100=2,gres/gpu:a100=1`` → 3 (no untyped total: the sum).
+    """
+    untyped: int | None = None
+    typed = 0
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            return None, f"{item!r} is not key=value"
+        if key != "gres/gpu" and not key.startswith("gres/gpu:"):
+            continue
+        if not _COUNT.fullmatch(value.strip()):
+            return None, f"{item!r}: the GPU count is not a whole number"
+        if key == "gres/gpu":
+            untyped = int(value)
+        else:
+            typed += int(value)
+    return (untyped if untyped is not None else typed), None
+
+
+def _time(text: str) -> pd.Timestamp | None:
+    stamp = parse_datetime(text)
+    return None if stamp is None else pd.Timestamp(stamp)
+
+
+def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
+    """The jobs of a ``sacct`` output file, the lines skipped, and every problem found."""
+    label = path.name
+    text, problems = decode(label, path.read_bytes())
+    if text is None:
+        return ParsedSource((), ()), problems
+    jobs: list[SourceJob] = []
+    skipped: list[Skip] = []
+    for row, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split("|")]
+        if row == 1 and tuple(c.lower() for c in cells) == tuple(f.lower() for f in FIELDS):
+            continue  # the header sacct prints without --noheader
+        if len(cells) != len(FIELDS):
+            problems.append(InputProblem(
+                label, row, None,
+                f"{len(cells)} fields but sacct's output has {len(FIELDS)} "
+                f"({'|'.join(FIELDS)}); make it with `{COMMAND}`"))
+            continue
+        found = dict(zip(FIELDS, cells, strict=True))
+        job, problem_count = found["JobIDRaw"], len(problems)
+        if not (_JOB.fullmatch(job) or _STEP.fullmatch(job)):
+            problems.append(InputProblem(label, row, "JobIDRaw",
+                                         f"{job!r} is not a Slurm job id (digits)"))
+        gpus, error = parse_tres(found["AllocTRES"])
+        if error is not None:
+            problems.append(InputProblem(label, row, "AllocTRES", error))
+        start = end = None
+        if found["Start"].lower() not in NOT_STARTED:
+            start = _time(found["Start"])
+            if start is None:
+                problems.append(InputProblem(
+                    label, row, "Start",
+                    f"{found['Start']!r} is not a time nor Unknown; {DATE_HINT}"))
+        if found["End"].lower() not in RUNNING_END:
+            end = _time(found["End"])
+            if end is None:
+                problems.append(InputProblem(
+                    label, row, "End", f"{found['End']!r} is not a time nor Unknown; {DATE_HINT}"))
+        if start is not None and end is not None and end < start:
+            problems.append(InputProblem(label, row, "End",
+                                         f"{found['End']} is before Start {found['Start']}"))
+        if len(problems) > problem_count:
+            continue
+        if _STEP.fullmatch(job):
+            skipped.append(Skip(STEP, job, row))
+        elif start is None or found["State"].upper().startswith("PENDING"):
+            skipped.append(Skip(PENDING, job, row, found["State"]))
+        elif not gpus:
+            skipped.append(Skip(NO_GPU, job, row, found["AllocTRES"] or "no AllocTRES"))
+        else:
+            jobs.append(SourceJob(job, row, found["Account"], found["Partition"], float(gpus),
+                                  start, end))
+    return ParsedSource(tuple(jobs), tuple(skipped)), problems
