@@ -17,6 +17,7 @@ from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
 from planner.inputs.load import load_scenario, validate_scenario
 from planner.plan.write import write_files
+from planner.replan import replan_from
 from planner.run import (
     SAMPLE,
     load_previous,
@@ -140,6 +141,9 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             scenario = scenario.with_as_of(parse_as_of(args.as_of, scenario))
         model = _with_solver_overrides(load_model(args.model), args)
         previous = load_previous(Path(args.previous)) if args.previous else None
+        if previous is not None:
+            for warning in replan_from(previous, Path(args.previous).name, scenario):
+                err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         if previous is not None and "slurm" in targets:
             problems = export_problems(previous, Path(args.previous).name, scenario.org)
             if problems:
