@@ -32,7 +32,7 @@ from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.times import iso
 
-AFRESH = "or drop --previous to start afresh (its running reservations are then not kept)"
+AFRESH = "drop --previous to start afresh (its running reservations are then not kept)"
 
 
 def _ts(text: str) -> pd.Timestamp:
@@ -50,8 +50,13 @@ def running_reservations(previous: dict, as_of: pd.Timestamp) -> list[tuple[int,
             if _ts(r["start"]) < as_of < _ts(r["end"])]
 
 
-def previous_conflicts(previous: dict, label: str, scenario: Scenario) -> list[InputProblem]:
-    """Every reason ``previous`` (read from ``label``) cannot be replanned from here."""
+def previous_conflicts(previous: dict, label: str, scenario: Scenario,
+                       afresh: str = AFRESH) -> list[InputProblem]:
+    """Every reason ``previous`` (read from ``label``) cannot be replanned from here.
+
+    Each message ends with how to proceed, the last resort being ``afresh`` (for
+    ``planner run``: drop ``--previous``).
+    """
     cfg = scenario.config
     out: list[InputProblem] = []
 
@@ -66,15 +71,15 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario) -> list[I
         problem("scenario", f"planned scenario {previous['scenario']!r} for "
                             f"[{quarter[0]}, {quarter[1]}), "
                             f"this run plans {cfg.name!r} for [{iso(cfg.quarter_start)}, "
-                            f"{iso(cfg.quarter_end)}): pass that scenario's own last plan "
-                            f"as --previous, or drop --previous to start afresh")
+                            f"{iso(cfg.quarter_end)}): replan from this scenario's own last "
+                            f"plan, or {afresh}")
         return out  # nothing else of it applies here
     prev_as_of = _ts(previous["as_of"])
     if prev_as_of > cfg.as_of:
         problem("as_of", f"planned as of {iso(prev_as_of)}, later than this run's as_of "
                          f"{iso(cfg.as_of)}: plan as of {iso(prev_as_of)} or later "
-                         f"(--as-of), pass the plan made before {iso(cfg.as_of)}, or drop "
-                         f"--previous to start afresh")
+                         f"(--as-of), replan from the plan made before {iso(cfg.as_of)}, or "
+                         f"{afresh}")
         return out
     leaves = _leaves(scenario)
     nodes = dict(zip(scenario.clusters["cluster"], scenario.clusters["nodes"], strict=True))
@@ -86,11 +91,11 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario) -> list[I
             problem(f"reservations/{i}/project",
                     f"{what} for project {r['project']!r}, which is no longer a project in "
                     f"org.csv: restore project {r['project']!r} (in org.csv and budgets.csv) "
-                    f"until {r['end']}, {AFRESH}")
+                    f"until {r['end']}, or {afresh}")
         if r["cluster"] not in nodes:
             problem(f"reservations/{i}/cluster",
                     f"{what} on cluster {r['cluster']!r}, which is no longer in clusters.csv: "
-                    f"restore cluster {r['cluster']!r} until {r['end']}, {AFRESH}")
+                    f"restore cluster {r['cluster']!r} until {r['end']}, or {afresh}")
         elif r["project"] in leaves:
             held[r["cluster"]].append((i, r))
     for cluster, running in sorted(held.items()):
@@ -102,7 +107,7 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario) -> list[I
                     f"cluster {cluster!r} has {nodes[cluster]} nodes in clusters.csv, but the "
                     f"reservations running on it at {iso(cfg.as_of)} ({ids}) hold {total}: "
                     f"restore cluster {cluster!r} to at least {total} nodes until {until}, "
-                    f"{AFRESH}")
+                    f"or {afresh}")
     return out
 
 
@@ -119,7 +124,8 @@ def stale_usage(previous: dict, scenario: Scenario) -> str | None:
     recorded = f"its latest job ends at {iso(latest)}" if latest is not None else "it is empty"
     return (f"usage.csv looks stale: {recorded}, before the previous plan's as_of "
             f"{iso(prev_as_of)}; what ran since is not counted against budgets. Ingest the "
-            f"accounting first (planner ingest sacct|kueue FILE SCENARIO), then plan again.")
+            f"accounting first (planner ingest sacct|kueue FILE SCENARIO, or planner cycle "
+            f"--sacct/--kueue FILE), then plan again.")
 
 
 def replan_from(previous: dict, label: str, scenario: Scenario) -> list[str]:
