@@ -13,7 +13,9 @@ plan for rule 6) before it keeps it, so an exit 0 is a valid plan. Prints one li
 cycle and the median and maximum seconds; ``--out`` writes them as Markdown.
 
 Usage: ``python benchmarks/cycle_chain.py [--scale 10] [--cycles 30] [--work DIR]
-[--export slurm,kueue,json] [--out benchmarks/cycle_results.md]``
+[--export slurm,kueue,json] [--out benchmarks/cycle_results.md]``; ``--resume [--log
+FILE]`` continues a chain in ``--work`` after its current plan (with the earlier cycles'
+table lines from the first run's output).
 """
 
 from __future__ import annotations
@@ -49,17 +51,25 @@ def usage_rows(plan: dict, clusters: pd.DataFrame) -> list[str]:
             rows.append((f"cycle-{day}-{r['request_id']}", r["project"], r["cluster"],
                          float(r["nodes"] * gpn[r["cluster"]]), lo, hi))
     stamp = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
-    return [f"{j},{p},{c},{g:.6f},{stamp(s)},{stamp(e)}" for j, p, c, g, s, e in rows]
+    # nine decimals: a grant of a micro-GPU-hour still reads as a positive GPU count
+    return [f"{j},{p},{c},{g:.9f},{stamp(s)},{stamp(e)}" for j, p, c, g, s, e in rows
+            if g >= 1e-9]
 
 
 def feed_back(scenario: Path, plan: dict) -> int:
-    """Append the plan's first period to ``usage.csv`` as jobs; return how many."""
+    """Write the plan's first period into ``usage.csv`` as jobs; return how many.
+
+    Rows fed before for the same period are replaced (a resumed chain feeds once).
+    """
     usage = scenario / "usage.csv"
-    header = usage.read_text(encoding="utf-8").split("\n", 1)[0].split(",")
+    text = usage.read_text(encoding="utf-8")
+    header = text.split("\n", 1)[0].split(",")
+    day = pd.Timestamp(plan["periods"][0]["start"]).strftime("%Y%m%d")
+    kept = [line for line in text.splitlines() if not line.startswith(f"cycle-{day}-")]
     lines = usage_rows(plan, pd.read_csv(scenario / "clusters.csv"))
     pad = "," * (len(header) - 6)  # an optional trailing column (state) left empty
-    with usage.open("a", encoding="utf-8") as handle:
-        handle.writelines(f"{line}{pad}\n" for line in lines)
+    usage.write_text("\n".join(kept + [f"{line}{pad}" for line in lines]) + "\n",
+                     encoding="utf-8")
     return len(lines)
 
 
@@ -72,18 +82,31 @@ def main() -> None:
     parser.add_argument("--export", default="slurm,kueue,json")
     parser.add_argument("--model", default="default")
     parser.add_argument("--out", type=Path, help="write the figures as Markdown here")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the chain in --work after its current plan")
+    parser.add_argument("--log", type=Path,
+                        help="earlier cycles' table lines (a resumed chain's first part)")
     args = parser.parse_args()
     scenario, state = args.work / "scenario", args.work / "state"
-    if args.work.exists():
-        raise SystemExit(f"{args.work} exists; give a fresh --work folder")
-    subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale",
-                    str(args.scale), "--out", str(scenario)], check=True,
-                   stdout=subprocess.DEVNULL)
-    planner = Path(sys.executable).parent / "planner"
     as_of = pd.Timestamp("2026-11-16", tz="UTC")
     seconds: list[float] = []
     lines = []
-    for i in range(args.cycles):
+    first = 0
+    if args.resume:
+        current = json.loads((state / "current" / "plan.json").read_text())
+        first = (pd.Timestamp(current["as_of"]) - as_of).days + 1
+        if args.log:
+            lines = [x for x in args.log.read_text().splitlines() if x.startswith("| ")]
+            lines = [x for x in lines if int(x.split("|")[1]) <= first]
+            seconds = [float(x.split("|")[-2]) for x in lines]
+    elif args.work.exists():
+        raise SystemExit(f"{args.work} exists; give a fresh --work folder (or --resume)")
+    else:
+        subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale",
+                        str(args.scale), "--out", str(scenario)], check=True,
+                       stdout=subprocess.DEVNULL)
+    planner = Path(sys.executable).parent / "planner"
+    for i in range(first, args.cycles):
         day = as_of + pd.Timedelta(days=i)
         fed = 0
         if i:
