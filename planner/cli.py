@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 
 from planner import __version__
@@ -297,6 +296,8 @@ def _trace_philly(args, console: Console) -> ExitCode:
 
 
 def _ingest(args, console: Console) -> ExitCode:
+    import pandas as pd
+
     from planner.ingest import ingest_usage
     from planner.inputs.validate import DATE_HINT, parse_datetime
 

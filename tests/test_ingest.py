@@ -478,3 +478,62 @@ def test_a_job_shorter_than_a_second_is_not_written_as_start_equals_end(tmp_path
         "slurm:h100-a:7,p1,h100-a,1,2026-11-02T10:00:00Z,2026-11-02T10:00:01Z,running")
     assert later.added == ("slurm:h100-a:7",)
     load_scenario(folder)  # valid
+
+
+@st.composite
+def sacct_batches(draw) -> list[str]:
+    """sacct lines of a few jobs: finished, running (End Unknown) or pending, some seen twice
+    (running, then finished), some of unknown accounts or without GPUs."""
+    lines = []
+    for j in range(draw(st.integers(1, 6))):
+        account = draw(st.sampled_from(["p1", "p2", P5, "nobody"]))
+        partition = draw(st.sampled_from(["h100-a", "a100-b"]))
+        tres = draw(st.sampled_from(["gres/gpu=2", "gres/gpu:h100=1,gres/gpu=1", "cpu=1"]))
+        start = T0 + pd.Timedelta(hours=draw(st.integers(-800, 30)))
+        end = start + pd.Timedelta(hours=draw(st.integers(0, 20)))
+        head = f"{500 + j}|{account}|{partition}|{tres}"
+        kind = draw(st.sampled_from(["finished", "running", "pending", "both"]))
+        if kind in ("running", "both"):
+            lines.append(f"{head}|{start:%Y-%m-%dT%H:%M:%S}|Unknown|RUNNING")
+        if kind in ("finished", "both"):
+            lines.append(f"{head}|{start:%Y-%m-%dT%H:%M:%S}|{end:%Y-%m-%dT%H:%M:%S}|COMPLETED")
+        if kind == "pending":
+            lines.append(f"{500 + j}|{account}|{partition}||Unknown|Unknown|PENDING")
+    return lines
+
+
+@settings(max_examples=15, deadline=None)
+@given(sacct_batches(), st.randoms(use_true_random=False))
+def test_ingesting_any_permutation_or_repetition_of_a_sacct_batch_gives_the_same_file(
+        lines, rnd: random.Random):
+    import tempfile
+
+    now = T0 + pd.Timedelta(hours=40)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+
+        def ingested(name: str, files: list[list[str]]) -> bytes:
+            folder = scenario(root / name)
+            for i, chunk in enumerate(files):
+                path = root / f"{name}-{i}.txt"
+                path.write_text("".join(f"{line}\n" for line in chunk))
+                ingest_usage(folder, "sacct", path, now=now)
+            return (folder / "usage.csv").read_bytes()
+
+        reference = ingested("a", [lines])
+        shuffled = lines + rnd.sample(lines, k=len(lines) // 2)
+        rnd.shuffle(shuffled)
+        assert ingested("b", [shuffled]) == reference
+        assert ingested("c", [shuffled[i::2] for i in range(2)] + [lines]) == reference
+
+
+def test_the_report_names_the_first_jobs_of_a_long_list_and_counts_the_rest(tmp_path: Path):
+    folder = scenario(tmp_path, usage=None)
+    path = tmp_path / "cpu.txt"  # 60 CPU-only jobs
+    path.write_text("".join(f"{n}|p1|h100-a|cpu=1|2026-11-01T00:00:00|2026-11-01T01:00:00|"
+                            "COMPLETED\n" for n in range(1, 61)))
+    report = ingest_usage(folder, "sacct", path, now=NOW)
+    assert len(report.skipped[NO_GPU]) == 60
+    (line,) = [x for x in report.lines() if "no GPU" in x]
+    assert line.startswith("  skipped, no GPU (60): 1 (row 1, cpu=1), 2 (row 2, cpu=1)")
+    assert line.endswith("50 (row 50, cpu=1) … and 10 more")

@@ -3,8 +3,9 @@
 The Slurm is tests/real_slurm.py's (munge, MariaDB, slurmdbd, slurmctld, one slurmd per
 node, in a network namespace of its own), started here for this module's small scenario:
 c1 (H100, 2 nodes x 4 GPUs) and c2 (A100, 1 node x 4 GPUs), each node 1 CPU, so a node
-runs one job at a time. Skipped with the reason where Slurm is missing; failing instead
-under PLANNER_SYSTEM_TESTS=required (as .ci/run sets it).
+runs one job at a time, with GPU types and typed accounting (:func:`typed_gpus`).
+Skipped with the reason where Slurm is missing; failing instead under
+PLANNER_SYSTEM_TESTS=required (as .ci/run sets it).
 """
 
 from __future__ import annotations
@@ -85,7 +86,42 @@ def _hours(row: dict[str, str]) -> float:
     return (_stamp(row["end"]) - _stamp(row["start"])).total_seconds() / 3600
 
 
-def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path):
+GPU_TYPES = {"c1": "h100", "c2": "a100"}
+
+
+def typed_gpus(monkeypatch) -> None:
+    """The test Slurm with GPU types (``gres.conf`` ``Type=``, ``Gres=gpu:<type>:N``) and
+    typed accounting (``AccountingStorageTRES=gres/gpu,gres/gpu:<type>...``), as sites with
+    several GPU models run it.
+
+    Slurm 22.05 then prints both counts in AllocTRES, ``gres/gpu:h100=2,gres/gpu=2`` for a
+    ``--gres=gpu:2`` job (seen here; with untyped accounting only ``gres/gpu=2``).
+    """
+    import tests.real_slurm as real
+
+    conf, gres = real._slurm_conf, real._gres_conf
+
+    def slurm_conf(root, clusters):
+        lines = []
+        for line in conf(root, clusters).splitlines():
+            for cluster, kind in GPU_TYPES.items():
+                if line.startswith(f"NodeName={cluster}n"):
+                    line = line.replace("Gres=gpu:", f"Gres=gpu:{kind}:")
+            if line == "AccountingStorageTRES=gres/gpu":
+                line += "".join(f",gres/gpu:{kind}" for kind in GPU_TYPES.values())
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    def gres_conf(root, clusters):
+        return "".join(
+            line.replace(" Name=gpu ", f" Name=gpu Type={GPU_TYPES[line[9:11]]} ") + "\n"
+            for line in gres(root, clusters).splitlines())
+
+    monkeypatch.setattr(real, "_slurm_conf", slurm_conf)
+    monkeypatch.setattr(real, "_gres_conf", gres_conf)
+
+
+def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path, monkeypatch):
     from tests.real_slurm import TOOLS, running_slurm
 
     why = "a real Slurm 22.05 with slurmdbd (Debian packages in .ci/apt-packages)"
@@ -100,7 +136,9 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
     assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet",
                  "--export", "slurm"]) == 0
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    typed_gpus(monkeypatch)
     with running_slurm(plan["clusters"]) as slurm:
+        assert "Type=h100" in (slurm.root / "etc" / "gres.conf").read_text()
         slurm.run("bash", str(tmp_path / "out" / "slurm" / "slurm-apply.sh"), timeout=120)
         for acct in ACCOUNT.values():  # users are the site's business: root may charge them
             slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={acct}")
@@ -128,9 +166,11 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
         rows = _until("the pending job is listed", lambda: (
             r if (r := _sacct_rows(slurm)).get(pending, {}).get("State") == "PENDING" else None))
         after = pd.Timestamp.now(tz="UTC").ceil("s")
-        # what Slurm 22.05 prints: the untyped count only (gres.conf names no GPU type)
+        # what Slurm 22.05 prints with typed accounting: the total and the typed count
+        # (the ingested row must say 2 GPUs, not 4)
         tres = rows[done]["AllocTRES"].split(",")
-        assert "gres/gpu=2" in tres and not [t for t in tres if t.startswith("gres/gpu:")]
+        assert {"gres/gpu=2", "gres/gpu:h100=2"} <= set(tres)
+        assert {"gres/gpu=3", "gres/gpu:a100=3"} <= set(rows[odd]["AllocTRES"].split(","))
         assert (rows[running]["End"], rows[pending]["Start"]) == ("Unknown", "Unknown")
         dump = tmp_path / "sacct.txt"
         dump.write_text("\n".join("|".join(r.values()) for r in rows.values()) + "\n")

@@ -41,7 +41,8 @@ from planner.times import iso
 
 Source = Literal["sacct", "kueue"]
 SOURCES: tuple[str, ...] = ("sacct", "kueue")
-_SHOWN = 20  # ids listed per line of the report for added/updated/unchanged
+_SHOWN = 20  # ids listed in the report for added and updated
+_SHOWN_SKIPPED = 50  # jobs named per reason skipped (all are in IngestReport.skipped)
 
 
 def ledger_id(source: str, cluster: str, job: str) -> str:
@@ -92,14 +93,18 @@ class IngestReport:
                f"{c['skipped']} skipped ({what})"]
         for name, ids in (("added", self.added), ("updated", self.updated)):
             if ids:
-                more = f" … and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
-                out.append(f"  {name}: {', '.join(ids[:_SHOWN])}{more}")
+                out.append(f"  {name}: {_listed(ids, _SHOWN)}")
         if self.clipped:
             out.append(f"  clipped to the quarter ({len(self.clipped)}): "
-                       f"{', '.join(self.clipped)}")
+                       f"{_listed(self.clipped, _SHOWN_SKIPPED)}")
         for reason, ids in self.skipped.items():
-            out.append(f"  skipped, {reason} ({len(ids)}): {', '.join(ids)}")
+            out.append(f"  skipped, {reason} ({len(ids)}): {_listed(ids, _SHOWN_SKIPPED)}")
         return out
+
+
+def _listed(ids: tuple[str, ...], most: int) -> str:
+    more = f" … and {len(ids) - most} more" if len(ids) > most else ""
+    return ", ".join(ids[:most]) + more
 
 
 def place(jobs: tuple[SourceJob, ...], names: Names, config: ScenarioConfig,

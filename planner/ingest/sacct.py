@@ -10,9 +10,10 @@ What a line means here:
 
 - ``JobIDRaw``: the job's id (digits). A step (``1234.batch``, ``1234.0``) appears only
   without ``--allocations``; it is skipped and reported, as counting it would double the job.
-- ``AllocTRES``: ``key=value`` pairs, ``,``-separated. GPUs: Slurm prints the untyped
-  count ``gres/gpu=N`` next to the typed ones (``gres/gpu:h100=N``) when ``gres.conf``
-  names GPU types, so the untyped count is the job's total when present, else the sum of
+- ``AllocTRES``: ``key=value`` pairs, ``,``-separated. GPUs: where accounting tracks GPU
+  types (``AccountingStorageTRES=gres/gpu,gres/gpu:h100``) Slurm 22.05 prints the typed
+  and the untyped count together (``gres/gpu:h100=2,gres/gpu=2``), else only
+  ``gres/gpu=2``; so the untyped count is the job's total when present, else the sum of
   the typed ones (never both: that would count every GPU twice). No GPU: skipped, reported.
 - ``Start``: ``Unknown`` or ``None`` for a job that never started (pending; also a job
   cancelled while pending): skipped, reported.
