@@ -16,7 +16,6 @@ from planner.exporters.files import TARGETS, export_files
 from planner.exporters.validate import export_problems
 from planner.inputs.load import load_scenario, validate_scenario
 from planner.plan.write import write_files
-from planner.replan import replan_from
 from planner.run import (
     SAMPLE,
     load_previous,
@@ -27,7 +26,6 @@ from planner.run import (
 )
 from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, philly_conversion
 from planner.simulate.trace import write_trace
-from planner.times import iso
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -161,6 +159,8 @@ def _run(args, console: Console, err: Console) -> ExitCode:
         model = _with_solver_overrides(load_model(args.model), args)
         previous = load_previous(Path(args.previous)) if args.previous else None
         if previous is not None:
+            from planner.replan import replan_from
+
             for warning in replan_from(previous, Path(args.previous).name, scenario):
                 err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         if previous is not None and "slurm" in targets:
@@ -316,6 +316,7 @@ def _ingest(args, console: Console) -> ExitCode:
 
 def _cycle(args, console: Console, err: Console) -> ExitCode:
     from planner.cycle import ApplyError, current_folder, run_cycle
+    from planner.times import iso
 
     targets = _export_targets(args.export)
     source = (("sacct", Path(args.sacct)) if args.sacct
