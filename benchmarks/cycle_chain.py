@@ -3,10 +3,14 @@
 Generates the sample at ``--scale`` (default 10) into ``--work``, then runs ``planner cycle
 SCENARIO --state WORK/state --as-of D --export ...`` in a fresh process for ``--cycles``
 consecutive days from the scenario's ``as_of``. Between cycles it feeds back, as usage rows
-in the scenario's ``usage.csv``, what the previous plan granted in its first period, as if
-the executor had run the plan: every elastic grant (guaranteed and opportunistic) as one
-job of ``gpu_hours / period hours`` GPUs over the whole period, and every reservation
-running in it as one job of its nodes' GPUs over its overlap with the period.
+in the scenario's ``usage.csv``, what the previous plan charged to budgets in its first
+period, as if the executor had run the plan: every guaranteed grant as one job of
+``gpu_hours / period hours`` GPUs over the whole period, and every reservation running in
+it as one job of its nodes' GPUs over its overlap with the period. Opportunistic grants
+are beyond budget and charged to none (the Slurm export runs them under a QOS with
+``UsageFactor=0``); ``usage.csv`` has no column to tell them apart, so they are not fed
+back (fed back, they overran budgets: a running reservation then no longer fitted its
+project's budget left, and cycle 12 of the first chain failed rule 4).
 
 Every cycle must exit 0: the cycle re-checks each plan against rules 1-6 (with the previous
 plan for rule 6) before it keeps it, so an exit 0 is a valid plan. Prints one line per
@@ -41,7 +45,8 @@ def usage_rows(plan: dict, clusters: pd.DataFrame) -> list[str]:
     gpn = dict(zip(clusters["cluster"], clusters["gpus_per_node"], strict=True))
     day = start.strftime("%Y%m%d")
     rows = []
-    grants = [a for a in plan["allocations"] if a["period_start"] == first["start"]]
+    grants = [a for a in plan["allocations"]
+              if a["period_start"] == first["start"] and a["kind"] == "guaranteed"]
     for n, a in enumerate(grants):
         rows.append((f"cycle-{day}-{n:05d}", a["project"], a["cluster"],
                      a["gpu_hours"] / hours, start, end))
