@@ -9,7 +9,10 @@ names each conflict, and how to proceed, before anything is solved:
 - a previous plan made *later* than this run (its ``as_of`` after this one's);
 - a reservation running at ``as_of`` (started before, ending after) whose project is
   no longer a project of the org tree, or whose cluster is gone;
-- a cluster shrunk below the nodes its running reservations hold.
+- a cluster shrunk below the nodes its running reservations hold;
+- a project whose running reservations cost more, from ``as_of`` to their ends, than
+  its budget has left after its usage (rules 4 and 6 cannot both hold: usage ran over
+  what the previous plan charged, or the budget was cut).
 
 Each is an :class:`~planner.errors.InputProblem` on the previous plan's file, the
 column a JSON path into it (``reservations/3/project``), so the CLI exits 2 and
@@ -98,6 +101,7 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario,
                     f"restore cluster {r['cluster']!r} until {r['end']}, or {afresh}")
         elif r["project"] in leaves:
             held[r["cluster"]].append((i, r))
+    out += _over_budget(scenario, [r for rs in held.values() for r in rs], label, afresh)
     for cluster, running in sorted(held.items()):
         total = sum(int(r["nodes"]) for _, r in running)
         if total > nodes[cluster]:
@@ -108,6 +112,51 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario,
                     f"reservations running on it at {iso(cfg.as_of)} ({ids}) hold {total}: "
                     f"restore cluster {cluster!r} to at least {total} nodes until {until}, "
                     f"or {afresh}")
+    return out
+
+
+def used_ngh(scenario: Scenario) -> dict[str, float]:
+    """NGH each project used in ``[quarter_start, as_of)`` (its usage rows, clipped)."""
+    cfg = scenario.config
+    usage = scenario.usage
+    if usage.empty:
+        return {}
+    rate = {c: cfg.rate(g) for c, g in zip(scenario.clusters["cluster"],
+                                            scenario.clusters["gpu_type"], strict=True)}
+    lo = usage["start"].clip(lower=cfg.quarter_start)
+    hi = usage["end"].clip(upper=cfg.as_of)
+    hours = ((hi - lo).dt.total_seconds() / 3600).clip(lower=0)
+    ngh = hours * usage["gpus"].astype(float) * usage["cluster"].map(rate).fillna(1.0)
+    return ngh.groupby(usage["project"]).sum().to_dict()
+
+
+def _over_budget(scenario: Scenario, running: list[tuple[int, dict]], label: str,
+                 afresh: str) -> list[InputProblem]:
+    """Projects whose running reservations no longer fit the budget they have left."""
+    cfg = scenario.config
+    budget = dict(zip(scenario.budgets["project"], scenario.budgets["gpu_hours"].astype(float),
+                      strict=True))
+    clusters = scenario.clusters.set_index("cluster")
+    used = used_ngh(scenario)
+    need: dict[str, list[tuple[int, dict, float]]] = defaultdict(list)
+    for i, r in running:
+        c = clusters.loc[r["cluster"]]
+        hours = (_ts(r["end"]) - cfg.as_of).total_seconds() / 3600
+        ngh = hours * int(r["nodes"]) * int(c["gpus_per_node"]) * cfg.rate(c["gpu_type"])
+        need[r["project"]].append((i, r, ngh))
+    out = []
+    for project, rows in sorted(need.items()):
+        cost = sum(ngh for _, _, ngh in rows)
+        has, spent = budget.get(project, 0.0), used.get(project, 0.0)
+        if spent + cost > has + max(1.0, 1e-6 * has):  # the checker's rule-4 tolerance
+            ids = ", ".join(repr(r["request_id"]) for _, r, _ in rows)
+            out.append(InputProblem(
+                label, None, f"reservations/{rows[0][0]}/project",
+                f"the reservations running for project {project!r} at {iso(cfg.as_of)} "
+                f"({ids}) need {cost:.1f} NGH to their ends, but its budget {has:.1f} has "
+                f"{has - spent:.1f} NGH left after {spent:.1f} used: raise its budget in "
+                f"budgets.csv to at least {spent + cost:.1f} NGH (check usage.csv for work "
+                f"charged to it that should not be), or {afresh}"))
     return out
 
 

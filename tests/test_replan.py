@@ -144,3 +144,21 @@ def test_fresh_usage_or_a_first_plan_gives_no_warning(tmp_path, first_plan, caps
     sc = load_scenario(write_scenario(tmp_path / "b", usage=None))
     assert stale_usage({**first_plan, "as_of": "2026-10-01T00:00:00Z"}, sc) is None
     assert "it is empty" in stale_usage(first_plan, sc)
+
+
+def test_running_reservations_over_the_budget_left_are_refused(tmp_path, first_plan, capsys):
+    # p1 used 8 GPUs x 48 h = 384 NGH (usage j1); r1 (2 nodes x 8 GPUs, H100) runs from
+    # 11-02 to 11-04, so from as_of 11-03 it needs 2 x 8 x 24 = 384 NGH more. With a
+    # budget of 500, 116 NGH are left: rule 6 keeps r1, rule 4 cannot then hold.
+    budgets = FILES["budgets"].replace("p1,5000,", "p1,500,")
+    code, out = replan(tmp_path, first_plan, budgets=budgets)
+    err = flat(capsys.readouterr().err)
+    assert code == 2 and not out.exists()
+    assert ("column reservations/0/project: the reservations running for project 'p1' at "
+            "2026-11-03T00:00:00Z ('r1') need 384.0 NGH to their ends, but its budget 500.0 "
+            "has 116.0 NGH left after 384.0 used: raise its budget in budgets.csv to at least "
+            "768.0 NGH") in err
+    # with 768 NGH it fits exactly: no conflict, and the replan keeps r1 within budget
+    code, out = replan(tmp_path / "fits", first_plan,
+                       budgets=FILES["budgets"].replace("p1,5000,", "p1,768,"))
+    assert code == 0
