@@ -296,3 +296,27 @@ def test_a_frozen_opportunistic_grant_turns_guaranteed_when_its_project_has_budg
     run = plan_scenario(sc, MODEL, previous=previous)
     assert grants(run) == pytest.approx({("a", "2026-11-03"): 100.0})
     assert grants(run, "opportunistic") == pytest.approx({("a", "2026-11-03"): 92.0})
+
+
+def test_a_frozen_reservation_that_no_longer_fits_the_budget_is_placed_afresh():
+    # r1: 1 node of 8 GPUs for 24 h = 192 NGH, planned on 11-03 by a plan made on 11-02
+    # (the replan's frozen first period). p's budget has since been cut to 100 NGH: kept,
+    # r1 would break rule 4 (192 > 100). Not yet running, it is not held by rule 6, so
+    # the replan places its request afresh: no budget for it, so unplaced ("budget"), and
+    # p's 100 NGH go to its elastic demand (4 GPUs x 24 h = 96 GPU-hours, guaranteed).
+    # Runner-up (the old rule, keep every frozen start): r1 kept, rule 4 broken, exit 1.
+    org = [("t", "", 1.0), ("p", "t", 1.0)]
+    sc = scenario(org=org, budgets=[("p", 100.0)], as_of="2026-11-03", quarter_end="2026-11-04",
+                  demand=[("p", "c1", "2026-11-03", "2026-11-04", 4)],
+                  reservations=[("r1", "p", "c1", 1, 24, "2026-11-02", "2026-11-04")])
+    previous = {
+        "as_of": "2026-11-02T00:00:00Z",
+        "periods": [{"start": "2026-11-03T00:00:00Z", "end": "2026-11-04T00:00:00Z"}],
+        "allocations": [],
+        "reservations": [{"request_id": "r1", "project": "p", "cluster": "c1", "nodes": 1,
+                          "start": "2026-11-03T00:00:00Z", "end": "2026-11-04T00:00:00Z"}]}
+    run = plan_scenario(sc, MODEL, previous=previous)
+    assert run.plan.reservations == []
+    assert [u["request_id"] for u in run.plan.body["unplaced"]] == ["r1"]
+    assert grants(run) == pytest.approx({("p", "2026-11-03"): 96.0})
+    assert check_plan(run.plan.body, sc, previous) == []
