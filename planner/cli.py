@@ -199,6 +199,25 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("scenario", nargs="?", default=str(SAMPLE),
                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
     _plan_options(status)
+    cycle = sub.add_parser("cycle", help="one planning cycle: ingest, plan from the last plan, "
+                                         "export, apply.sh; history in --state DIR")
+    cycle.add_argument("scenario", help="scenario folder (its usage.csv takes the ingest)")
+    cycle.add_argument("--state", required=True,
+                       help="state folder: DIR/plans/<as_of>/ per cycle, DIR/current the plan "
+                            "in force")
+    cycle.add_argument("--as-of", dest="as_of",
+                       help="plan from this time (default: now, floored to the period grid)")
+    accounting = cycle.add_mutually_exclusive_group()
+    accounting.add_argument("--sacct", help="sacct output to ingest first (planner ingest sacct)")
+    accounting.add_argument("--kueue", help="Kueue Workloads JSON to ingest first "
+                                            "(planner ingest kueue)")
+    cycle.add_argument("--export", help="targets to export and apply, comma-separated "
+                                        "(kueue,slurm,json)")
+    cycle.add_argument("--model", default="default",
+                       help="planning model: a name in models/ or a .toml path (default: default)")
+    cycle.add_argument("--apply", action="store_true",
+                       help="run the cycle's apply.sh; the plan becomes current only if it "
+                            "succeeds")
     return parser
 
 
@@ -278,6 +297,11 @@ def _run(args, console: Console, err: Console) -> ExitCode:
         else:
             check_solver(model.solver.lp_solver, Path(model.source).name, "solver.lp_solver")
         previous = load_previous(Path(args.previous)) if args.previous else None
+        if previous is not None:
+            from planner.replan import replan_from
+
+            for warning in replan_from(previous, Path(args.previous).name, scenario):
+                err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         if previous is not None and "slurm" in targets:
             problems = export_problems(previous, Path(args.previous).name, scenario.org,
                                        "slurm")
@@ -567,6 +591,45 @@ def _need_sample(args: argparse.Namespace) -> None:
                 "scenario folder or .xlsx workbook")])
 
 
+def _cycle(args, console: Console, err: Console) -> ExitCode:
+    from planner.config import load_model
+    from planner.cycle import ApplyError, current_folder, run_cycle
+    from planner.times import iso
+
+    targets = _export_targets(args.export)
+    source = (("sacct", Path(args.sacct)) if args.sacct
+              else ("kueue", Path(args.kueue)) if args.kueue else None)
+    state = Path(args.state)
+    try:
+        with err.status("planning cycle", spinner="dots") as status:
+            result = run_cycle(Path(args.scenario), state, load_model(args.model),
+                               as_of=args.as_of, source=source, targets=targets,
+                               apply=args.apply, progress=status.update)
+    except (InputError, SolverError, ApplyError) as error:
+        try:
+            current = current_folder(state)
+        except InputError:
+            current = None
+        kept = (f"{state / 'current'} still points at {current.name}" if current
+                else "no plan is current")
+        err.print(f"cycle failed, {kept}", markup=False, highlight=False, soft_wrap=True)
+        if isinstance(error, ApplyError):
+            err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+            return int(ExitCode.FAILURE)
+        raise
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    for line in result.ingest_lines:
+        say(line)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    made = "unchanged (the same bytes were kept already)" if result.unchanged else "written"
+    origin = f"replanned from {result.previous.name}" if result.previous else "no previous plan"
+    say(f"plan as of {iso(result.as_of)}: {result.folder} {made}; {origin}")
+    ran = "applied" if result.applied else "not run (--apply runs it)"
+    say(f"{state / 'current'} -> {result.folder.name}; {result.folder / 'apply.sh'} {ran}")
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     parser = _parser()
@@ -601,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_explain(args, console))
         if args.command == "status":
             return int(_status(args, console))
+        if args.command == "cycle":
+            return int(_cycle(args, console, err))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

@@ -239,3 +239,84 @@ def test_replan_keeps_the_frozen_period_and_moves_the_rest():
     assert fresh_g[("b1", "2026-11-02")] > before[("b1", "2026-11-02")]  # weights matter
     assert after[("b1", "2026-11-03")] > before[("b1", "2026-11-03")]
     assert check_plan(replanned.plan.body, sc, first.plan.body) == []
+
+
+def test_a_frozen_opportunistic_grant_yields_to_a_project_that_has_budget_again():
+    # One node of 8 GPUs, daily periods; replan at as_of 11-03 of a plan made at 11-02.
+    # a (no budget) wants 8 GPUs, b (budget 144 NGH) 4 GPUs, every day. The previous plan
+    # spent b's budget as 96 GPU-hours on 11-02 and 48 on 11-03, and filled 11-03 with
+    # 144 opportunistic GPU-hours of a. But b ran nothing on 11-02 (no usage), so at 11-03
+    # b has all 144 NGH left and wants 96 GPU-hours there.
+    # Frozen period 11-03: b's 48 guaranteed stay (≥ 48); a's opportunistic grant is kept
+    # only in the room beyond what b may still take, 192 − max(48, min(96, 144)) = 96.
+    # So b gets 96 guaranteed and a 96 opportunistic. Runner-up (the old rule: both grants
+    # kept as bounds): b 48, a 144, capacity full while b has budget and lacks 48 —
+    # a rule-4 violation, and the replan failed with exit 1.
+    org = [("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)]
+    demand = [("a", "c1", "2026-11-02", "2026-11-04", 8),
+              ("b", "c1", "2026-11-02", "2026-11-04", 4)]
+    sc = scenario(org=org, budgets=[("b", 144.0)], demand=demand, as_of="2026-11-03",
+                  quarter_end="2026-11-04")
+    day = {"2026-11-02": "2026-11-03T00:00:00Z", "2026-11-03": "2026-11-04T00:00:00Z"}
+    previous = {
+        "as_of": "2026-11-02T00:00:00Z",
+        "periods": [{"start": f"{d}T00:00:00Z", "end": end} for d, end in day.items()],
+        "allocations": [
+            {"project": "b", "cluster": "c1", "period_start": "2026-11-02T00:00:00Z",
+             "gpu_hours": 96.0, "kind": "guaranteed"},
+            {"project": "a", "cluster": "c1", "period_start": "2026-11-02T00:00:00Z",
+             "gpu_hours": 96.0, "kind": "opportunistic"},
+            {"project": "b", "cluster": "c1", "period_start": "2026-11-03T00:00:00Z",
+             "gpu_hours": 48.0, "kind": "guaranteed"},
+            {"project": "a", "cluster": "c1", "period_start": "2026-11-03T00:00:00Z",
+             "gpu_hours": 144.0, "kind": "opportunistic"}],
+        "reservations": []}
+    run = plan_scenario(sc, MODEL, previous=previous)
+    assert grants(run) == pytest.approx({("b", "2026-11-03"): 96.0})
+    assert grants(run, "opportunistic") == pytest.approx({("a", "2026-11-03"): 96.0})
+    assert check_plan(run.plan.body, sc, previous) == []
+
+
+def test_a_frozen_opportunistic_grant_turns_guaranteed_when_its_project_has_budget():
+    # Same cell, one project a, budget 100 NGH, 8 GPUs wanted. The previous plan gave a
+    # 192 opportunistic GPU-hours on 11-03 (its budget was spent then); with no usage, a
+    # now has 100 NGH left. The kept total (192) stays, re-decided: 100 guaranteed (all
+    # the budget) and 92 opportunistic. Runner-up (opportunistic kept as a bound on o):
+    # 192 opportunistic while a has budget left — a rule-4 violation.
+    org = [("t", "", 1.0), ("a", "t", 1.0)]
+    sc = scenario(org=org, budgets=[("a", 100.0)], as_of="2026-11-03",
+                  quarter_end="2026-11-04",
+                  demand=[("a", "c1", "2026-11-02", "2026-11-04", 8)])
+    previous = {
+        "as_of": "2026-11-02T00:00:00Z",
+        "periods": [{"start": "2026-11-03T00:00:00Z", "end": "2026-11-04T00:00:00Z"}],
+        "allocations": [{"project": "a", "cluster": "c1", "period_start": "2026-11-03T00:00:00Z",
+                         "gpu_hours": 192.0, "kind": "opportunistic"}],
+        "reservations": []}
+    run = plan_scenario(sc, MODEL, previous=previous)
+    assert grants(run) == pytest.approx({("a", "2026-11-03"): 100.0})
+    assert grants(run, "opportunistic") == pytest.approx({("a", "2026-11-03"): 92.0})
+
+
+def test_a_frozen_reservation_that_no_longer_fits_the_budget_is_placed_afresh():
+    # r1: 1 node of 8 GPUs for 24 h = 192 NGH, planned on 11-03 by a plan made on 11-02
+    # (the replan's frozen first period). p's budget has since been cut to 100 NGH: kept,
+    # r1 would break rule 4 (192 > 100). Not yet running, it is not held by rule 6, so
+    # the replan places its request afresh: no budget for it, so unplaced ("budget"), and
+    # p's 100 NGH go to its elastic demand (4 GPUs x 24 h = 96 GPU-hours, guaranteed).
+    # Runner-up (the old rule, keep every frozen start): r1 kept, rule 4 broken, exit 1.
+    org = [("t", "", 1.0), ("p", "t", 1.0)]
+    sc = scenario(org=org, budgets=[("p", 100.0)], as_of="2026-11-03", quarter_end="2026-11-04",
+                  demand=[("p", "c1", "2026-11-03", "2026-11-04", 4)],
+                  reservations=[("r1", "p", "c1", 1, 24, "2026-11-02", "2026-11-04")])
+    previous = {
+        "as_of": "2026-11-02T00:00:00Z",
+        "periods": [{"start": "2026-11-03T00:00:00Z", "end": "2026-11-04T00:00:00Z"}],
+        "allocations": [],
+        "reservations": [{"request_id": "r1", "project": "p", "cluster": "c1", "nodes": 1,
+                          "start": "2026-11-03T00:00:00Z", "end": "2026-11-04T00:00:00Z"}]}
+    run = plan_scenario(sc, MODEL, previous=previous)
+    assert run.plan.reservations == []
+    assert [u["request_id"] for u in run.plan.body["unplaced"]] == ["r1"]
+    assert grants(run) == pytest.approx({("p", "2026-11-03"): 96.0})
+    assert check_plan(run.plan.body, sc, previous) == []

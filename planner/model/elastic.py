@@ -18,7 +18,8 @@ GPU-hours taken away from the previous plan.
     (F) fair_share_e:   g_e + s_e ≥ τ_e                                   ∀ e with τ_e > 0
     (P) spend_pt:       c_pt − c_p,t−1 − Σ_k r_k g_pkt = 0;   pace_pt: a_pt − c_pt ≥ −π_pt
     (C) churn_e:        g_e + o_e + m_e ≥ min(q_e, d_e)                    ∀ e with q_e > 0
-    (6) frozen:         g_e ≥ q^g_e, o_e ≥ q^o_e in the frozen leading periods (bounds)
+    (6) frozen:         g_e ≥ ℓ^g_e (bound); frozen_e: g_e + o_e ≥ ℓ^g_e + ℓ^o_e (row)
+                        in the frozen leading periods, ℓ from the previous plan (below)
 
     max  G Σ g + O Σ o − F Σ s − P/(|T| r_max) Σ a − C Σ m
 
@@ -29,6 +30,17 @@ GPU-hour from opportunistic to a project within budget gains ≥ G − O − P �
 so opportunistic work only takes capacity nobody within budget wants (rule 4);
 and O − C > 0 fills the rest (rule 5). Hence the fair-share and pacing terms only
 choose among plans that already keep every GPU busy.
+
+Frozen periods (6) keep the previous plan's grants only as far as they stay valid
+today: ℓ^g_e = the previous guaranteed grant (capped by demand), scaled down where
+today's capacity or budget left no longer holds it; ℓ^o_e = the previous
+opportunistic grant, but only inside the room a cell has beyond what every project
+within budget could still take there (min(d_e, H_p / r_k) each): opportunistic work
+is preemptible, and a frozen grant that crowded out a project with budget left
+would break rule 4 (usage below the plan, or a reservation placed in the frozen
+period, gives a project budget or takes capacity the previous plan did not know of).
+The kept total is a row, not a bound on o, so a project that has budget again
+turns its kept opportunistic hours into guaranteed ones.
 
 Solved by HiGHS by default, or by any solver PuLP reaches (``solver.lp_solver``,
 ``planner run --solver``): the same built matrix either way (:mod:`planner.model.backends`).
@@ -75,8 +87,16 @@ def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def frozen_lower_bounds(problem: Problem, e, available: np.ndarray,
-                        headroom: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(6) Grants kept from the previous plan in its frozen periods, within today's room."""
+                        headroom: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(6) ℓ^g, ℓ^o: the previous plan's grants in its frozen periods that stay valid today.
+
+    Guaranteed grants are capped by demand, then scaled down per cell where they no
+    longer fit the capacity reservations leave, and per project where they no longer
+    fit the budget left. Opportunistic grants are kept only in the room a cell has
+    once every project within budget (``headroom`` > 0) could take all it may there,
+    min(d_e, H_p / r_k), beside the kept guaranteed grants: they can then never stand
+    where a project with budget left lacks GPU-hours (rule 4).
+    """
     p, k, t = e
     zeros = np.zeros(len(p))
     prev = problem.previous
@@ -86,26 +106,47 @@ def frozen_lower_bounds(problem: Problem, e, available: np.ndarray,
     keep = (t < frozen) & prev.covered[t]
     dem = problem.dem[p, k, t]
     lo_g = np.where(keep, np.minimum(prev.guaranteed[p, k, t], dem), 0.0)
-    lo_o = np.where(keep, np.minimum(prev.opportunistic[p, k, t], dem - lo_g), 0.0)
-    # scale down where capacity or budget changed so the kept part still fits
     load = np.zeros_like(available)
-    np.add.at(load, (k, t), lo_g + lo_o)
+    np.add.at(load, (k, t), lo_g)
     factor = np.where(load > available, available / np.maximum(load, 1e-12), 1.0)[k, t]
-    lo_g, lo_o = lo_g * factor, lo_o * factor
+    lo_g = lo_g * factor
     spend = np.zeros(len(headroom))
     np.add.at(spend, p, lo_g * problem.rate[k])
     room = np.maximum(headroom, 0.0)
-    shrink = np.where(spend > room, room / np.maximum(spend, 1e-12), 1.0)[p]
-    return lo_g * shrink, lo_o
+    lo_g = lo_g * np.where(spend > room, room / np.maximum(spend, 1e-12), 1.0)[p]
+    # what each project within budget could still claim in the cell, at most its demand
+    rate = np.maximum(problem.rate[k], 1e-12)
+    within = np.where(room[p] > 0.0, np.minimum(dem, room[p] / rate), 0.0)
+    claimed = np.zeros_like(available)
+    np.add.at(claimed, (k, t), np.maximum(lo_g, within))
+    spare = np.maximum(available - claimed, 0.0)
+    lo_o = np.where(keep, np.minimum(prev.opportunistic[p, k, t], dem - lo_g), 0.0)
+    wanted = np.zeros_like(available)
+    np.add.at(wanted, (k, t), lo_o)
+    lo_o = lo_o * np.where(wanted > spare, spare / np.maximum(wanted, 1e-12), 1.0)[k, t]
+    return lo_g, lo_o
 
 
 def add_grant_columns(lp: LpBuilder, problem: Problem, e, lower: tuple) -> tuple:
-    """g_e, o_e with (2)'s per-column part as bounds: 0 ≤ g_e, o_e ≤ d_e."""
+    """g_e, o_e with (2)'s per-column part as bounds: ℓ^g_e ≤ g_e ≤ d_e, 0 ≤ o_e ≤ d_e."""
     w = problem.model.objective
     d = problem.dem[e]
     g = lp.add_columns("guaranteed", lower[0], d, w.guaranteed, keys=keys(problem, *e))
-    o = lp.add_columns("opportunistic", lower[1], d, w.opportunistic, keys=keys(problem, *e))
+    o = lp.add_columns("opportunistic", np.zeros(len(d)), d, w.opportunistic,
+                       keys=keys(problem, *e))
     return g, o
+
+
+def add_frozen(lp: LpBuilder, problem: Problem, e, g, o, lower: tuple) -> None:
+    """(6) The grants kept in frozen periods, guaranteed or opportunistic as budgets now say."""
+    total = lower[0] + lower[1]
+    has = np.nonzero(lower[1] > 1e-9)[0]  # where ℓ^o = 0, g's bound already holds the total
+    if len(has) == 0:
+        return
+    row = np.arange(len(has))
+    lp.add_rows("frozen", total[has], np.full(len(has), INF), np.concatenate([row, row]),
+                np.concatenate([g[has], o[has]]), 1.0,
+                keys=keys(problem, *(index[has] for index in e)))
 
 
 def add_capacity(lp: LpBuilder, problem: Problem, e, g, o, available: np.ndarray
@@ -204,8 +245,9 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours)."""
     e = elastic_triples(problem)
     lp = LpBuilder()
-    g, o = add_grant_columns(lp, problem, e,
-                             frozen_lower_bounds(problem, e, available, headroom))
+    frozen = frozen_lower_bounds(problem, e, available, headroom)
+    g, o = add_grant_columns(lp, problem, e, frozen)
+    add_frozen(lp, problem, e, g, o, frozen)
     add_capacity(lp, problem, e, g, o, available)
     add_demand(lp, problem, e, g, o)
     budget_projects = add_budget(lp, problem, e, g, headroom)

@@ -267,23 +267,40 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
 
 
 def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
-           projects: dict[str, int], clusters: dict[str, int],
-           starts: list[pd.Timestamp]) -> tuple[FixedReservation, ...]:
-    """Rule 6: reservations started by ``as_of`` keep running; frozen periods keep starts."""
+           projects: dict[str, int], clusters: dict[str, int], starts: list[pd.Timestamp],
+           left: np.ndarray, ngh_per_hour: np.ndarray) -> tuple[FixedReservation, ...]:
+    """Rule 6: reservations started by ``as_of`` keep running; frozen periods keep starts.
+
+    A reservation that has not started yet is kept by the frozen periods only while it
+    still fits the budget its project has ``left`` (NGH, after usage and the running
+    ones), in start order; otherwise its request is placed afresh (or left unplaced).
+    ``ngh_per_hour[k]`` is one node-hour of cluster k in NGH.
+    """
     if previous is None:
         return ()
     as_of = scenario.config.as_of
     frozen_until = starts[min(model.contract.frozen_periods, len(starts)) - 1] if starts else as_of
-    out = []
+    running, frozen = [], []
     for r in previous.get("reservations", []):
         start, end = pd.Timestamp(r["start"]), pd.Timestamp(r["end"])
-        if end <= as_of:
+        if end <= as_of or r["project"] not in projects or r["cluster"] not in clusters:
             continue
-        running = start < as_of
-        frozen = model.contract.frozen_periods > 0 and start <= frozen_until
-        if (running or frozen) and r["project"] in projects and r["cluster"] in clusters:
-            out.append(FixedReservation(r["request_id"], projects[r["project"]],
-                                            clusters[r["cluster"]], int(r["nodes"]), start, end))
+        kept = FixedReservation(r["request_id"], projects[r["project"]],
+                                clusters[r["cluster"]], int(r["nodes"]), start, end)
+        if start < as_of:
+            running.append(kept)
+        elif model.contract.frozen_periods > 0 and start <= frozen_until:
+            frozen.append(kept)
+    left = left.astype(float).copy()
+    cost = lambda f: (f.nodes * ngh_per_hour[f.cluster]  # noqa: E731
+                      * (f.end - max(f.start, as_of)).total_seconds() / 3600)
+    for f in running:
+        left[f.project] -= cost(f)
+    out = list(running)
+    for f in sorted(frozen, key=lambda f: (f.start, f.request_id)):
+        if cost(f) <= left[f.project] + 1e-6:
+            left[f.project] -= cost(f)
+            out.append(f)
     return tuple(sorted(out, key=lambda f: f.request_id))
 
 
@@ -336,7 +353,8 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     lookback = lookback_of(scenario, model)
     used, past = _usage_arrays(scenario, p_index, k_index, rate,
                                _lookback_periods(lookback, scenario))
-    fixed = _fixed(scenario, model, previous, p_index, k_index, starts)
+    fixed = _fixed(scenario, model, previous, p_index, k_index, starts, budget - used,
+                   gpn * rate)
     # requests kept from the previous plan, or already run to their end under it, are not
     # placed again
     done = {r["request_id"] for r in (previous or {}).get("reservations", [])

@@ -1,0 +1,280 @@
+"""The planning cycle (``planner cycle``): ingest → plan from the last plan → export → apply.sh.
+
+One call per planning period (a cron job or systemd timer runs it), keeping the plan
+history in a state folder ``DIR``::
+
+    DIR/plans/<as_of>/plan.json       the plan, checked (rules 1-6) before it is kept
+                     /summary.txt
+                     /slurm/slurm-apply.sh       with a previous plan: only the changes
+                     /kueue/kueue-<period>.yaml  (and index.yaml)
+                     /json/executor-view.json
+                     /apply.sh         applies the exports (kubectl apply --prune ...)
+                     /cycle.json       what the cycle was: as_of, previous, model, exports
+    DIR/current -> plans/<as_of>      the plan in force (a symlink, swapped atomically)
+
+``<as_of>`` is the time with ``:`` as ``-`` (``2026-11-25T00-00-00Z``); a re-run for the same
+``as_of`` whose outputs differ gets ``<as_of>-2``, ``-3``… so no kept folder is ever
+rewritten. The cycle's folder is written complete under a hidden name and renamed into
+``plans/``; only then does ``current`` move to it (with ``apply``: once ``apply.sh``
+succeeded). A cycle that fails at any step leaves ``current`` where it was.
+
+The previous plan is ``current``'s when it is older than this ``as_of``; when it has the
+same ``as_of`` (a re-run) it is the plan ``current`` was itself made from, so a second run
+with the same inputs gives the same bytes and keeps the folder (idempotent). A ``current``
+planned later than this ``as_of`` is a conflict (:mod:`planner.replan`), like every other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from planner.config import ModelConfig
+from planner.errors import InputError, InputProblem
+from planner.exporters.files import export_files
+from planner.exporters.kueue import prune_selector
+from planner.exporters.validate import export_problems
+from planner.inputs import Scenario
+from planner.inputs.load import load_scenario
+from planner.plan.write import plan_bytes, write_files
+from planner.replan import previous_conflicts, stale_usage
+from planner.run import PlanRun, demand_by_cell, load_previous, parse_as_of, plan_scenario
+from planner.summary import summary_text
+from planner.times import iso
+
+PLANS = "plans"
+CURRENT = "current"
+MANIFEST = "cycle.json"
+APPLY = "apply.sh"
+AFRESH = ("move {current} aside to start afresh (the history in plans/ stays; the next cycle "
+          "plans without a previous plan, and its running reservations are not kept)")
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    """What one cycle did."""
+
+    as_of: pd.Timestamp
+    folder: Path  # DIR/plans/<as_of>, the plan now current
+    previous: Path | None  # the folder of the plan it replanned
+    unchanged: bool  # a re-run that gave the same bytes as the kept folder
+    ingest_lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    applied: bool
+
+
+def stamp(as_of: pd.Timestamp) -> str:
+    """``2026-11-25T00-00-00Z``: the folder name of a plan as of that time."""
+    return iso(as_of).replace(":", "-")
+
+
+def floor_to_grid(now: pd.Timestamp, scenario: Scenario) -> pd.Timestamp:
+    """``now`` floored to the scenario's period grid (anchored at ``quarter_start``)."""
+    cfg = scenario.config
+    step = pd.Timedelta(hours=cfg.period_hours)
+    return cfg.quarter_start + step * ((now - cfg.quarter_start) // step)
+
+
+def current_folder(state: Path) -> Path | None:
+    """The folder ``DIR/current`` points at, or ``None`` before the first cycle."""
+    link = state / CURRENT
+    if not link.is_symlink() and not link.exists():
+        return None
+    target = link.resolve()
+    if not (target / "plan.json").is_file() or not (target / MANIFEST).is_file():
+        raise InputError([InputProblem(str(link), None, None,
+                                       f"points at {str(target)!r}, which holds no finished "
+                                       "cycle (plan.json and cycle.json); point it at a "
+                                       f"folder in {state / PLANS} or move it aside")])
+    return target
+
+
+def manifest(folder: Path) -> dict:
+    """A kept cycle's ``cycle.json``."""
+    return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+
+
+def _previous_folder(state: Path, as_of: pd.Timestamp) -> Path | None:
+    """The folder of the plan to replan from (see the module docstring)."""
+    current = current_folder(state)
+    if current is None:
+        return None
+    record = manifest(current)
+    if pd.Timestamp(record["as_of"]) == as_of:  # a re-run: plan from what current came from
+        return state / PLANS / record["previous"] if record["previous"] else None
+    return current
+
+
+def apply_script(plan: dict, exports: dict[str, dict[str, bytes]]) -> str:
+    """``apply.sh``: run the Slurm script, ``kubectl apply --prune`` each Kueue file.
+
+    Every value is shell-quoted; the header names the plan with JSON escapes, so no id can
+    end the comment. Per-cluster Kueue sets (``index.yaml`` lists a ``cluster`` per file)
+    go to the kubeconfig context named after their cluster.
+    """
+    lines = ["#!/usr/bin/env bash",
+             f"# gpu-planner cycle: apply the plan {json.dumps(plan['scenario'])} as of "
+             f"{plan['as_of']} (written by planner cycle; re-running converges)",
+             "set -euo pipefail",
+             'cd "$(dirname "$0")"']
+    if "slurm" in exports:
+        lines.append("./slurm/slurm-apply.sh")
+    if "kueue" in exports:
+        index = yaml.safe_load(exports["kueue"]["index.yaml"])
+        selector = shlex.quote(prune_selector(plan))  # the labels the exporter wrote
+        for entry in index["periods"]:
+            context = (f"--context {shlex.quote(entry['cluster'])} " if "cluster" in entry
+                       else "")
+            lines.append(f"kubectl {context}apply --prune -l {selector} "
+                         f"-f {shlex.quote('kueue/' + entry['file'])}")
+    if "json" in exports:
+        lines.append("# json/executor-view.json is read by the executor; nothing to apply")
+    if len(lines) == 4:
+        lines.append("# no exports (planner cycle --export slurm,kueue,json): nothing to apply")
+    return "\n".join(lines) + "\n"
+
+
+def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
+                targets: list[str], model: ModelConfig,
+                demand: dict[tuple[str, str], float]) -> dict[str, dict[str, bytes]]:
+    """Subfolder ('' for the top) → file name → bytes of one cycle's folder."""
+    plan = run.plan.body
+    org = run.problem.scenario.org
+    exports = {t: export_files(plan, t, org, 1, previous if t == "slurm" else None)
+               for t in targets}
+    record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
+              "previous": previous_name, "model": model.name, "exports": targets}
+    top = {"plan.json": plan_bytes(run.plan),
+           "summary.txt": summary_text(plan, org, demand).encode(),
+           APPLY: apply_script(plan, exports).encode(),
+           MANIFEST: (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode()}
+    return {"": top, **exports}
+
+
+def _same(folder: Path, files: dict[str, dict[str, bytes]]) -> bool:
+    """Whether ``folder`` holds exactly ``files``."""
+    wanted = {os.path.join(sub, name): data for sub, named in files.items()
+              for name, data in named.items()}
+    held = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    return held == set(wanted) and all((folder / k).read_bytes() == v for k, v in wanted.items())
+
+
+def _keep(state: Path, as_of: pd.Timestamp, files: dict[str, dict[str, bytes]]
+          ) -> tuple[Path, bool]:
+    """Write the cycle's folder completely, then rename it into ``plans/``.
+
+    Returns the folder and whether an identical one was already kept (nothing written).
+    """
+    plans = state / PLANS
+    plans.mkdir(parents=True, exist_ok=True)
+    base = stamp(as_of)
+    candidates = [plans / base, *sorted(plans.glob(f"{base}-*"),
+                                        key=lambda p: int(p.name.rsplit("-", 1)[1])
+                                        if p.name.rsplit("-", 1)[1].isdigit() else 0)]
+    for folder in candidates:
+        if folder.is_dir() and _same(folder, files):
+            return folder, True
+    staging = plans / f".{base}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for sub, named in files.items():
+            write_files(staging / sub if sub else staging, named)
+        n = 1
+        while True:
+            target = plans / (base if n == 1 else f"{base}-{n}")
+            if not target.exists():
+                break
+            n += 1
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target, False
+
+
+def make_current(state: Path, folder: Path) -> None:
+    """Point ``DIR/current`` at ``folder`` (relative link, swapped in one rename)."""
+    tmp = state / f".{CURRENT}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    os.symlink(os.path.relpath(folder, state), tmp)
+    os.replace(tmp, state / CURRENT)
+
+
+def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
+              as_of: str | None = None, source: tuple[str, Path] | None = None,
+              targets: list[str] | tuple[str, ...] = (), apply: bool = False,
+              now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
+              progress: Callable[[str], None] | None = None) -> CycleResult:
+    """One planning cycle into ``state``; ``current`` moves only when every step succeeded.
+
+    Raises :class:`InputError` (bad input, a conflict with the previous plan),
+    :class:`SolverError` (no valid plan) or :class:`ApplyError`.
+    ``as_of`` defaults to ``now()`` floored to the period grid (the only clock read).
+    ``source``: ("sacct" | "kueue", accounting file) ingested into the scenario's
+    ``usage.csv`` first, its running jobs counted up to ``as_of``.
+    """
+    step = progress or (lambda _msg: None)
+    scenario_dir, state = Path(scenario_dir), Path(state)
+    targets = list(targets)
+    scenario = load_scenario(scenario_dir)
+    stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
+                else parse_as_of(iso(floor_to_grid(now(), scenario)), scenario))
+    ingest_lines: tuple[str, ...] = ()
+    if source is not None:
+        from planner.ingest import ingest_usage
+
+        step(f"ingesting {source[1]}")
+        report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
+        ingest_lines = tuple(report.lines())
+        scenario = load_scenario(scenario_dir)
+    scenario = scenario.with_as_of(stamp_at)
+    previous_dir = _previous_folder(state, stamp_at)
+    previous = None
+    warnings: list[str] = []
+    if previous_dir is not None:
+        label = str(previous_dir / "plan.json")
+        previous = load_previous(previous_dir / "plan.json")
+        afresh = AFRESH.format(current=state / CURRENT)
+        problems = previous_conflicts(previous, label, scenario, afresh=afresh)
+        if "slurm" in targets:
+            problems += export_problems(previous, label, scenario.org)
+        if problems:
+            raise InputError(problems)
+        stale = stale_usage(previous, scenario)
+        if stale:
+            warnings.append(stale)
+    step("planning")
+    run = plan_scenario(scenario, model, previous, step)
+    files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
+                        model, demand_by_cell(run))
+    step("writing the cycle")
+    folder, unchanged = _keep(state, stamp_at, files)
+    applied = False
+    if apply:
+        step(f"running {folder / APPLY}")
+        done = subprocess.run([str(folder / APPLY)], check=False)
+        if done.returncode != 0:
+            raise ApplyError(folder, done.returncode)
+        applied = True
+    make_current(state, folder)
+    return CycleResult(stamp_at, folder, previous_dir, unchanged, ingest_lines,
+                       tuple(warnings), applied)
+
+
+class ApplyError(Exception):
+    """``apply.sh`` failed: the plan is kept in the history but is not made current."""
+
+    def __init__(self, folder: Path, code: int):
+        self.folder, self.code = folder, code
+        super().__init__(f"{folder / APPLY} exited {code}: the plan is kept in {folder} but "
+                         "not made current; fix the executor, then run the cycle again (or "
+                         f"run {folder / APPLY} by hand and point current at it)")
