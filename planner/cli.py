@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
                                            "scenario's usage.csv, once per job")
     ingest.add_argument("source", choices=("sacct", "kueue"),
                         help="sacct: `sacct --parsable2 --noheader --allocations "
-                             "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State`; "
+                             "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS`; "
                              "kueue: `kubectl get workloads -A -o json`")
     ingest.add_argument("file", help="the saved output")
     ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),

@@ -25,6 +25,7 @@ from planner.ingest.records import (
     NO_GPU,
     NO_TIME,
     NOT_ADMITTED,
+    OPPORTUNISTIC,
     OUTSIDE,
     PENDING,
     STALE,
@@ -539,3 +540,22 @@ def test_the_report_names_the_first_jobs_of_a_long_list_and_counts_the_rest(tmp_
     (line,) = [x for x in report.lines() if "no GPU" in x]
     assert line.startswith("  skipped, no GPU (60): 1 (row 1, cpu=1), 2 (row 2, cpu=1)")
     assert line.endswith("50 (row 50, cpu=1) … and 10 more")
+
+
+def test_sacct_with_qos_skips_opportunistic_jobs_and_charges_the_rest(tmp_path: Path):
+    # the eighth field, QOS: p1's job under gp-opportunistic ran beyond its budget and is
+    # charged to none (UsageFactor=0 in Slurm too), so it is reported, not written; p2's job
+    # under its budget QOS is written as usual (4 GPUs x 12 h)
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        "JobIDRaw|Account|Partition|AllocTRES|Start|End|State|QOS\n"
+        "2001|p1|h100-a|gres/gpu=8|2026-11-01T00:00:00|2026-11-01T12:00:00|COMPLETED|"
+        "gp-opportunistic\n"
+        "2002|p2|h100-a|gres/gpu=4|2026-11-01T00:00:00|2026-11-01T12:00:00|COMPLETED|gp-p2\n")
+    folder = scenario(tmp_path)
+    report = ingest_usage(folder, "sacct", path, now=NOW)
+    assert report.counts["added"] == 1
+    assert dict(report.skipped) == {OPPORTUNISTIC: ("2001 (row 2, p1)",)}
+    added = [line for line in usage_text(folder).splitlines() if line.startswith("slurm:")]
+    assert added == ["slurm:h100-a:2002,p2,h100-a,4,2026-11-01T00:00:00Z,"
+                     "2026-11-01T12:00:00Z,"]

@@ -21,6 +21,7 @@ import pytest
 
 from planner.cli import main
 from planner.ingest import ingest_usage
+from planner.ingest.records import OPPORTUNISTIC
 from planner.ingest.sacct import COMMAND
 from planner.times import iso
 from tests.system import REQUIRED, need
@@ -58,7 +59,7 @@ def _scenario(folder: Path, today: pd.Timestamp) -> Path:
 def _sacct_rows(slurm) -> dict[str, dict[str, str]]:
     """The exact command of the issue (as root: every job is root's), by JobIDRaw."""
     out = slurm.run(*COMMAND.split()).stdout
-    fields = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State")
+    fields = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State", "QOS")
     return {line.split("|")[0]: dict(zip(fields, line.split("|"), strict=True))
             for line in out.splitlines() if line}
 
@@ -129,7 +130,7 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
     if os.geteuid() != 0:
         (pytest.fail if REQUIRED else pytest.skip)(f"not root: {why} runs its daemons as root")
     assert COMMAND == ("sacct --parsable2 --noheader --allocations "
-                       "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State")
+                       "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS")
     today = pd.Timestamp.now(tz="UTC").floor("D")
     folder = _scenario(tmp_path / "scenario", today)
     # the plan and its Slurm script, as an admin makes them
@@ -152,14 +153,18 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
         odd = sbatch(ACCOUNT["=P 3"], "c2", "--gres=gpu:3", "--wrap", "sleep 1")
         running = sbatch("p2", "c1", "--gres=gpu:1", "--wrap", "sleep 300")
         cpu_only = sbatch("p1", "c2", "--wrap", "true")
+        # beyond budget: the exporter's opportunistic QOS, charged to no budget
+        opportunistic = sbatch("p1", "c2", "--qos=gp-opportunistic", "--gres=gpu:1",
+                               "--wrap", "sleep 1")
+        finished = (done, odd, cpu_only, opportunistic)
 
         def settled():
             rows = _sacct_rows(slurm)
-            states = {j: rows.get(j, {}).get("State") for j in (done, odd, cpu_only, running)}
-            return rows if (states[done] == states[odd] == states[cpu_only] == "COMPLETED"
+            states = {j: rows.get(j, {}).get("State") for j in (*finished, running)}
+            return rows if (all(states[j] == "COMPLETED" for j in finished)
                             and states[running] == "RUNNING") else None
 
-        _until("three jobs complete and one runs", settled)
+        _until("four jobs complete and one runs", settled)
         # both c1 nodes, one of which the running job holds: pending (Resources), and listed
         # by sacct (a job held by --begin in the future is not: not yet eligible)
         pending = sbatch("p2", "c1", "-N2", "--gres=gpu:4", "--wrap", "true")
@@ -185,6 +190,9 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
                                      f"{list(rows).index(cpu_only) + 1}, "
                                      f"{rows[cpu_only]['AllocTRES']})",)
         assert [s.split()[0] for s in skipped["never started (pending)"]] == [pending]
+        assert rows[opportunistic]["QOS"] == "gp-opportunistic"
+        assert skipped[OPPORTUNISTIC] == (
+            f"{opportunistic} (row {list(rows).index(opportunistic) + 1}, p1)",)
         for job, (project, cluster, gpus) in {done: ("p1", "c1", "2"), odd: ("=P 3", "c2", "3"),
                                               running: ("p2", "c1", "1")}.items():
             row = usage[ids[job]]

@@ -17,6 +17,7 @@ PENDING = "never started (pending)"
 NOT_ADMITTED = "not admitted"
 STEP = "a job step, not an allocation (run sacct with --allocations)"
 NO_GPU = "no GPU"
+OPPORTUNISTIC = "opportunistic (QOS gp-opportunistic: beyond budget, charged to no budget)"
 SEVERAL_FLAVORS = "pod sets on several GPU flavors"
 UNKNOWN_PROJECT = "unknown project"
 UNKNOWN_CLUSTER = "unknown cluster"
@@ -24,7 +25,7 @@ NO_TIME = "ran no time"
 OUTSIDE = "outside the quarter"
 STALE = "older than its row in usage.csv"
 CONFLICT = "differs from its finished row in usage.csv"
-REASONS = (PENDING, NOT_ADMITTED, STEP, NO_GPU, SEVERAL_FLAVORS, UNKNOWN_PROJECT,
+REASONS = (PENDING, NOT_ADMITTED, STEP, NO_GPU, OPPORTUNISTIC, SEVERAL_FLAVORS, UNKNOWN_PROJECT,
            UNKNOWN_CLUSTER, NO_TIME, OUTSIDE, STALE, CONFLICT)
 
 

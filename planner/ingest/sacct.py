@@ -4,7 +4,13 @@ The admin runs (``TZ=UTC``, so that times are UTC; a time without an offset is r
 UTC)::
 
     TZ=UTC sacct --parsable2 --noheader --allocations
-          --format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State   (one line)
+          --format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS   (one line)
+
+``QOS`` is optional (the seven fields without it are read too), and worth adding: a job
+that ran under the exporter's ``gp-opportunistic`` QOS is opportunistic work, beyond its
+project's budget and charged to none (the QOS has ``UsageFactor=0``), so it is reported
+and not written to ``usage.csv``. Without the field such jobs cannot be told apart and
+are charged to their project's budget like any other.
 
 What a line means here:
 
@@ -35,13 +41,23 @@ from pathlib import Path
 import pandas as pd
 
 from planner.errors import InputProblem
-from planner.ingest.records import NO_GPU, PENDING, STEP, ParsedSource, Skip, SourceJob
+from planner.exporters.slurm import OPPORTUNISTIC_QOS
+from planner.ingest.records import (
+    NO_GPU,
+    OPPORTUNISTIC,
+    PENDING,
+    STEP,
+    ParsedSource,
+    Skip,
+    SourceJob,
+)
 from planner.inputs.read import decode
 from planner.inputs.validate import DATE_HINT, parse_datetime
 
 FIELDS = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State")
+WITH_QOS = (*FIELDS, "QOS")  # the optional eighth field
 COMMAND = ("sacct --parsable2 --noheader --allocations "
-           f"--format={','.join(FIELDS)}")
+           f"--format={','.join(WITH_QOS)}")
 _JOB = re.compile(r"[0-9]+")
 _STEP = re.compile(r"[0-9]+\.[A-Za-z0-9_+-]+")
 _COUNT = re.compile(r"[0-9]+")
@@ -91,15 +107,17 @@ def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split("|")]
-        if row == 1 and tuple(c.lower() for c in cells) == tuple(f.lower() for f in FIELDS):
+        names = tuple(c.lower() for c in cells)
+        if row == 1 and names in (tuple(f.lower() for f in FIELDS),
+                                  tuple(f.lower() for f in WITH_QOS)):
             continue  # the header sacct prints without --noheader
-        if len(cells) != len(FIELDS):
+        if len(cells) not in (len(FIELDS), len(WITH_QOS)):
             problems.append(InputProblem(
                 label, row, None,
-                f"{len(cells)} fields but sacct's output has {len(FIELDS)} "
-                f"({'|'.join(FIELDS)}); make it with `{COMMAND}`"))
+                f"{len(cells)} fields but sacct's output has {len(FIELDS)} or {len(WITH_QOS)} "
+                f"({'|'.join(WITH_QOS)}); make it with `{COMMAND}`"))
             continue
-        found = dict(zip(FIELDS, cells, strict=True))
+        found = dict(zip(WITH_QOS[:len(cells)], cells, strict=True))
         job, problem_count = found["JobIDRaw"], len(problems)
         if not (_JOB.fullmatch(job) or _STEP.fullmatch(job)):
             problems.append(InputProblem(label, row, "JobIDRaw",
@@ -130,6 +148,8 @@ def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
             skipped.append(Skip(PENDING, job, row, found["State"]))
         elif not gpus:
             skipped.append(Skip(NO_GPU, job, row, found["AllocTRES"] or "no AllocTRES"))
+        elif found.get("QOS") == OPPORTUNISTIC_QOS:
+            skipped.append(Skip(OPPORTUNISTIC, job, row, found["Account"]))
         else:
             jobs.append(SourceJob(job, row, found["Account"], found["Partition"], float(gpus),
                                   start, end))
