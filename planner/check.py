@@ -224,7 +224,7 @@ def _budget_state(scenario: Scenario, alloc: pd.DataFrame, res: pd.DataFrame) ->
     reserved = (_overlap_hours(res["start"], res["end"], cfg.as_of, cfg.quarter_end)
                 * res["nodes"].to_numpy(dtype=float) * res["cluster"].map(gpn).to_numpy()
                 * res["cluster"].map(rate).to_numpy())
-    leaves = set(scenario.org["id"]) - set(scenario.org["parent"])
+    leaves = set(scenario.tree.leaves)
     named = set(budgets["project"]) | set(usage["project"]) | set(guaranteed["project"]) | set(
         res["project"])
     index = pd.Index(sorted(leaves) + sorted(named - leaves, key=str), dtype=object)
