@@ -190,12 +190,7 @@ def project_teams(tree: OrgTree) -> tuple[list[int], list[int]]:
 def budget_shares(sim) -> np.ndarray:
     """(P, K) GPUs of each cluster by budget share (see the module docstring), floats."""
     n_p, n_k = len(sim.projects), len(sim.cluster_ids)
-    budget = np.zeros(n_p)
-    index = sim.tree.leaf_index
-    for p, b in zip(sim.scenario.budgets["project"], sim.scenario.budgets["gpu_hours"],
-                    strict=True):
-        if p in index:
-            budget[index[p]] = float(b)
+    budget = sim.scenario.arrays.budget
     work = np.zeros((n_p, n_k))
     jobs = sim.jobs
     np.add.at(work, (np.array(jobs.project, dtype=np.int64),
