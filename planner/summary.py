@@ -35,16 +35,9 @@ def summary_text(plan: dict[str, Any], tree: OrgTree,
                  demand_total: dict[tuple[str, str], float], timings: str = "") -> str:
     """A fixed-width table by area and team, then unplaced reservations."""
     share = contended_share(plan, demand_total)
-    rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    for b in plan["budgets"]:
-        if b["project"] not in tree:
-            continue
-        for node in tree.ancestors(b["project"]):
-            acc = rows[node]
-            acc[0] += b["budget"]
-            acc[1] += b["used"]
-            acc[2] += b["planned"]
-            acc[3] += share.get(b["project"], 0.0)
+    rows = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"],
+                                       share.get(b["project"], 0.0)))
+                       for b in plan["budgets"])
     # internal nodes only (areas and teams), depth first, children in org order
     order = [(depth, node) for depth, node in tree.preorder() if not tree.is_project(node)]
     solver = plan["solver"]
@@ -58,7 +51,7 @@ def summary_text(plan: dict[str, Any], tree: OrgTree,
         f"{'contended':>11}",
     ]
     for depth, node in order:
-        budget, used, planned, contended = rows[node]
+        budget, used, planned, contended = rows.get(node, (0.0, 0.0, 0.0, 0.0))
         key = "  " * depth + node
         pct = 100 * (used + planned) / budget if budget else 0.0
         lines.append(f"{key:<36}{budget:>14,.0f}{used:>12,.0f}{planned:>12,.0f}{pct:>10.1f}%"

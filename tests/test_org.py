@@ -115,6 +115,17 @@ def test_a_1000_deep_chain_is_walked_without_recursion():
     assert int(tree.area[tree.index[last]]) == 0
 
 
+def test_sum_up_adds_each_item_to_its_node_and_ancestors():
+    # MIXED: solo | A → team → p1, A → p2. p1 reaches team and A; p2 reaches A;
+    # "ghost" is no node (skipped); "team" is reached only through p1.
+    tree = org(MIXED)
+    got = tree.sum_up([("p1", (1.0, 10.0)), ("p2", (2.0, 20.0)), ("solo", (4.0, 40.0)),
+                       ("ghost", (8.0, 80.0))])
+    assert got == {"p1": [1.0, 10.0], "team": [1.0, 10.0], "A": [3.0, 30.0],
+                   "p2": [2.0, 20.0], "solo": [4.0, 40.0]}
+    assert tree.sum_up([]) == {}
+
+
 @st.composite
 def trees(draw) -> list[tuple[str, str, float]]:
     """A random forest: node i's parent is an earlier node or none; rows then shuffled."""
@@ -150,6 +161,11 @@ def test_org_tree_invariants(rows):
     assert all(position[tree.parent_of(n)] < position[n] for n in tree.internal
                if tree.parent_of(n))
     assert set(tree.leaves) == set(parent) - set(tree.internal)
+    # sum_up item by item agrees with the vectorised subtree sum
+    values = np.arange(1.0, len(tree.leaves) + 1.0)
+    by_item = tree.sum_up((p, (v,)) for p, v in zip(tree.leaves, values, strict=True))
+    by_array = tree.subtree_sum(values)
+    assert all(by_item[n][0] == by_array[tree.index[n]] for n in parent)
     # the top-level children partition the leaves
     assert sorted(p for top in tree.children_of("") for p in tree.leaves_under(top)) == sorted(
         tree.leaves)
@@ -187,6 +203,8 @@ def test_the_sample_arrays_match_pandas():
         np.testing.assert_array_equal(getattr(arrays, name), values, err_msg=name)
     assert arrays.allowed.sum() < arrays.allowed.size  # the sample restricts some projects
     assert scenario.arrays is arrays and scenario.tree is scenario.tree  # built once
+    later = scenario.with_as_of(scenario.config.as_of + pd.Timedelta(days=1))
+    assert later.tree is scenario.tree and later.arrays is arrays  # as_of changes neither
     with pytest.raises(ValueError):
         arrays.budget[0] = 1.0  # read-only
 

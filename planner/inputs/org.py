@@ -29,6 +29,7 @@ computed once, on first use.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -259,6 +260,24 @@ class OrgTree:
             out.append((depth, self.ids[i]))
             stack += [(depth + 1, kid) for kid in reversed(self.children(i))]
         return tuple(out)
+
+    def sum_up(self, items: Iterable[tuple[str, Sequence[float]]]) -> dict[str, list[float]]:
+        """Per node, the sum of the ``(node, values)`` items at it or below it.
+
+        Each item's values are added to its node and to every ancestor, item by item in
+        the order given (so the floating-point sums do not depend on the tree's shape);
+        items whose node is not in the tree are skipped. Nodes no item reaches are absent.
+        For whole arrays over the leaves, :meth:`subtree_sum` is the vectorised form.
+        """
+        out: dict[str, list[float]] = {}
+        for node, values in items:
+            if node not in self.index:
+                continue
+            for at in (node, *self.ancestors(node)):
+                acc = out.setdefault(at, [0.0] * len(values))
+                for j, value in enumerate(values):
+                    acc[j] += value
+        return out
 
     # -- sums over subtrees --------------------------------------------------------------
 

@@ -78,7 +78,14 @@ class Scenario:
         return ScenarioArrays.from_scenario(self)
 
     def with_as_of(self, as_of: pd.Timestamp) -> Scenario:
-        """The same scenario planned from another date (``--as-of``)."""
+        """The same scenario planned from another date (``--as-of``).
+
+        The tree and the arrays do not depend on ``as_of``: the ones built already are kept.
+        """
         from dataclasses import replace
 
-        return replace(self, config=replace(self.config, as_of=as_of))
+        moved = replace(self, config=replace(self.config, as_of=as_of))
+        for name in ("tree", "arrays"):
+            if name in self.__dict__:
+                moved.__dict__[name] = self.__dict__[name]
+        return moved

@@ -25,7 +25,6 @@ beyond budget and shown apart.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -343,18 +342,11 @@ def cluster_weeks(plan: dict[str, Any], weeks_: tuple[Week, ...], granted: pd.Da
 def budget_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[BudgetRow, ...]:
     """The org tree as rows, depth first, with NGH summed up from the plan's projects."""
     tree = scenario.tree
-    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for b in plan["budgets"]:
-        if b["project"] not in tree:
-            continue
-        for node in (b["project"], *tree.ancestors(b["project"])):
-            acc = sums[node]
-            acc[0] += b["budget"]
-            acc[1] += b["used"]
-            acc[2] += b["planned"]
+    sums = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"]))
+                       for b in plan["budgets"])
     rows: list[BudgetRow] = []
     for depth, node in tree.preorder():  # depth first, children in org order; any depth
-        budget, used_, planned = sums[node]
+        budget, used_, planned = sums.get(node, (0.0, 0.0, 0.0))
         kids = tree.children_of(node)
         rows.append(BudgetRow(node, depth, not kids, tree.weight_of(node), budget, used_,
                               planned, kids))
