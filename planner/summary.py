@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import pandas as pd
+
 from planner.inputs.org import OrgTree
 
 
@@ -31,9 +33,13 @@ def contended_share(plan: dict[str, Any], demand_total: dict[tuple[str, str], fl
     return {p: v / total for p, v in by_project.items()} if total else {}
 
 
-def summary_text(plan: dict[str, Any], tree: OrgTree,
+def summary_text(plan: dict[str, Any], org: OrgTree | pd.DataFrame,
                  demand_total: dict[tuple[str, str], float], timings: str = "") -> str:
-    """A fixed-width table by area and team, then unplaced reservations."""
+    """A fixed-width table by area and team, then unplaced reservations.
+
+    ``org``: the scenario's tree (``scenario.tree``), or its ``org`` table, built into one.
+    """
+    tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     share = contended_share(plan, demand_total)
     rows = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"],
                                        share.get(b["project"], 0.0)))

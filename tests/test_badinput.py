@@ -50,14 +50,13 @@ def deep_org(org: pd.DataFrame, depth: int) -> pd.DataFrame:
 
 
 def test_summary_and_report_of_a_1000_deep_org(sample_plan, tmp_path: Path):
-    from planner.inputs.org import OrgTree
     from planner.reports.content import budget_rows
     from planner.reports.workbook import write_workbook
     from planner.summary import summary_text
 
     plan, org = sample_plan
     org = deep_org(org, 1000)
-    lines = summary_text(plan, OrgTree.from_frame(org), {}).splitlines()
+    lines = summary_text(plan, org, {}).splitlines()
     # every chain node and every area and team, depth first, indented two spaces a level
     assert lines[4].startswith("c0 ") and lines[1003].startswith("  " * 999 + "c999 ")
     scenario = replace(load_scenario(SAMPLE), org=org)
