@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from planner.fairshare.tree import OrgTree
+from planner.inputs.org import OrgTree
 from planner.simulate.philly import PHILLY_CSV, quarter_submits, read_philly, strategic_shares
 from planner.simulate.trace import offered_gpu_hours
 

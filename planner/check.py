@@ -111,7 +111,8 @@ def _reserved_hours(res: pd.DataFrame, clusters: pd.DataFrame,
 def _cells(scenario: Scenario, periods: pd.DataFrame, alloc: pd.DataFrame,
            res: pd.DataFrame) -> pd.DataFrame:
     """Every cluster × period: GPUs, ``hours``, ``granted`` and ``reserved`` GPU-hours."""
-    clusters = scenario.clusters[["cluster", "nodes", "gpus_per_node"]]
+    arrays = scenario.arrays
+    clusters = pd.DataFrame({"cluster": list(arrays.clusters), "gpus": arrays.gpus})
     grid = clusters.merge(periods[["start", "hours"]].rename(columns={"start": "period_start"}),
                           how="cross")
     granted = alloc.groupby(CELL)["gpu_hours"].sum().rename("granted")
@@ -125,7 +126,7 @@ def _cells(scenario: Scenario, periods: pd.DataFrame, alloc: pd.DataFrame,
 def check_capacity(scenario, periods, alloc, res) -> list[Violation]:
     """Rule 1: granted + reserved ≤ capacity per cluster and period."""
     grid = _cells(scenario, periods, alloc, res)
-    cap = grid["nodes"] * grid["gpus_per_node"] * grid["hours"]
+    cap = grid["gpus"] * grid["hours"]
     used = grid["granted"] + grid["reserved"]
     over = used > cap * (1 + TOL) + TOL
     return [Violation(1, f"{cluster} {start.isoformat()}: {u:.3f} "
@@ -135,7 +136,11 @@ def check_capacity(scenario, periods, alloc, res) -> list[Violation]:
 
 
 def _allowed(scenario: Scenario, frame: pd.DataFrame) -> np.ndarray:
-    """Per row of ``frame``: False where its project may use only other clusters."""
+    """Per row of ``frame``: False where its project may use only other clusters.
+
+    Read from ``budgets`` here, not from ``scenario.arrays.allowed`` (the mask the model
+    is built on), so that rule 2 is checked independently of that mask.
+    """
     budgets = scenario.budgets
     restricted = budgets[budgets["clusters"].map(len) > 0]
     pairs = restricted[["project", "clusters"]].explode("clusters").rename(
@@ -207,11 +212,9 @@ def _budget_state(scenario: Scenario, alloc: pd.DataFrame, res: pd.DataFrame) ->
     ``planned`` is guaranteed elastic GPU-hours plus reservations from ``as_of`` to
     quarter end, each × its cluster's rate.
     """
-    cfg = scenario.config
-    clusters = scenario.clusters
-    rate = pd.Series([cfg.rate(g) for g in clusters["gpu_type"]], index=clusters["cluster"],
-                     dtype=float)
-    gpn = pd.Series(clusters["gpus_per_node"].to_numpy(dtype=float), index=clusters["cluster"])
+    cfg, arrays = scenario.config, scenario.arrays
+    rate = pd.Series(arrays.rate, index=list(arrays.clusters), dtype=float)
+    gpn = pd.Series(arrays.gpus_per_node.astype(float), index=list(arrays.clusters))
     usage, budgets = scenario.usage, scenario.budgets
     used = (_overlap_hours(_ts_column(usage["start"]), _ts_column(usage["end"]),
                            cfg.quarter_start, cfg.as_of)
@@ -221,7 +224,7 @@ def _budget_state(scenario: Scenario, alloc: pd.DataFrame, res: pd.DataFrame) ->
     reserved = (_overlap_hours(res["start"], res["end"], cfg.as_of, cfg.quarter_end)
                 * res["nodes"].to_numpy(dtype=float) * res["cluster"].map(gpn).to_numpy()
                 * res["cluster"].map(rate).to_numpy())
-    leaves = set(scenario.org["id"]) - set(scenario.org["parent"])
+    leaves = set(scenario.tree.leaves)
     named = set(budgets["project"]) | set(usage["project"]) | set(guaranteed["project"]) | set(
         res["project"])
     index = pd.Index(sorted(leaves) + sorted(named - leaves, key=str), dtype=object)
@@ -270,8 +273,7 @@ def check_full_occupancy(scenario, periods, alloc, res, demand) -> list[Violatio
     One violation a cluster-period, naming the first waiting project in id order.
     """
     grid = _cells(scenario, periods, alloc, res)
-    grid["idle"] = (grid["nodes"] * grid["gpus_per_node"] * grid["hours"] - grid["granted"]
-                    - grid["reserved"])
+    grid["idle"] = grid["gpus"] * grid["hours"] - grid["granted"] - grid["reserved"]
     given = alloc.groupby(GRANT)["gpu_hours"].sum()
     cells = pd.DataFrame({"asked": demand,
                           "unmet": demand - given.reindex(demand.index, fill_value=0.0)})

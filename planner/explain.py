@@ -354,7 +354,7 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
     capacity = float(ctx.available[k, ctx.t] * ctx.problem.rate[k])
     levels = []
     parent = ""
-    for step in (*reversed(tree.ancestors(node)), node):
+    for step in tree.path(node):
         group = tree.top if not parent else tree.children(tree.index[parent])
         group = np.array(group, dtype=np.int64)
         demand, usage = node_demand[group], node_usage[group]
@@ -465,7 +465,7 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
         | (ctx.opportunistic[p, :, ctx.t] > 0)
     bindings = tuple(_binding(ctx, p, int(k), why) for k in np.flatnonzero(wants))
     forecast = why["used"] + why["planned"]
-    return ProjectWhy(project, (*reversed(problem.tree.ancestors(project)), project),
+    return ProjectWhy(project, problem.tree.path(project),
                       float(problem.tree.weight[problem.tree.index[project]]), why["budget"],
                       why["used"], why["planned"], why["planned_reserved"],
                       why["planned_opportunistic"], num(forecast), num(_pace(ctx, why["budget"])),
@@ -476,22 +476,17 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
 # --------------------------------------------------------------------------- a team
 
 
-def _leaves_under(ctx: Context, node: str) -> list[str]:
-    tree = ctx.problem.tree
-    return [p for p in tree.leaves if p == node or node in tree.ancestors(p)]
-
-
 def explain_team(ctx: Context, node: str) -> TeamWhy:
     """An internal node: its subtree totals, a line per child, its fill on each cluster."""
     tree = ctx.problem.tree
     totals = np.zeros(4)
-    for p in _leaves_under(ctx, node):
+    for p in tree.leaves_under(node):
         b = ctx.budgets[p]
         totals += [b["budget"], b["used"], b["planned"], b["planned_opportunistic"]]
     children = []
     for i in tree.children(tree.index[node]):
         child = tree.ids[i]
-        leaves = _leaves_under(ctx, child)
+        leaves = tree.leaves_under(child)
         figures = np.sum([[ctx.budgets[p][f] for f in ("budget", "used", "planned")]
                           for p in leaves], axis=0)
         rows = [tree.leaf_index[p] for p in leaves]
@@ -505,12 +500,12 @@ def explain_team(ctx: Context, node: str) -> TeamWhy:
             binding = ", ".join(kinds) if kinds else "no demand in this period"
         children.append(ChildLine(child, bool(tree.is_leaf[i]), float(tree.weight[i]),
                                   *(num(x) for x in figures), num(granted), binding))
-    rows = [tree.leaf_index[p] for p in _leaves_under(ctx, node)]
+    rows = [tree.leaf_index[p] for p in tree.leaves_under(node)]
     problem = ctx.problem
     wanted = problem.dem[rows, :, ctx.t].sum(axis=0) > 0
     levels = {problem.clusters[k]: fill_path(ctx, node, int(k)) for k in np.flatnonzero(wanted)}
     budget, used, planned, opportunistic = (num(x) for x in totals)
-    return TeamWhy(node, (*reversed(tree.ancestors(node)), node),
+    return TeamWhy(node, tree.path(node),
                    float(tree.weight[tree.index[node]]), budget, used, planned, opportunistic,
                    num(used + planned), num(_pace(ctx, budget)), tuple(children), levels)
 

@@ -115,12 +115,12 @@ def run_summary(run: PlanRun) -> str:
     """The terminal summary."""
     s = run.solution
     timings = f"build {s.build_seconds:.2f} s, solve {s.solve_seconds:.2f} s"
-    return summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run), timings)
+    return summary_text(run.plan.body, run.problem.tree, demand_by_cell(run), timings)
 
 
 def output_files(run: PlanRun) -> dict[str, bytes]:
     """plan.json and summary.txt as bytes (summary without timings: same bytes)."""
-    summary = summary_text(run.plan.body, run.problem.scenario.org, demand_by_cell(run))
+    summary = summary_text(run.plan.body, run.problem.tree, demand_by_cell(run))
     return {"plan.json": plan_bytes(run.plan), "summary.txt": summary.encode()}
 
 

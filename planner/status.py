@@ -108,18 +108,16 @@ def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
             reserved[r["project"]] = reserved.get(r["project"], 0.0) + r["nodes"] * gpn[
                 r["cluster"]]
     running = running_gpus(scenario, as_of)
-    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+    tree = scenario.tree
     rows = []
     for b in plan["budgets"]:
         p = b["project"]
-        path = [p]
-        while parent.get(path[0]):
-            path.insert(0, parent[path[0]])
+        path = tree.path(p) if p in tree else (p,)
         entitled = guaranteed.get(p, 0.0) + reserved.get(p, 0.0)
         opp = opportunistic.get(p, 0.0)
         forecast = b["used"] + b["planned"]
         rows.append(StatusRow(
-            p, tuple(path), num(entitled + opp), num(entitled), num(opp),
+            p, path, num(entitled + opp), num(entitled), num(opp),
             num(running.get(p, 0.0)), num(entitled - running.get(p, 0.0)), b["budget"],
             b["used"], b["planned"], b["planned_opportunistic"], num(forecast),
             num(forecast / b["budget"]) if b["budget"] else None,

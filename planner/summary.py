@@ -1,6 +1,6 @@
 """The human summary of a plan: per area and team, budget, used, planned, contended share.
 
-Takes only the plan and the org table; returns text (the CLI prints it).
+Takes only the plan and the org tree; returns text (the CLI prints it).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 import pandas as pd
+
+from planner.inputs.org import OrgTree
 
 
 def contended_share(plan: dict[str, Any], demand_total: dict[tuple[str, str], float]
@@ -31,33 +33,19 @@ def contended_share(plan: dict[str, Any], demand_total: dict[tuple[str, str], fl
     return {p: v / total for p, v in by_project.items()} if total else {}
 
 
-def summary_text(plan: dict[str, Any], org: pd.DataFrame,
+def summary_text(plan: dict[str, Any], org: OrgTree | pd.DataFrame,
                  demand_total: dict[tuple[str, str], float], timings: str = "") -> str:
-    """A fixed-width table by area and team, then unplaced reservations."""
-    parent = dict(zip(org["id"], org["parent"], strict=True))
-    children: dict[str, list[str]] = defaultdict(list)
-    for node, up in zip(org["id"], org["parent"], strict=True):
-        children[up].append(node)
+    """A fixed-width table by area and team, then unplaced reservations.
+
+    ``org``: the scenario's tree (``scenario.tree``), or its ``org`` table, built into one.
+    """
+    tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     share = contended_share(plan, demand_total)
-    rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    for b in plan["budgets"]:
-        node = b["project"]
-        while parent.get(node, ""):
-            node = parent[node]
-            acc = rows[node]
-            acc[0] += b["budget"]
-            acc[1] += b["used"]
-            acc[2] += b["planned"]
-            acc[3] += share.get(b["project"], 0.0)
-    # internal nodes only (areas and teams), depth first, children in org order; a stack,
-    # not recursion, so any depth prints
-    order: list[tuple[int, str]] = []
-    stack = [(0, child) for child in reversed(children.get("", []))]
-    while stack:
-        depth, node = stack.pop()
-        if node in children:
-            order.append((depth, node))
-            stack += [(depth + 1, child) for child in reversed(children[node])]
+    rows = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"],
+                                       share.get(b["project"], 0.0)))
+                       for b in plan["budgets"])
+    # internal nodes only (areas and teams), depth first, children in org order
+    order = [(depth, node) for depth, node in tree.preorder() if not tree.is_project(node)]
     solver = plan["solver"]
     lines = [
         f"plan for {plan['scenario']} from {plan['as_of']} ({len(plan['periods'])} periods of "
@@ -69,7 +57,7 @@ def summary_text(plan: dict[str, Any], org: pd.DataFrame,
         f"{'contended':>11}",
     ]
     for depth, node in order:
-        budget, used, planned, contended = rows[node]
+        budget, used, planned, contended = rows.get(node, (0.0, 0.0, 0.0, 0.0))
         key = "  " * depth + node
         pct = 100 * (used + planned) / budget if budget else 0.0
         lines.append(f"{key:<36}{budget:>14,.0f}{used:>12,.0f}{planned:>12,.0f}{pct:>10.1f}%"

@@ -1,14 +1,14 @@
-"""What the exporters share: safe names, the org tree, the plan's cells per period."""
+"""What the exporters share: safe names, the org tree's order, the plan's cells per period."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
+from planner.inputs.org import OrgTree
 
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 EPS = 1e-6
@@ -38,34 +38,12 @@ def floor_gpus(gpus: float) -> int:
     return max(0, math.floor(gpus + EPS))
 
 
-@dataclass(frozen=True)
-class OrgTree:
-    """The org tree as parent and weight maps; projects are its leaves."""
+def by_depth(tree: OrgTree, nodes: Iterable[str]) -> list[str]:
+    """``nodes`` parents first, then by id: the order the exporters write the tree in.
 
-    parent: dict[str, str]
-    weight: dict[str, float]
-
-    @classmethod
-    def from_frame(cls, org: pd.DataFrame) -> OrgTree:
-        """From the scenario's ``org`` table (id, parent, weight)."""
-        parent = {str(i): ("" if pd.isna(p) else str(p))
-                  for i, p in zip(org["id"], org["parent"], strict=True)}
-        weight = {str(i): float(w) for i, w in zip(org["id"], org["weight"], strict=True)}
-        return cls(parent, weight)
-
-    @property
-    def internal(self) -> list[str]:
-        """Nodes with children (areas, teams), in a parent-first, then sorted, order."""
-        has_child = {p for p in self.parent.values() if p}
-        return sorted(has_child, key=lambda n: (self.depth(n), n))
-
-    def depth(self, node: str) -> int:
-        """0 for a top-level node."""
-        d = 0
-        while self.parent.get(node):
-            node = self.parent[node]
-            d += 1
-        return d
+    By id, not org order, so that the files do not depend on how ``org`` is sorted.
+    """
+    return sorted(nodes, key=lambda n: (tree.depth_of(n), n))
 
 
 def period_bounds(plan: dict[str, Any], periods: int) -> list[tuple[str, str]]:

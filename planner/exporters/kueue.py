@@ -62,7 +62,7 @@ import pandas as pd
 import yaml
 
 from planner.exporters.common import (
-    OrgTree,
+    by_depth,
     cells,
     cluster_info,
     floor_gpus,
@@ -72,6 +72,7 @@ from planner.exporters.common import (
     safe_name,
 )
 from planner.inputs.labels import label_value, node_selector
+from planner.inputs.org import OrgTree
 
 API = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
@@ -131,7 +132,7 @@ def _flavors(clusters: list[dict[str, Any]], window: Stamp) -> list[dict[str, An
 
 def pool_name(tree: OrgTree) -> str:
     """The root Cohort's name, distinct from every org node's."""
-    names = {safe_name(n) for n in tree.parent}
+    names = {safe_name(n) for n in tree.ids}
     name = POOL
     while name in names:
         name += "-root"
@@ -161,12 +162,12 @@ def _cohorts(tree: OrgTree, nodes: set[str] | None, window: Stamp
              ) -> list[dict[str, Any]]:
     """A Cohort per internal org node (only those in ``nodes``, when given)."""
     out = []
-    for node in tree.internal:
+    for node in by_depth(tree, tree.internal):
         if nodes is not None and node not in nodes:
             continue
-        spec: dict[str, Any] = {"parentName": safe_name(tree.parent[node])
-                                if tree.parent.get(node) else pool_name(tree)}
-        spec["fairSharing"] = {"weight": quantity(tree.weight.get(node, 1.0))}
+        up = tree.parent_of(node)
+        spec: dict[str, Any] = {"parentName": safe_name(up) if up else pool_name(tree)}
+        spec["fairSharing"] = {"weight": quantity(tree.weight_of(node))}
         out.append({"apiVersion": API, "kind": "Cohort",
                     "metadata": _meta(safe_name(node), node, window), "spec": spec})
     return out
@@ -195,7 +196,8 @@ def project_quotas(plan: dict[str, Any], start: str, end: str
 
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
                    window: Stamp) -> dict[str, Any]:
-    team = tree.parent.get(project) or pool_name(tree)
+    known = project in tree
+    team = (tree.parent_of(project) if known else "") or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
         q = quotas[cluster]
@@ -213,7 +215,7 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]
     spec["preemption"] = {"reclaimWithinCohort": "Any",
                           "borrowWithinCohort": {"policy": "Never"},
                           "withinClusterQueue": "LowerPriority"}
-    spec["fairSharing"] = {"weight": quantity(tree.weight.get(project, 1.0))}
+    spec["fairSharing"] = {"weight": quantity(tree.weight_of(project) if known else 1.0)}
     return {"apiVersion": API, "kind": "ClusterQueue",
             "metadata": _meta(safe_name(project), project, window), "spec": spec}
 
@@ -226,12 +228,7 @@ def _local_queue(project: str, window: Stamp) -> dict[str, Any]:
 
 
 def _ancestors(tree: OrgTree, projects: list[str]) -> set[str]:
-    out: set[str] = set()
-    for node in projects:
-        while tree.parent.get(node):
-            node = tree.parent[node]
-            out.add(node)
-    return out
+    return {up for p in projects if p in tree for up in tree.ancestors(p)}
 
 
 def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -253,7 +250,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
         quotas = project_quotas(plan, start, end)
     clusters = _sorted_clusters(plan)
     if cluster is None:
-        projects = sorted({p for p in tree.parent if p not in set(tree.internal)} | set(quotas))
+        projects = sorted(set(tree.leaves) | set(quotas))
         nodes = None
     else:  # the projects holding anything on the cluster, and the org tree above them
         annotations[f"{ANN}/cluster"] = cluster

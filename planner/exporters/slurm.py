@@ -82,7 +82,8 @@ from typing import Any
 
 import pandas as pd
 
-from planner.exporters.common import OrgTree, cluster_info, safe_name
+from planner.exporters.common import by_depth, cluster_info, safe_name
+from planner.inputs.org import OrgTree
 
 FLAGS = "IGNORE_JOBS"
 RESERVATION_PREFIX = "gp-"
@@ -203,8 +204,9 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
     # the script under `set -e`: modify only when the account's association differs
     lines = []
     for node in nodes:
-        name, parent = account(node), account(tree.parent[node]) if tree.parent[node] else "root"
-        share = fairshare(tree.weight[node])
+        up = tree.parent_of(node)
+        name, parent = account(node), account(up) if up else "root"
+        share = fairshare(tree.weight_of(node))
         lines.append(f"sacctmgr -n show account {_q(name)} | grep -q . || "
                      f"{RUN}sacctmgr -i add account "
                      + _q(name, f"parent={parent}", f"fairshare={share}",
@@ -298,11 +300,11 @@ def _delete_line(request_id: str) -> str:
 
 
 def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
-    nodes = sorted(tree.parent, key=lambda n: (tree.depth(n), n))
+    nodes = by_depth(tree, tree.ids)
     if before is None:
         return nodes
-    return [n for n in nodes if (before.parent.get(n), before.weight.get(n))
-            != (tree.parent[n], tree.weight[n])]
+    return [n for n in nodes if n not in before
+            or (before.parent_of(n), before.weight_of(n)) != (tree.parent_of(n), tree.weight_of(n))]
 
 
 def _reservation_key(r: dict[str, Any]) -> tuple:

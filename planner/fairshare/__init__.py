@@ -2,8 +2,8 @@
 
 from planner.fairshare.lookback import Lookback
 from planner.fairshare.targets import fair_share_targets
-from planner.fairshare.tree import OrgTree, SiblingBatch
 from planner.fairshare.waterfill import hierarchical_water_fill, water_fill
+from planner.inputs.org import OrgTree, SiblingBatch
 
 __all__ = [
     "Lookback",

@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from planner.fairshare.lookback import Lookback
-from planner.fairshare.tree import OrgTree
 from planner.fairshare.waterfill import hierarchical_water_fill
+from planner.inputs.org import OrgTree
 
 
 def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,

@@ -27,14 +27,14 @@ virtual root C_k is water-filled among the top-level nodes with D_i = the
 subtree's demand Σ_{p under i} D_pk and U_i = the subtree's offset; each node's
 grant is then water-filled among its children the same way, down to the
 projects. Sibling groups at one depth are solved together, vectorised over the
-clusters (:attr:`~planner.fairshare.tree.OrgTree.sibling_batches`).
+clusters (:attr:`~planner.inputs.org.OrgTree.sibling_batches`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from planner.fairshare.tree import OrgTree
+from planner.inputs.org import OrgTree
 
 
 def water_fill(capacity: float | np.ndarray, demand: np.ndarray, weight: np.ndarray,

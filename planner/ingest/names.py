@@ -67,8 +67,7 @@ def invert(name_of: Callable[[str], str], ids: Iterable[str]) -> tuple[dict[str,
 
 def projects(scenario: Scenario) -> list[str]:
     """The scenario's projects: the leaves of its org tree, in org order."""
-    parents = set(scenario.org["parent"])
-    return [str(i) for i in scenario.org["id"] if i not in parents]
+    return list(scenario.tree.leaves)
 
 
 def names_for(scenario: Scenario, source: str) -> Names:

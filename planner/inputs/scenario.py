@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
+
+from planner.inputs.arrays import ScenarioArrays
+from planner.inputs.org import OrgTree
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class Scenario:
       collapsed)
 
     Absent optional files give empty tables with the same columns.
+
+    Built once, on first use: :attr:`tree` (the org tree) and :attr:`arrays` (budgets,
+    rates, capacities and allowed clusters as arrays over its projects and clusters).
     """
 
     config: ScenarioConfig
@@ -60,8 +67,25 @@ class Scenario:
     source: str = ""
     digest: str = ""  # sha256 over the loaded settings and sorted tables (provenance)
 
+    @cached_property
+    def tree(self) -> OrgTree:
+        """The org tree of ``org``, built once."""
+        return OrgTree.from_frame(self.org)
+
+    @cached_property
+    def arrays(self) -> ScenarioArrays:
+        """Budgets (P,), rates, nodes and GPUs (K,) and the allowed mask (P, K), built once."""
+        return ScenarioArrays.from_scenario(self)
+
     def with_as_of(self, as_of: pd.Timestamp) -> Scenario:
-        """The same scenario planned from another date (``--as-of``)."""
+        """The same scenario planned from another date (``--as-of``).
+
+        The tree and the arrays do not depend on ``as_of``: the ones built already are kept.
+        """
         from dataclasses import replace
 
-        return replace(self, config=replace(self.config, as_of=as_of))
+        moved = replace(self, config=replace(self.config, as_of=as_of))
+        for name in ("tree", "arrays"):
+            if name in self.__dict__:
+                moved.__dict__[name] = self.__dict__[name]
+        return moved

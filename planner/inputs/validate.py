@@ -310,7 +310,11 @@ def check_org_self_parent(org: Parsed) -> list[InputProblem]:
 
 
 def check_org_cycles(org: Parsed) -> list[InputProblem]:
-    """The tree has no cycles; every node on one is reported (self-parents excepted)."""
+    """The tree has no cycles; every node on one is reported (self-parents excepted).
+
+    Walks the raw parent map, not :class:`planner.inputs.org.OrgTree`: it runs before a
+    valid tree can be built (duplicate ids, unknown parents and cycles are still possible).
+    """
     row_of = org.first_rows("id")
     parent: dict[str, str] = {}
     for node, up in zip(org.values["id"], org.values["parent"], strict=True):
@@ -342,7 +346,9 @@ def check_org_depth(org: Parsed) -> list[InputProblem]:
     """No node lies deeper than ``LIMITS["org_depth"]`` levels below the top.
 
     Run on a tree without cycles. Each node one level too deep is reported at its row
-    (a branch far too deep gives one message, not one per node below).
+    (a branch far too deep gives one message, not one per node below). Like
+    :func:`check_org_cycles`, it walks the raw parent map (duplicates and unknown parents
+    may remain): the tree is built only from validated input.
     """
     limit = int(LIMITS["org_depth"])
     parent: dict[str, str] = {}

@@ -29,8 +29,8 @@ import pandas as pd
 
 from planner.config import ModelConfig
 from planner.fairshare.lookback import Lookback
-from planner.fairshare.tree import OrgTree
 from planner.inputs import Scenario
+from planner.inputs.org import OrgTree
 from planner.times import iso
 
 HOUR = pd.Timedelta(hours=1)
@@ -216,17 +216,6 @@ def _demand_array(scenario: Scenario, projects: dict[str, int], clusters: dict[s
     return dem
 
 
-def _allowed(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int]) -> np.ndarray:
-    allowed = np.ones((len(projects), len(clusters)), dtype=bool)
-    for project, subset in zip(scenario.budgets["project"], scenario.budgets["clusters"],
-                               strict=True):
-        if subset:
-            allowed[projects[project]] = False
-            for name in subset:
-                allowed[projects[project], clusters[name]] = True
-    return allowed
-
-
 def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
               clusters: dict[str, int], nodes: np.ndarray, gpn: np.ndarray, rate: np.ndarray,
               starts: list[pd.Timestamp], ends: list[pd.Timestamp],
@@ -331,25 +320,17 @@ def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
 
 def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None = None) -> Problem:
     """Arrays for the model builders (``previous``: a parsed, checked plan.json)."""
-    tree = OrgTree.from_frame(scenario.org)
-    projects = tuple(tree.leaves)
-    p_index = {p: i for i, p in enumerate(projects)}
-    cl = scenario.clusters
-    clusters = tuple(cl["cluster"])
-    k_index = {c: i for i, c in enumerate(clusters)}
-    nodes = cl["nodes"].to_numpy(dtype=np.int64)
-    gpn = cl["gpus_per_node"].to_numpy(dtype=np.int64)
-    rate = np.array([scenario.config.rate(g) for g in cl["gpu_type"]], dtype=float)
+    tree, arrays = scenario.tree, scenario.arrays
+    projects, clusters = arrays.projects, arrays.clusters
+    p_index, k_index = arrays.project_index, arrays.cluster_index
+    nodes, gpn, rate = arrays.nodes, arrays.gpus_per_node, arrays.rate
     starts, ends = period_grid(scenario)
     hours = np.array([(e - s) / HOUR for s, e in zip(starts, ends, strict=True)], dtype=float)
-    cap = (nodes * gpn)[:, None] * hours[None, :]
-    allowed = _allowed(scenario, p_index, k_index)
+    cap = arrays.gpus[:, None] * hours[None, :]
+    allowed = arrays.allowed
     dem = _demand_array(scenario, p_index, k_index, _to_datetime64(starts), _to_datetime64(ends))
     dem *= allowed[:, :, None]
-    budget = np.zeros(len(projects))
-    for project, gpu_hours in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
-                                  strict=True):
-        budget[p_index[project]] = float(gpu_hours)
+    budget = arrays.budget
     lookback = lookback_of(scenario, model)
     used, past = _usage_arrays(scenario, p_index, k_index, rate,
                                _lookback_periods(lookback, scenario))
@@ -362,6 +343,6 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     requests = _requests(scenario, model, p_index, k_index, nodes, gpn, rate, starts, ends,
                          {f.request_id for f in fixed} | done)
     prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts)
-    return Problem(scenario, model, tree, projects, clusters, tuple(cl["gpu_type"]), nodes, gpn,
+    return Problem(scenario, model, tree, projects, clusters, arrays.gpu_type, nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
                    past, lookback, requests, fixed, prev)

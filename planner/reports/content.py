@@ -25,7 +25,6 @@ beyond budget and shown apart.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -301,12 +300,11 @@ def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...]
            weeks_: tuple[Week, ...], granted: pd.DataFrame,
            ran: pd.DataFrame) -> tuple[AreaPace, ...]:
     """Spend per area by week in NGH: usage, then guaranteed + reserved, and opportunistic."""
-    parent = dict(zip(scenario.org["id"], scenario.org["parent"], strict=True))
+    tree = scenario.tree
+    area_of = {node: tree.ids[a] for node, a in zip(tree.ids, tree.area, strict=True)}
 
     def area(node: str) -> str:
-        while parent.get(node):
-            node = parent[node]
-        return node
+        return area_of.get(node, node)
 
     rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     areas = [r.node for r in rows if r.depth == 0]
@@ -343,33 +341,15 @@ def cluster_weeks(plan: dict[str, Any], weeks_: tuple[Week, ...], granted: pd.Da
 
 def budget_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[BudgetRow, ...]:
     """The org tree as rows, depth first, with NGH summed up from the plan's projects."""
-    org = scenario.org
-    children: dict[str, list[str]] = defaultdict(list)
-    parent = {}
-    weight = {}
-    for node, up, w in zip(org["id"], org["parent"], org["weight"], strict=True):
-        children[up].append(node)
-        parent[node] = up
-        weight[node] = float(w)
-    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for b in plan["budgets"]:
-        node = b["project"]
-        while True:
-            acc = sums[node]
-            acc[0] += b["budget"]
-            acc[1] += b["used"]
-            acc[2] += b["planned"]
-            node = parent.get(node, "")
-            if not node:
-                break
+    tree = scenario.tree
+    sums = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"]))
+                       for b in plan["budgets"])
     rows: list[BudgetRow] = []
-    stack = [(0, node) for node in reversed(children.get("", []))]
-    while stack:  # depth first, children in org order; a stack, so any depth is fine
-        depth, node = stack.pop()
-        budget, used_, planned = sums[node]
-        kids = tuple(children.get(node, ()))
-        rows.append(BudgetRow(node, depth, not kids, weight[node], budget, used_, planned, kids))
-        stack += [(depth + 1, kid) for kid in reversed(kids)]
+    for depth, node in tree.preorder():  # depth first, children in org order; any depth
+        budget, used_, planned = sums.get(node, (0.0, 0.0, 0.0))
+        kids = tree.children_of(node)
+        rows.append(BudgetRow(node, depth, not kids, tree.weight_of(node), budget, used_,
+                              planned, kids))
     return tuple(rows)
 
 

@@ -216,14 +216,15 @@ class Replay:
         cfg = scenario.config
         self.scenario = scenario
         self.policy = policy
-        self.tree = OrgTree.from_frame(scenario.org)
-        clusters = scenario.clusters
-        self.cluster_ids: list[str] = [str(c) for c in clusters["cluster"]]
-        self.cluster_index = {c: k for k, c in enumerate(self.cluster_ids)}
-        self.gpn: list[int] = clusters["gpus_per_node"].astype(int).tolist()
-        self.nodes: list[int] = clusters["nodes"].astype(int).tolist()
-        self.capacity: list[int] = [n * g for n, g in zip(self.nodes, self.gpn, strict=True)]
-        self.rate: list[float] = [cfg.rate(t) for t in clusters["gpu_type"]]
+        self.tree = scenario.tree
+        arrays = scenario.arrays
+        self.cluster_ids: list[str] = list(arrays.clusters)
+        self.cluster_index = dict(arrays.cluster_index)
+        # lists, not arrays: the event loop reads them one element at a time
+        self.gpn: list[int] = arrays.gpus_per_node.tolist()
+        self.nodes: list[int] = arrays.nodes.tolist()
+        self.capacity: list[int] = arrays.gpus.tolist()
+        self.rate: list[float] = arrays.rate.tolist()
         self.hours = (cfg.quarter_end - cfg.quarter_start) / pd.Timedelta(hours=1)
         self.n_hours = int(math.ceil(self.hours - _EPS))
         self.projects = self.tree.leaves

@@ -159,17 +159,10 @@ class Axes:
     @classmethod
     def of(cls, scenario: Scenario) -> Axes:
         """The axes of ``scenario``'s quarter."""
-        tree = OrgTree.from_frame(scenario.org)
-        cfg = scenario.config
-        budget = np.zeros(len(tree.leaves))
-        for p, b in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
-                        strict=True):
-            budget[tree.leaf_index[p]] = float(b)
+        cfg, arrays = scenario.config, scenario.arrays
         hours = (cfg.quarter_end - cfg.quarter_start) / pd.Timedelta(hours=1)
-        return cls(tuple(tree.leaves), tuple(str(c) for c in scenario.clusters["cluster"]),
-                   np.array([cfg.rate(t) for t in scenario.clusters["gpu_type"]]),
-                   (scenario.clusters["nodes"] * scenario.clusters["gpus_per_node"])
-                   .to_numpy(float), budget, hours, max(1, int(math.ceil(hours - 1e-9))))
+        return cls(arrays.projects, arrays.clusters, arrays.rate, arrays.gpus.astype(float),
+                   arrays.budget, hours, max(1, int(math.ceil(hours - 1e-9))))
 
 
 @dataclass(frozen=True)
@@ -282,7 +275,7 @@ def _floor(budget: np.ndarray, submitted: np.ndarray) -> np.ndarray:
 def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult
                     ) -> PolicyMetrics:
     """All figures of one replay (see the module docstring)."""
-    tree = OrgTree.from_frame(scenario.org)
+    tree = scenario.tree
     axes = Axes.of(scenario)
     rate, capacity, budget = axes.rate, axes.capacity, axes.budget
     n_p, n_k, n_h = len(axes.projects), len(axes.clusters), axes.n_hours
@@ -414,13 +407,8 @@ def _segments(result: ReplayResult) -> dict[str, np.ndarray]:
 
 
 def _teams(tree: OrgTree) -> tuple[np.ndarray, tuple[str, ...]]:
-    nodes = []
-    for leaf in tree.leaf_nodes:
-        up = int(tree.parent[leaf])
-        nodes.append(up if up >= 0 else int(leaf))
-    order = sorted(set(nodes))
-    pos = {n: i for i, n in enumerate(order)}
-    return np.array([pos[n] for n in nodes], dtype=np.int64), tuple(tree.ids[n] for n in order)
+    order, team = np.unique(tree.team, return_inverse=True)
+    return team.astype(np.int64), tuple(tree.ids[n] for n in order)
 
 
 def _r(value: float) -> float:

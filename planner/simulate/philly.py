@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
-from planner.fairshare.tree import OrgTree
+from planner.inputs.org import OrgTree
 from planner.inputs.scenario import Scenario
 from planner.paths import PHILLY_CSV as PHILLY_CSV  # re-exported: where the data sit
 from planner.paths import PHILLY_SCENARIO as PHILLY_SCENARIO
@@ -177,12 +177,11 @@ def teams(scenario: Scenario) -> dict[str, tuple[str, ...]]:
 
     A project at the top of the tree is a team of its own.
     """
-    tree = OrgTree.from_frame(scenario.org)
+    tree = scenario.tree
     share = np.round(strategic_shares(tree), 12)  # equal shares tie exactly: org order
     members: dict[int, list[str]] = {}
-    for leaf in tree.leaf_nodes:
-        up = int(tree.parent[leaf])
-        members.setdefault(up if up >= 0 else int(leaf), []).append(tree.ids[leaf])
+    for leaf, team in zip(tree.leaf_nodes, tree.team, strict=True):
+        members.setdefault(int(team), []).append(tree.ids[leaf])
     order = sorted(members, key=lambda i: (-share[i], i))
     return {tree.ids[i]: tuple(members[i]) for i in order}
 
@@ -259,15 +258,12 @@ def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario,
     project_index = offsets[team_of_job] + pick
 
     # 4. cluster: among the allowed ones big enough, by GPU count
-    clusters = scenario.clusters
-    names = clusters["cluster"].astype("str").to_numpy()
-    size = (clusters["nodes"] * clusters["gpus_per_node"]).to_numpy(dtype=np.int64)
-    per_node = clusters["gpus_per_node"].to_numpy(dtype=np.int64)
-    allowed_by_project = dict(zip(scenario.budgets["project"], scenario.budgets["clusters"],
-                                  strict=True))
-    allowed = np.array([[not allowed_by_project.get(p) or c in allowed_by_project[p]
-                         for c in names] for p in flat], dtype=bool).reshape(len(flat),
-                                                                              len(names))
+    arrays = scenario.arrays
+    names = np.array(arrays.clusters, dtype=object).astype("str")
+    size = arrays.gpus
+    per_node = arrays.gpus_per_node
+    allowed = arrays.allowed[[arrays.project_index[p] for p in flat]].reshape(len(flat),
+                                                                             len(names))
     gpus = jobs["gpus"].to_numpy(dtype=np.int64)
     weight = (allowed[project_index] & (gpus[:, None] <= size[None, :])) * size[None, :]
     total = weight.sum(axis=1)

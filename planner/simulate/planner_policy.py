@@ -110,16 +110,8 @@ class PlannerPolicy(AdmissionPolicy):
         n_p, n_k = len(sim.projects), len(sim.cluster_ids)
         self.guaranteed = np.zeros((n_p, n_k))
         self.opportunistic = np.zeros((n_p, n_k))
-        self.budget = np.zeros(n_p)
-        for p, b in zip(scenario.budgets["project"], scenario.budgets["gpu_hours"],
-                        strict=True):
-            self.budget[sim.tree.leaf_index[p]] = float(b)
-        self.allowed = np.ones((n_p, n_k), dtype=bool)
-        for p, allowed in zip(scenario.budgets["project"], scenario.budgets["clusters"],
-                              strict=True):
-            if allowed:
-                row = sim.tree.leaf_index[p]
-                self.allowed[row] = [c in allowed for c in sim.cluster_ids]
+        self.budget = scenario.arrays.budget
+        self.allowed = scenario.arrays.allowed
         self.rate = np.array(sim.rate)
         self.pace = self.budget / sim.hours  # NGH per hour
         self.entitlement = self.pace.copy()  # paced work's cap, NGH per hour (2)

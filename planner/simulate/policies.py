@@ -66,6 +66,7 @@ import zlib
 import numpy as np
 
 from planner.fairshare import hierarchical_water_fill
+from planner.inputs.org import OrgTree
 
 HOURS_PER_WEEK = 168.0
 
@@ -181,28 +182,15 @@ class AdmissionPolicy(Policy):
 # -- shares of the clusters by budget ---------------------------------------------------
 
 
-def project_teams(tree) -> tuple[list[int], list[int]]:
+def project_teams(tree: OrgTree) -> tuple[list[int], list[int]]:
     """Per project: its team (parent node, or itself at top level) and area (top node)."""
-    teams, areas = [], []
-    for node in tree.leaf_nodes:
-        up = int(tree.parent[node])
-        teams.append(up if up >= 0 else int(node))
-        top = int(node)
-        while tree.parent[top] >= 0:
-            top = int(tree.parent[top])
-        areas.append(top)
-    return teams, areas
+    return tree.team.tolist(), tree.area[tree.leaf_nodes].tolist()
 
 
 def budget_shares(sim) -> np.ndarray:
     """(P, K) GPUs of each cluster by budget share (see the module docstring), floats."""
     n_p, n_k = len(sim.projects), len(sim.cluster_ids)
-    budget = np.zeros(n_p)
-    index = sim.tree.leaf_index
-    for p, b in zip(sim.scenario.budgets["project"], sim.scenario.budgets["gpu_hours"],
-                    strict=True):
-        if p in index:
-            budget[index[p]] = float(b)
+    budget = sim.scenario.arrays.budget
     work = np.zeros((n_p, n_k))
     jobs = sim.jobs
     np.add.at(work, (np.array(jobs.project, dtype=np.int64),

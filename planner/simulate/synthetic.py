@@ -43,7 +43,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from planner.fairshare import OrgTree
 from planner.inputs import Scenario
 from planner.simulate.trace import TRACE_COLUMNS, TRACE_SCHEMA
 
@@ -129,10 +128,10 @@ def synthetic_trace(scenario: Scenario, seed: int = 0,
     # 1. submits
     submit = np.minimum(_submit_hours(rng, cfg.quarter_start, hours, params, n), hours_f - 1e-3)
     # 2. clusters
-    clusters = scenario.clusters
-    names = clusters["cluster"].astype(str).to_numpy()
-    gpn = clusters["gpus_per_node"].to_numpy(dtype=np.int64)
-    capacity = (clusters["nodes"] * clusters["gpus_per_node"]).to_numpy(dtype=np.int64)
+    arrays = scenario.arrays
+    names = np.array(arrays.clusters, dtype=object).astype(str)
+    gpn = arrays.gpus_per_node
+    capacity = arrays.gpus
     k = rng.choice(len(names), size=n, p=capacity / capacity.sum())
     # 3. sizes (the largest that fits where the drawn one does not)
     sizes = np.asarray(params.sizes, dtype=np.int64)
@@ -141,17 +140,14 @@ def synthetic_trace(scenario: Scenario, seed: int = 0,
     fits_max = np.array([sizes[sizes <= c].max(initial=1) for c in capacity])
     gpus = np.minimum(gpus, fits_max[k])
     # 4. projects
-    tree = OrgTree.from_frame(scenario.org)
-    projects = np.array(tree.leaves, dtype=object)
-    budget = dict(zip(scenario.budgets["project"], scenario.budgets["gpu_hours"], strict=True))
-    allowed = dict(zip(scenario.budgets["project"], scenario.budgets["clusters"], strict=True))
-    activity = np.array([float(budget.get(p, 0.0)) for p in projects]) * rng.lognormal(
+    projects = np.array(arrays.projects, dtype=object)
+    activity = arrays.budget * rng.lognormal(
         0.0, params.activity_sigma, size=len(projects))
     activity = np.where(activity > 0, activity, activity[activity > 0].min(initial=1.0) * 0.01)
     project = np.empty(n, dtype=object)
     draw = rng.random(n)
     for c, name in enumerate(names):
-        may = np.array([not allowed.get(p) or name in allowed[p] for p in projects])
+        may = arrays.allowed[:, c]
         if not may.any():
             raise ValueError(f"no project may use cluster {name!r}")
         w = np.cumsum(np.where(may, activity, 0.0))

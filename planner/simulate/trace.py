@@ -373,9 +373,7 @@ def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scena
                    lambda i: f"duplicate job_id {job.iat[i]!r} (first in row "
                              f"{first_row[job.iat[i]]}); each job_id must be unique: rename "
                              "or delete the row")
-    org = scenario.org
-    ids = set(org["id"])
-    leaves = ids - set(org["parent"])
+    ids, leaves = set(scenario.tree.ids), set(scenario.tree.leaves)
     project = values["project"]
     unknown = project.notna() & ~project.isin(ids)
     problems.where(unknown, rows, "project",
@@ -386,8 +384,8 @@ def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scena
                    lambda i: f"{project.iat[i]!r} is not a project but an inner node of the "
                              "scenario's org.csv (it has children); use one of its projects")
     cluster = values["cluster"]
-    sizes = scenario.clusters.set_index("cluster")
-    total = (sizes["nodes"] * sizes["gpus_per_node"]).astype("float64")
+    arrays = scenario.arrays
+    total = pd.Series(arrays.gpus, index=list(arrays.clusters)).astype("float64")
     unknown_cluster = cluster.notna() & ~cluster.isin(set(total.index))
     problems.where(unknown_cluster, rows, "cluster",
                    lambda i: f"unknown cluster {cluster.iat[i]!r}; use a cluster of the "

@@ -1,4 +1,9 @@
-"""The org tree: institute → areas → teams → projects, any depth.
+"""The org tree: institute → areas → teams → projects, any depth; the one tree of the package.
+
+Built once per scenario (:attr:`planner.inputs.scenario.Scenario.tree`) and used by the
+fair share, the model, the simulator, the reports, ``explain``, ``status`` and the
+exporters. Nodes are addressed by position (arrays) or by id (the ``*_of`` / ``*_ids``
+helpers); every walk up or down the tree is iterative, so any depth works.
 
 Indices
     i ∈ N  nodes, in ``org.csv`` row order (positions into :attr:`OrgTree.ids`)
@@ -9,6 +14,8 @@ Data
     parent[i]   parent node of i, −1 for a top-level node (a child of the virtual root)
     weight[i]   i's share among its siblings (> 0)
     depth[i]    0 for top-level nodes, depth[parent] + 1 below
+    area[i]     the top-level node above i (i itself at top level)
+    team[p]     a project's parent (the project itself at top level)
 
 Subtree sums (:meth:`OrgTree.subtree_sum`): for values v_p on the leaves,
 
@@ -22,6 +29,7 @@ computed once, on first use.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -173,6 +181,103 @@ class OrgTree:
         internal = np.flatnonzero(~self.is_leaf)
         order = np.lexsort((internal, self.depth[internal]))
         return tuple(int(i) for i in internal[order])
+
+    # -- by id ---------------------------------------------------------------------------
+
+    def __contains__(self, node: object) -> bool:
+        """Whether ``node`` is an id of the tree."""
+        return node in self.index
+
+    def parent_of(self, node: str) -> str:
+        """The parent id of ``node``, ``""`` for a top-level node."""
+        up = int(self.parent[self.index[node]])
+        return self.ids[up] if up >= 0 else ""
+
+    def weight_of(self, node: str) -> float:
+        """``node``'s weight among its siblings."""
+        return float(self.weight[self.index[node]])
+
+    def depth_of(self, node: str) -> int:
+        """``node``'s depth: 0 at top level."""
+        return int(self.depth[self.index[node]])
+
+    def children_of(self, node: str) -> tuple[str, ...]:
+        """Ids of ``node``'s children in org order; ``""`` (the virtual root): the top level."""
+        kids = self.top if node == "" else self.children(self.index[node])
+        return tuple(self.ids[i] for i in kids)
+
+    def path(self, node: str) -> tuple[str, ...]:
+        """The path down to ``node``: its top-level node, …, its parent, ``node``."""
+        return (*reversed(self.ancestors(node)), node)
+
+    def is_project(self, node: str) -> bool:
+        """Whether ``node`` is a leaf (a project)."""
+        return bool(self.is_leaf[self.index[node]])
+
+    @cached_property
+    def internal(self) -> tuple[str, ...]:
+        """Ids of the internal nodes (areas, teams), parents first (:attr:`top_down`)."""
+        return tuple(self.ids[i] for i in self.top_down)
+
+    @cached_property
+    def area(self) -> np.ndarray:
+        """(N,) position of the top-level node above each node (itself at top level)."""
+        area = np.arange(self.n_nodes, dtype=np.int64)
+        for i in np.argsort(self.depth, kind="stable"):  # parents before children
+            if self.parent[i] >= 0:
+                area[i] = area[self.parent[i]]
+        area.setflags(write=False)
+        return area
+
+    @cached_property
+    def team(self) -> np.ndarray:
+        """(P,) node position of each project's team: its parent, itself at top level."""
+        up = self.parent[self.leaf_nodes]
+        team = np.where(up >= 0, up, self.leaf_nodes)
+        team.setflags(write=False)
+        return team
+
+    def team_of(self, project: str) -> str:
+        """The team (parent) of ``project``; the project itself at top level."""
+        return self.parent_of(project) or project
+
+    def leaves_under(self, node: str) -> tuple[str, ...]:
+        """The projects in ``node``'s subtree (``node`` itself for a project), in org order."""
+        i = self.index[node]
+        inside = np.zeros(self.n_nodes, dtype=bool)
+        inside[i] = True
+        for j in np.argsort(self.depth, kind="stable"):  # parents before children
+            if self.parent[j] >= 0 and inside[self.parent[j]]:
+                inside[j] = True
+        return tuple(self.ids[j] for j in self.leaf_nodes if inside[j])
+
+    def preorder(self) -> tuple[tuple[int, str], ...]:
+        """(depth, id) of every node, depth first, children in org order (a stack, no recursion)."""
+        out: list[tuple[int, str]] = []
+        stack = [(0, i) for i in reversed(self.top)]
+        while stack:
+            depth, i = stack.pop()
+            out.append((depth, self.ids[i]))
+            stack += [(depth + 1, kid) for kid in reversed(self.children(i))]
+        return tuple(out)
+
+    def sum_up(self, items: Iterable[tuple[str, Sequence[float]]]) -> dict[str, list[float]]:
+        """Per node, the sum of the ``(node, values)`` items at it or below it.
+
+        Each item's values are added to its node and to every ancestor, item by item in
+        the order given (so the floating-point sums do not depend on the tree's shape);
+        items whose node is not in the tree are skipped. Nodes no item reaches are absent.
+        For whole arrays over the leaves, :meth:`subtree_sum` is the vectorised form.
+        """
+        out: dict[str, list[float]] = {}
+        for node, values in items:
+            if node not in self.index:
+                continue
+            for at in (node, *self.ancestors(node)):
+                acc = out.setdefault(at, [0.0] * len(values))
+                for j, value in enumerate(values):
+                    acc[j] += value
+        return out
 
     # -- sums over subtrees --------------------------------------------------------------
 
