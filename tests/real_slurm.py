@@ -55,6 +55,17 @@ class SlurmError(RuntimeError):
     """A daemon did not come up, or a command failed; carries the relevant log tail."""
 
 
+def until(what: str, probe, timeout: float = 60):
+    """Poll ``probe`` every 0.25 s until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
 def _slurm_conf(root: Path, clusters: list[dict[str, Any]]) -> str:
     lines = [
         f"ClusterName={CLUSTER}",

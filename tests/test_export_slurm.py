@@ -26,6 +26,7 @@ from planner.exporters.slurm import (
     reservation_name,
 )
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
+from tests.real_slurm import until
 from tests.scenario_factory import write_scenario
 from tests.system import REQUIRED, need
 
@@ -602,17 +603,6 @@ def _sbatch(slurm, *args: str) -> str:
                      "-o", f"{slurm.root}/jobs/%j.out", *args).stdout.strip()
 
 
-def _until(what: str, probe, timeout: float = 60):
-    """Poll ``probe`` every 0.25 s until it returns something truthy; that value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.25)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
 def _sacct_states(slurm, job_id: str) -> list[str]:
     """Every record sacct holds of the job (-D: a requeued job's earlier runs too)."""
     return slurm.run("sacct", "-n", "-P", "-X", "-D", "-j", job_id,
@@ -652,12 +642,12 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     try:
         held = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "true")
         jobs.append(held)
-        _until("p2's job pends on its spent budget", lambda: real_slurm.job(held)[
+        until("p2's job pends on its spent budget", lambda: real_slurm.job(held)[
             "Reason"] == "QOSGrpGRESMinutes")
         opportunistic = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic",
                                 "--gres=gpu:1", "--wrap", "sleep 1")
         jobs.append(opportunistic)
-        _until("p2's opportunistic job completes",
+        until("p2's opportunistic job completes",
                lambda: _sacct_states(real_slurm, opportunistic) == ["COMPLETED"])
         job = real_slurm.job(held)
         assert (job["JobState"], job["Reason"], job["QOS"]) == \
@@ -671,12 +661,12 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         preempted = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic", "-w", "c1n4",
                             "--gres=gpu:8", "--wrap", "sleep 300")
         jobs.append(preempted)
-        _until("the opportunistic job runs on c1n4",
+        until("the opportunistic job runs on c1n4",
                lambda: real_slurm.job(preempted)["JobState"] == "RUNNING")
         guaranteed = _sbatch(real_slurm, "-A", "p1", "-w", "c1n4", "--gres=gpu:1",
                              "--wrap", "sleep 1")
         jobs.append(guaranteed)
-        _until("p1's guaranteed job completes on c1n4",
+        until("p1's guaranteed job completes on c1n4",
                lambda: _sacct_states(real_slurm, guaranteed) == ["COMPLETED"])
         assert real_slurm.job(guaranteed)["QOS"] == "gp-p1"
         assert real_slurm.job(guaranteed)["NodeList"] == "c1n4"
@@ -689,7 +679,7 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
                f"JobId={guaranteed}" in log
         # UsageFactor=0: opportunistic work is charged nowhere, guaranteed work to its QOS
         assert real_slurm.qos_usage(OPPORTUNISTIC_QOS) == 0.0
-        assert _until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
+        assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
         usage = {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}
         assert usage[("p2", "")] == usage[("p2", "root")] == "0"
     finally:  # leave no job behind for the other tests

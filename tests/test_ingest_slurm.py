@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +23,7 @@ from planner.ingest import ingest_usage
 from planner.ingest.records import OPPORTUNISTIC
 from planner.ingest.sacct import COMMAND
 from planner.times import iso
+from tests.real_slurm import until
 from tests.system import REQUIRED, need
 
 ORG = """\
@@ -62,16 +62,6 @@ def _sacct_rows(slurm) -> dict[str, dict[str, str]]:
     fields = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State", "QOS")
     return {line.split("|")[0]: dict(zip(fields, line.split("|"), strict=True))
             for line in out.splitlines() if line}
-
-
-def _until(what: str, probe, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.25)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def _stamp(text: str) -> pd.Timestamp:
@@ -164,11 +154,11 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
             return rows if (all(states[j] == "COMPLETED" for j in finished)
                             and states[running] == "RUNNING") else None
 
-        _until("four jobs complete and one runs", settled)
+        until("four jobs complete and one runs", settled)
         # both c1 nodes, one of which the running job holds: pending (Resources), and listed
         # by sacct (a job held by --begin in the future is not: not yet eligible)
         pending = sbatch("p2", "c1", "-N2", "--gres=gpu:4", "--wrap", "true")
-        rows = _until("the pending job is listed", lambda: (
+        rows = until("the pending job is listed", lambda: (
             r if (r := _sacct_rows(slurm)).get(pending, {}).get("State") == "PENDING" else None))
         after = pd.Timestamp.now(tz="UTC").ceil("s")
         # what Slurm 22.05 prints with typed accounting: the total and the typed count
@@ -214,7 +204,7 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
 
         # the running job is cancelled: a second ingest updates its row, doubles nothing
         slurm.run("scancel", running)
-        rows = _until("the running job is cancelled", lambda: (
+        rows = until("the running job is cancelled", lambda: (
             r if (r := _sacct_rows(slurm)).get(running, {}).get("End", "Unknown") != "Unknown"
             else None))
         assert rows[running]["State"].startswith("CANCELLED")

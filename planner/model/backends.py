@@ -39,7 +39,13 @@ import numpy as np
 from planner.config import SolverOptions
 from planner.errors import InputError, InputProblem
 from planner.model.lp import MatrixForm, highs_lp, new_highs
-from planner.model.result import SolverStatus, highs_outcome, relative_gap, status_from_gap
+from planner.model.result import (
+    SolverStatus,
+    StageResult,
+    highs_outcome,
+    relative_gap,
+    status_from_gap,
+)
 
 DEFAULT_SOLVER = "highs"
 
@@ -58,22 +64,21 @@ _CBC_CLASSES = ("COIN_CMD", "PULP_CBC_CMD")
 
 
 @dataclass(frozen=True)
-class MatrixResult:
-    """What a solver said of a model, in the model's own sense (max or min).
+class MatrixResult(StageResult):
+    """A stage's outcome (:class:`~planner.model.result.StageResult`) and its values.
 
     ``x`` and ``row_dual`` are ``None`` when the solver returned no usable values
-    (duals also for MIPs). ``gap`` is relative, ``|objective − bound| / max(1, |objective|)``;
-    ``nan`` when the solver's bound is unknown.
+    (duals also for MIPs). ``gap`` is :func:`~planner.model.result.relative_gap` of the
+    solver's objective and bound; ``nan`` when the solver's bound is unknown.
     """
 
-    solver: str
-    status: SolverStatus
-    objective: float
-    bound: float
-    gap: float
-    seconds: float
     x: np.ndarray | None
     row_dual: np.ndarray | None
+
+    def stage(self) -> StageResult:
+        """The outcome alone, without the values (what a plan records)."""
+        return StageResult(self.solver, self.status, self.objective, self.bound, self.gap,
+                           self.seconds)
 
 
 @contextlib.contextmanager

@@ -274,8 +274,7 @@ def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
     result = solve_matrix(built.lp.matrix(maximize=True), opts.lp_solver,
                           time_limit=max(1.0, time_limit), threads=opts.threads,
                           seed=opts.random_seed)
-    stage = StageResult(result.solver, result.status, result.objective, result.bound, result.gap,
-                        result.seconds)
+    stage = result.stage()
     if result.status is not SolverStatus.OPTIMAL or result.x is None:
         return guaranteed, opportunistic, duals, stage
     guaranteed[built.e] = result.x[built.g]
