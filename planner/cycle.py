@@ -41,7 +41,7 @@ import yaml
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem
 from planner.exporters.files import export_files
-from planner.exporters.kueue import prune_selector
+from planner.exporters.kueue import prune_allowlist, prune_selector
 from planner.exporters.validate import export_problems
 from planner.inputs import Scenario
 from planner.inputs.load import load_scenario
@@ -131,10 +131,11 @@ def apply_script(plan: dict, exports: dict[str, dict[str, bytes]]) -> str:
     if "kueue" in exports:
         index = yaml.safe_load(exports["kueue"]["index.yaml"])
         selector = shlex.quote(prune_selector(plan))  # the labels the exporter wrote
+        kinds = " ".join(f"--prune-allowlist={shlex.quote(kind)}" for kind in prune_allowlist())
         for entry in index["periods"]:
             context = (f"--context {shlex.quote(entry['cluster'])} " if "cluster" in entry
                        else "")
-            lines.append(f"kubectl {context}apply --prune -l {selector} "
+            lines.append(f"kubectl {context}apply --prune -l {selector} {kinds} "
                          f"-f {shlex.quote('kueue/' + entry['file'])}")
     if "json" in exports:
         lines.append("# json/executor-view.json is read by the executor; nothing to apply")

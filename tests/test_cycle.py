@@ -79,6 +79,11 @@ def test_three_cycles_keep_the_history_and_each_plan_is_valid(chain):
         previous = kept
 
 
+# kubectl prunes custom resources only when told their kinds: every kind the export writes
+ALLOW = [f"--prune-allowlist=kueue.x-k8s.io/v1beta2/{kind}"
+         for kind in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")]
+
+
 def test_apply_sh_runs_slurm_then_prunes_the_kueue_set(chain):
     _, state = chain
     script = (state / "current" / "apply.sh").read_text()
@@ -87,7 +92,7 @@ def test_apply_sh_runs_slurm_then_prunes_the_kueue_set(chain):
     assert commands == [
         ["set", "-euo", "pipefail"], ["cd", "$(dirname $0)"], ["./slurm/slurm-apply.sh"],
         ["kubectl", "apply", "--prune", "-l",
-         "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=tiny",
+         "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=tiny", *ALLOW,
          "-f", "kueue/kueue-2026-11-04T00-00-00Z.yaml"]]
 
 
@@ -229,7 +234,7 @@ def test_apply_runs_apply_sh_and_then_makes_the_plan_current(tmp_path, monkeypat
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert calls == [["apply", "--prune", "-l",
                       "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=tiny",
-                      "-f", "kueue/kueue-2026-11-02T00-00-00Z.yaml"]]
+                      *ALLOW, "-f", "kueue/kueue-2026-11-02T00-00-00Z.yaml"]]
     assert os.readlink(state / "current") == "plans/2026-11-02T00-00-00Z"
 
 

@@ -393,7 +393,15 @@ def test_every_object_carries_the_labels_a_prune_selects_by():
     assert prune_selector(PLAN) == \
         "app.kubernetes.io/managed-by=gpu-planner,gpu-planner.io/scenario=hand"
     # the index says it too, for whoever applies the files (kubectl apply --prune -l ...)
-    assert yaml.safe_load(export_kueue(plan, ORG)["index.yaml"])["prune_selector"] == selector
+    index = yaml.safe_load(export_kueue(plan, ORG)["index.yaml"])
+    assert index["prune_selector"] == selector
+    # and the kinds kubectl must be told to prune (custom resources are not by default):
+    # exactly those the export writes, as group/version/Kind
+    from planner.exporters.kueue import prune_allowlist
+
+    written = {f"{d['apiVersion']}/{d['kind']}" for name, data in export_kueue(plan, ORG).items()
+               if name != "index.yaml" for d in yaml.safe_load_all(data) if d}
+    assert set(prune_allowlist()) == written == set(index["prune_allowlist"])
 
 
 @pytest.mark.parametrize(("labels", "needle"), [

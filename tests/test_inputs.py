@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import tempfile
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
@@ -783,3 +784,14 @@ def test_shuffled_rows_load_to_the_same_tables_and_digest(rng) -> None:
                for name in ("clusters", "org", "budgets", "demand", "reservations")}))
     assert_same_tables(a, b)
     assert a.digest == b.digest
+
+
+def test_bad_characters_are_exactly_the_refused_unicode_categories():
+    from planner.inputs.schema import bad_characters
+
+    for code in range(0x110000):
+        ch = chr(code)
+        refused = (unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+                   or ch in "\ufffe\uffff")
+        assert bool(bad_characters(ch)) == refused, hex(code)
+    assert bad_characters("a\x01b\x01\n") == "\\x01 \\n"

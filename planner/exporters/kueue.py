@@ -97,6 +97,20 @@ def prune_selector(plan: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in object_labels(plan).items())
 
 
+#: The kinds the exporter writes, in the order they are applied.
+KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+
+
+def prune_allowlist() -> tuple[str, ...]:
+    """``kubectl apply --prune-allowlist`` values (``group/version/Kind``) for our kinds.
+
+    kubectl prunes only the kinds of its default allowlist (core and apps kinds) unless
+    told others: without these, yesterday's ClusterQueues and Cohorts would never be
+    deleted. Naming them replaces the default list, so nothing else is pruned either.
+    """
+    return tuple(f"{API}/{kind}" for kind in KINDS)
+
+
 def cluster_selector(cluster: dict[str, Any]) -> dict[str, str]:
     """A plan cluster's node selector: its ``node_labels``, else the default."""
     return dict(node_selector(cluster["cluster"], cluster["gpu_type"],
@@ -328,6 +342,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     files["index.yaml"] = yaml.safe_dump(
         head | {"scenario": plan["scenario"], "as_of": plan["as_of"],
                 "input_digest": plan.get("input_digest", ""),
-                "prune_selector": prune_selector(plan), "periods": index},
+                "prune_selector": prune_selector(plan),
+                "prune_allowlist": list(prune_allowlist()), "periods": index},
         sort_keys=False)
     return files

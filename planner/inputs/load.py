@@ -48,6 +48,23 @@ def _cell_text(value: object) -> object:
     return value
 
 
+def _rows_text(frame: pd.DataFrame) -> list[list[object]]:
+    """Every row's cells as :func:`_cell_text` gives them, converted a column at a time."""
+    columns = []
+    for name in frame.columns:
+        values = frame[name].tolist()
+        kind = frame[name].dtype.kind
+        if kind == "M":  # datetimes: Timestamps
+            columns.append([v.isoformat() for v in values])
+        elif kind == "f":
+            columns.append([repr(v) for v in values])
+        elif kind in "iub":
+            columns.append(values)
+        else:
+            columns.append([_cell_text(v) for v in values])
+    return [list(row) for row in zip(*columns, strict=True)] if columns else []
+
+
 def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
     """sha256 over the scenario as loaded: its settings and its sorted, typed tables.
 
@@ -57,9 +74,7 @@ def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
     body = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
                        if f.name != "gpu_rates"},
             "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())},
-            "tables": {name: [list(frame.columns)]
-                       + [[_cell_text(v) for v in row]
-                          for row in frame.itertuples(index=False, name=None)]
+            "tables": {name: [list(frame.columns)] + _rows_text(frame)
                        for name, frame in sorted(tables.items())}}
     text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
