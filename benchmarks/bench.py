@@ -28,14 +28,24 @@ def scenario_for(scale: int) -> Path:
     return target
 
 
+def fresh_runs(argv: list[str], runs: int, echo: bool = False) -> list[dict]:
+    """``runs`` fresh Python processes of ``argv`` (run from the project root), each
+    printing its figures as JSON on its last line; the parsed figures (``echo``: each also
+    to stderr as it comes).
+    """
+    out = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, *argv], check=True, capture_output=True,
+                              text=True, cwd=ROOT)
+        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if echo:
+            print(json.dumps(out[-1]), file=sys.stderr)
+    return out
+
+
 def measure(scenario: Path, runs: int) -> list[dict]:
     """``runs`` fresh-process planning runs."""
-    results = []
-    for _ in range(runs):
-        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "one_run.py"),
-                               str(scenario)], check=True, capture_output=True, text=True)
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return results
+    return fresh_runs([str(ROOT / "benchmarks" / "one_run.py"), str(scenario)], runs)
 
 
 def row(scale: int, results: list[dict]) -> str:

@@ -13,11 +13,12 @@ markdown table of medians (gap: median and worst).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from bench import fresh_runs  # beside this script, on sys.path when run as one
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
@@ -53,13 +54,7 @@ def scenario_for(name: str) -> Path:
 
 def measure(scenario: Path, runs: int) -> list[dict]:
     """``runs`` fresh-process planning runs of ``scenario``."""
-    out = []
-    for _ in range(runs):
-        done = subprocess.run([sys.executable, "-c", ONE_RUN, str(scenario)], check=True,
-                              capture_output=True, text=True, cwd=ROOT)
-        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(json.dumps(out[-1]), file=sys.stderr)
-    return out
+    return fresh_runs(["-c", ONE_RUN, str(scenario)], runs, echo=True)
 
 
 def row(name: str, results: list[dict]) -> str:

@@ -15,26 +15,18 @@ there, on a machine shared with others).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from bench import scenario_for  # beside this script, on sys.path when run as one
+from bench import fresh_runs, scenario_for  # beside this script, on sys.path when run as one
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(scenario: Path, solver: str, runs: int) -> list[dict]:
     """``runs`` fresh-process planning runs with ``solver`` for the LP stage."""
-    out = []
-    for _ in range(runs):
-        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "one_run.py"),
-                               str(scenario), "default", solver], check=True,
-                              capture_output=True, text=True)
-        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return out
+    return fresh_runs([str(ROOT / "benchmarks" / "one_run.py"), str(scenario), "default",
+                       solver], runs)
 
 
 def row(scale: int, solver: str, results: list[dict]) -> str:
