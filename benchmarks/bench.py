@@ -29,9 +29,10 @@ def scenario_for(scale: int) -> Path:
 
 
 def fresh_runs(argv: list[str], runs: int, echo: bool = False) -> list[dict]:
-    """``runs`` fresh Python processes of ``argv`` (run from the project root), each
-    printing its figures as JSON on its last line; the parsed figures (``echo``: each also
-    to stderr as it comes).
+    """The figures of ``runs`` fresh Python processes of ``argv``, run from the project root.
+
+    Each prints its figures as JSON on its last line; ``echo`` also writes each to stderr
+    as it comes.
     """
     out = []
     for _ in range(runs):
