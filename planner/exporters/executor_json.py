@@ -11,41 +11,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.exporters.common import cells, cluster_info, overlaps
+from planner.contract import InForce, next_change, timeline
+from planner.exporters.common import cluster_info
 
 VIEW_VERSION = 1
 
 
-def _cluster_state(plan: dict[str, Any], grants: dict[tuple[str, str], dict[str, float]],
-                   cluster: str, start: str, end: str, gpus_per_node: int) -> dict[str, Any]:
-    quotas = [{"project": p, "guaranteed_gpus": g["guaranteed"],
-               "opportunistic_gpus": g["opportunistic"]}
-              for (p, c), g in sorted(grants.items()) if c == cluster]
-    reservations = [{"request_id": r["request_id"], "project": r["project"], "nodes": r["nodes"],
-                     "gpus": r["nodes"] * gpus_per_node, "start": r["start"], "end": r["end"]}
-                    for r in sorted(plan["reservations"], key=lambda r: r["request_id"])
-                    if r["cluster"] == cluster and overlaps(r, start, end)]
-    return {"quotas": quotas, "reservations": reservations}
+def _cluster_state(terms: InForce, cluster: str) -> dict[str, Any]:
+    quotas, reserved = terms.terms(cluster)
+    return {"quotas": [{"project": q.project, "guaranteed_gpus": q.guaranteed_gpus,
+                        "opportunistic_gpus": q.opportunistic_gpus} for q in quotas],
+            "reservations": [{"request_id": r.request_id, "project": r.project,
+                              "nodes": r.nodes, "gpus": r.gpus, "start": r.start,
+                              "end": r.end} for r in reserved]}
 
 
 def executor_view(plan: dict[str, Any]) -> dict[str, Any]:
-    """Per period, per cluster: quotas and reservations in force, and the next change."""
+    """Per period, per cluster: quotas and reservations in force, and the next change.
+
+    Read from the executor contract (:func:`planner.contract.timeline`, one
+    :class:`~planner.contract.InForce` per period; :func:`planner.contract.next_change`).
+    """
     info = cluster_info(plan)
     clusters = sorted(info)
-    states = []
-    for p in plan["periods"]:
-        grants = cells(plan, p["start"])
-        states.append({c: _cluster_state(plan, grants, c, p["start"], p["end"],
-                                         int(info[c]["gpus_per_node"])) for c in clusters})
+    views = timeline(plan)
     periods = []
     for t, p in enumerate(plan["periods"]):
         per_cluster = []
         for c in clusters:
-            later = (plan["periods"][u]["start"] for u in range(t + 1, len(states))
-                     if states[u][c] != states[t][c])
             per_cluster.append({"cluster": c, "gpu_type": info[c]["gpu_type"],
                                 "gpus": int(info[c]["nodes"]) * int(info[c]["gpus_per_node"]),
-                                **states[t][c], "next_change": next(later, None)})
+                                **_cluster_state(views[t], c),
+                                "next_change": next_change(views, t, c)})
         periods.append({"start": p["start"], "end": p["end"], "clusters": per_cluster})
     return {"view_version": VIEW_VERSION, "scenario": plan["scenario"], "as_of": plan["as_of"],
             "input_digest": plan.get("input_digest", ""), "contract": plan.get("contract"),

@@ -61,16 +61,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from planner.exporters.common import (
-    by_depth,
-    cells,
-    cluster_info,
-    floor_gpus,
-    overlaps,
-    period_bounds,
-    quantity,
-    safe_name,
-)
+from planner.contract import in_force
+from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
 from planner.inputs.org import OrgTree
 
@@ -189,22 +181,22 @@ def _cohorts(tree: OrgTree, nodes: set[str] | None, window: Stamp
 
 def project_quotas(plan: dict[str, Any], start: str, end: str
                    ) -> dict[str, dict[str, dict[str, int]]]:
-    """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved."""
-    info = cluster_info(plan)
+    """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
+
+    Read from the executor contract (:func:`planner.contract.in_force` over the period):
+    nominal = guaranteed whole GPUs + reserved GPUs, borrowing = the opportunistic headroom.
+    """
+    terms = in_force(plan, start, end)
     out: dict[str, dict[str, dict[str, int]]] = {}
-    for (project, cluster), cell in cells(plan, start).items():
-        guaranteed = floor_gpus(cell["guaranteed"])
-        total = floor_gpus(cell["guaranteed"] + cell["opportunistic"])
-        out.setdefault(project, {})[cluster] = {"nominal": guaranteed,
-                                                "borrowing": total - guaranteed,
-                                                "reserved": 0}
-    for r in plan["reservations"]:
-        if overlaps(r, start, end):
-            q = out.setdefault(r["project"], {}).setdefault(
-                r["cluster"], {"nominal": 0, "borrowing": 0, "reserved": 0})
-            gpus = int(r["nodes"]) * int(info[r["cluster"]]["gpus_per_node"])
-            q["nominal"] += gpus
-            q["reserved"] += gpus
+    for q in terms.quotas:
+        out.setdefault(q.project, {})[q.cluster] = {"nominal": q.guaranteed,
+                                                    "borrowing": q.opportunistic,
+                                                    "reserved": 0}
+    for r in terms.reservations:
+        cell = out.setdefault(r.project, {}).setdefault(
+            r.cluster, {"nominal": 0, "borrowing": 0, "reserved": 0})
+        cell["nominal"] += r.gpus
+        cell["reserved"] += r.gpus
     return out
 
 

@@ -82,7 +82,8 @@ from typing import Any
 
 import pandas as pd
 
-from planner.exporters.common import by_depth, cluster_info, safe_name
+from planner.contract import Reserved, planned_guaranteed, reservations
+from planner.exporters.common import by_depth, safe_name
 from planner.inputs.org import OrgTree
 
 FLAGS = "IGNORE_JOBS"
@@ -170,26 +171,17 @@ def _duration(start: str, end: str) -> str:
 
 
 def budget_minutes(plan: dict[str, Any]) -> dict[str, int]:
-    """Project -> GrpTRESMins gres/gpu: remaining budget in raw GPU-minutes."""
-    info = cluster_info(plan)
-    raw: dict[str, float] = {}
-    ngh: dict[str, float] = {}
-    for a in plan["allocations"]:
-        if a["kind"] == "guaranteed":
-            raw[a["project"]] = raw.get(a["project"], 0.0) + a["gpu_hours"]
-            ngh[a["project"]] = ngh.get(a["project"], 0.0) + \
-                a["gpu_hours"] * info[a["cluster"]]["rate"]
-    as_of = pd.Timestamp(plan["as_of"])
-    for r in plan["reservations"]:
-        start = max(pd.Timestamp(r["start"]), as_of)
-        hours = (pd.Timestamp(r["end"]) - start).total_seconds() / 3600
-        gpu_hours = r["nodes"] * info[r["cluster"]]["gpus_per_node"] * hours
-        raw[r["project"]] = raw.get(r["project"], 0.0) + gpu_hours
-        ngh[r["project"]] = ngh.get(r["project"], 0.0) + gpu_hours * info[r["cluster"]]["rate"]
+    """Project -> GrpTRESMins gres/gpu: remaining budget in raw GPU-minutes.
+
+    The guaranteed work the plan charges (:func:`planner.contract.planned_guaranteed`) sets
+    the GPU-hours per NGH of each project's minutes.
+    """
+    planned = planned_guaranteed(plan)
     out = {}
     for b in plan["budgets"]:
         p = b["project"]
-        per_ngh = raw[p] / ngh[p] if ngh.get(p, 0.0) > 0 else 1.0
+        raw, ngh = planned.get(p, (0.0, 0.0))
+        per_ngh = raw / ngh if ngh > 0 else 1.0
         out[p] = max(0, math.floor(60 * max(0.0, b["budget"] - b["used"]) * per_ngh + 1e-6))
     return out
 
@@ -267,14 +259,14 @@ def _has(name: str, *fields: str) -> str:
     return f"resv_has {_q(name, f'ReservationName={name}', *fields)}"
 
 
-def _reservation_line(r: dict[str, Any], as_of: str) -> str:
-    name = reservation_name(r["request_id"])
-    acct, nodes = f"Accounts={account(r['project'])}", f"NodeCnt={r['nodes']}"
+def _reservation_line(r: Reserved, as_of: str) -> str:
+    name = reservation_name(r.request_id)
+    acct, nodes = f"Accounts={account(r.project)}", f"NodeCnt={r.nodes}"
     common = _q(acct, nodes)
-    start, end = _slurm_time(r["start"]), _slurm_time(r["end"])
+    start, end = _slurm_time(r.start), _slurm_time(r.end)
     create = f"{RUN}scontrol create reservation {_q(f'ReservationName={name}')}"
     update = f"{RUN}scontrol update {_q(f'ReservationName={name}')}"
-    partition = f"PartitionName={r['cluster']}"
+    partition = f"PartitionName={r.cluster}"
     tail = f"{common} {_q(partition, f'Flags={FLAGS}')}"
     # an existing reservation is updated only where it differs, so that a converged Slurm
     # sees no change (and a dry run prints none).
@@ -283,9 +275,9 @@ def _reservation_line(r: dict[str, Any], as_of: str) -> str:
     running = (f"if {_has(name)}; then {_has(name, f'EndTime={end}', nodes, acct)} || "
                f"{update} {_q(f'EndTime={end}')} {common}; "
                f"else {create} StartTime=now {_q(f'EndTime={end}')} {tail}; fi")
-    if r["start"] < as_of:
+    if r.start < as_of:  # begun before the plan's as_of (the contract's rule 6)
         return running
-    window = _q(f"StartTime={start}", f"Duration={_duration(r['start'], r['end'])}")
+    window = _q(f"StartTime={start}", f"Duration={_duration(r.start, r.end)}")
     same = _has(name, f"StartTime={start}", f"EndTime={end}", nodes, acct)
     ahead = (f"if {_has(name)}; then {same} || {update} {window} {common}; "
              f"else {create} {window} {tail}; fi")
@@ -307,8 +299,8 @@ def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
             or (before.parent_of(n), before.weight_of(n)) != (tree.parent_of(n), tree.weight_of(n))]
 
 
-def _reservation_key(r: dict[str, Any]) -> tuple:
-    return (r["project"], r["cluster"], r["nodes"], r["start"], r["end"])
+def _reservation_key(r: Reserved) -> tuple:
+    return (r.project, r.cluster, r.nodes, r.start, r.end)
 
 
 def _header(plan: dict[str, Any]) -> list[str]:
@@ -369,8 +361,8 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
                   *_opportunistic_lines(), ""]
         lines += ["# budgets: remaining GPU-minutes per project; they preempt opportunistic "
                   "work", *qos, ""]
-    old = {r["request_id"]: r for r in (previous or {}).get("reservations", [])}
-    new = {r["request_id"]: r for r in plan["reservations"]}
+    old = {r.request_id: r for r in (reservations(previous) if previous is not None else ())}
+    new = {r.request_id: r for r in reservations(plan)}
     changes = [_reservation_line(new[i], plan["as_of"]) for i in sorted(new)
                if i not in old or _reservation_key(old[i]) != _reservation_key(new[i])]
     changes += [_delete_line(i) for i in sorted(set(old) - set(new))]

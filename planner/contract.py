@@ -1,0 +1,280 @@
+"""The executor contract: what a ``plan.json`` puts in force for an executor, written once.
+
+Every executor of a plan reads it here — the Kueue exporter
+(:func:`planner.exporters.kueue.project_quotas`), the Slurm exporter (budgets and
+reservations), the executor view (:mod:`planner.exporters.executor_json`), ``planner
+status`` and the simulator's ``planner`` executor
+(:mod:`planner.simulate.planner_policy`) — so that none of them restates it.
+
+At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in force
+(:func:`in_force`, an :class:`InForce`):
+
+1. **Grants of the period holding t**, per (project, cluster) (:class:`Quota`): the plan's
+   guaranteed and opportunistic GPUs (``allocations[].gpus`` of that period, as written)
+   and, in whole GPUs — the executor enforces GPUs, and a fraction of one cannot be
+   handed out — ``guaranteed`` = ⌊g⌋ and the opportunistic *headroom* ``opportunistic`` =
+   ⌊g + o⌋ − ⌊g⌋ (so guaranteed + headroom = ⌊g + o⌋); ⌊·⌋ is :func:`floor_gpus`,
+   tolerant of the plan's 1e-6 rounding. Guaranteed work runs within ⌊g⌋, charged to the
+   budget, and is never preempted; opportunistic work runs beyond it up to ⌊g + o⌋,
+   preemptible, reclaimed first.
+2. **Reservations running at t** (or at some time in ``[t, u)``) (:class:`Reserved`):
+   whole nodes of a cluster for one project from ``start`` to ``end``; their GPUs
+   (nodes × GPUs a node) are the project's alone, lent to no one, never preempted.
+3. **The protected minimum runtime**: a job of allocated work, once started, is not
+   preempted before it has run min(its own min runtime, the plan's
+   ``contract.min_runtime_cap_hours``) hours (:meth:`InForce.protected_hours`;
+   ``--model default`` says 8 h, ``strict-budgets`` 4 h).
+4. **What may preempt what** (:data:`PREEMPTS`, one table for every executor) among the
+   job classes (:class:`JobClass`): reserved and guaranteed work are never preempted;
+   guaranteed work (and the replay's paced work, which stands in for it until the next
+   plan) takes GPUs back from unallocated, then fill, then opportunistic work
+   (:data:`VICTIM_ORDER`); opportunistic work from unallocated and fill work only; fill
+   and unallocated work preempt no one. Victims are taken class by class in that order;
+   within a class, from the projects furthest ahead of their budget pace first; within a
+   project, jobs that lose nothing (resumable) first, then those that have run least. A
+   victim inside its protected runtime is never taken.
+
+Moments and period starts are ISO 8601 UTC strings as the plan writes them
+(``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
+the plan's periods raises ``ValueError``: the plan says nothing there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+
+from planner.times import iso
+
+EPS = 1e-6  # the plan writes GPUs rounded to 1e-6
+
+
+class JobClass(StrEnum):
+    """The class a running job holds its GPUs under (the simulator's tags are these)."""
+
+    __hash__ = str.__hash__  # hashed as its value, at C speed (engine dict keys)
+
+    RESERVED = "reserved"  # on a reservation's nodes: never preempted
+    GUARANTEED = "guaranteed"  # within ⌊guaranteed⌋: charged, never preempted
+    PACED = "paced"  # the replay's stand-in for guaranteed work the plan has not seen yet
+    OPPORTUNISTIC = "opportunistic"  # within ⌊guaranteed + opportunistic⌋: preemptible
+    FILL = "fill"  # allocated work in GPUs nobody is granted: preemptible
+    UNALLOCATED = "unallocated"  # no protected runtime, no budget: preemptible at once
+
+
+#: The order victims are taken in, by class: unallocated first, opportunistic last.
+VICTIM_ORDER: tuple[JobClass, ...] = (JobClass.UNALLOCATED, JobClass.FILL,
+                                      JobClass.OPPORTUNISTIC)
+
+#: What each class may preempt, in the order victims are taken (module docstring, 4).
+PREEMPTS: dict[JobClass, tuple[JobClass, ...]] = {
+    JobClass.RESERVED: (),  # its nodes are its own: there is nothing on them to take
+    JobClass.GUARANTEED: VICTIM_ORDER,
+    JobClass.PACED: VICTIM_ORDER,
+    JobClass.OPPORTUNISTIC: (JobClass.UNALLOCATED, JobClass.FILL),
+    JobClass.FILL: (),
+    JobClass.UNALLOCATED: (),
+}
+
+#: Classes never preempted once running.
+NEVER_PREEMPTED: frozenset[JobClass] = frozenset(
+    {JobClass.RESERVED, JobClass.GUARANTEED})
+
+
+def may_preempt(attacker: JobClass, victim: JobClass) -> bool:
+    """Whether work of class ``attacker`` may take GPUs from running ``victim`` work."""
+    return victim in PREEMPTS[attacker]
+
+
+def floor_gpus(gpus: float) -> int:
+    """Whole GPUs, rounded down (tolerant of the plan's 1e-6 rounding)."""
+    return max(0, math.floor(gpus + EPS))
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One (project, cluster)'s grants in force: the plan's GPUs and the whole ones."""
+
+    project: str
+    cluster: str
+    guaranteed_gpus: float  # the plan's guaranteed GPUs of the period, as written
+    opportunistic_gpus: float  # the plan's opportunistic GPUs of the period, as written
+
+    @property
+    def guaranteed(self) -> int:
+        """Whole guaranteed GPUs: ⌊g⌋."""
+        return floor_gpus(self.guaranteed_gpus)
+
+    @property
+    def total(self) -> int:
+        """Whole GPUs guaranteed and opportunistic together: ⌊g + o⌋."""
+        return floor_gpus(self.guaranteed_gpus + self.opportunistic_gpus)
+
+    @property
+    def opportunistic(self) -> int:
+        """The opportunistic headroom in whole GPUs: ⌊g + o⌋ − ⌊g⌋."""
+        return self.total - self.guaranteed
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A reservation of the plan: whole nodes of a cluster for one project."""
+
+    request_id: str
+    project: str
+    cluster: str
+    nodes: int
+    gpus: int  # nodes × the cluster's GPUs a node
+    start: str  # ISO UTC
+    end: str
+
+    def running_at(self, moment: str) -> bool:
+        """Whether it holds its nodes at ``moment`` (start ≤ moment < end)."""
+        return self.start <= moment < self.end
+
+    def overlaps(self, start: str, end: str) -> bool:
+        """Whether it holds its nodes at some time in [start, end)."""
+        return self.start < end and self.end > start
+
+
+@dataclass(frozen=True)
+class InForce:
+    """What a plan puts in force over ``[start, end)`` (``start == end``: one moment)."""
+
+    start: str  # ISO UTC
+    end: str
+    period_start: str  # the plan period whose grants are in force
+    period_end: str
+    min_runtime_cap_hours: float  # the plan's contract: the most protected runtime
+    quotas: tuple[Quota, ...]  # sorted by (project, cluster); only cells the plan grants
+    reservations: tuple[Reserved, ...]  # sorted by request_id
+
+    def quota(self, project: str, cluster: str) -> Quota:
+        """The (project, cluster) grants; all zero where the plan grants nothing."""
+        for q in self.quotas:
+            if q.project == project and q.cluster == cluster:
+                return q
+        return Quota(project, cluster, 0.0, 0.0)
+
+    def reserved_gpus(self, project: str, cluster: str) -> int:
+        """GPUs of the project's reservations in force on the cluster."""
+        return sum(r.gpus for r in self.reservations
+                   if r.project == project and r.cluster == cluster)
+
+    def on(self, cluster: str) -> InForce:
+        """The same, restricted to one cluster."""
+        return InForce(self.start, self.end, self.period_start, self.period_end,
+                       self.min_runtime_cap_hours,
+                       tuple(q for q in self.quotas if q.cluster == cluster),
+                       tuple(r for r in self.reservations if r.cluster == cluster))
+
+    def terms(self, cluster: str | None = None) -> tuple[tuple[Quota, ...], tuple[Reserved, ...]]:
+        """What an executor enforces (grants and reservations), for comparing moments."""
+        view = self if cluster is None else self.on(cluster)
+        return view.quotas, view.reservations
+
+    def protected_hours(self, own: float) -> float:
+        """A job's protected runtime: min(its own min runtime, the plan's cap)."""
+        return min(own, self.min_runtime_cap_hours)
+
+
+def _moment(at: str | pd.Timestamp) -> str:
+    return iso(pd.Timestamp(at)) if isinstance(at, pd.Timestamp) else str(at)
+
+
+def min_runtime_cap(plan: dict[str, Any]) -> float:
+    """The plan's ``contract.min_runtime_cap_hours``."""
+    return float(plan["contract"]["min_runtime_cap_hours"])
+
+
+def reservations(plan: dict[str, Any]) -> tuple[Reserved, ...]:
+    """Every reservation of the plan, typed, in the plan's order."""
+    gpn = {c["cluster"]: int(c["gpus_per_node"]) for c in plan.get("clusters", [])}
+    return tuple(Reserved(str(r["request_id"]), r["project"], r["cluster"], int(r["nodes"]),
+                          int(r["nodes"]) * gpn[r["cluster"]], r["start"], r["end"])
+                 for r in plan["reservations"])
+
+
+def period_index(plan: dict[str, Any], at: str | pd.Timestamp) -> int:
+    """The index of the plan period holding ``at``; ``ValueError`` outside the plan."""
+    moment = _moment(at)
+    for t, p in enumerate(plan["periods"]):
+        if p["start"] <= moment < p["end"]:
+            return t
+    raise ValueError(f"{moment} is outside the plan's periods")
+
+
+def _quotas(plan: dict[str, Any], period_start: str) -> tuple[Quota, ...]:
+    cells: dict[tuple[str, str], list[float]] = {}
+    for a in plan["allocations"]:
+        if a["period_start"] == period_start:
+            cell = cells.setdefault((a["project"], a["cluster"]), [0.0, 0.0])
+            cell[0 if a["kind"] == JobClass.GUARANTEED else 1] += float(a["gpus"])
+    return tuple(Quota(p, c, g, o) for (p, c), (g, o) in sorted(cells.items()))
+
+
+def in_force(plan: dict[str, Any], at: str | pd.Timestamp,
+             until: str | pd.Timestamp | None = None,
+             _all: tuple[Reserved, ...] | None = None) -> InForce:
+    """What ``plan`` puts in force at ``at`` (over ``[at, until)`` with ``until``).
+
+    The grants are those of the period holding ``at``; the reservations those running at
+    ``at`` (at some time in ``[at, until)`` with ``until``). For a whole period give its
+    start and end.
+    """
+    t = period_index(plan, at)
+    period = plan["periods"][t]
+    start = _moment(at)
+    end = start if until is None else _moment(until)
+    every = reservations(plan) if _all is None else _all
+    held = (r for r in every if (r.running_at(start) if until is None
+                                 else r.overlaps(start, end)))
+    return InForce(start, end, period["start"], period["end"], min_runtime_cap(plan),
+                   _quotas(plan, period["start"]),
+                   tuple(sorted(held, key=lambda r: r.request_id)))
+
+
+def timeline(plan: dict[str, Any], periods: int | None = None) -> list[InForce]:
+    """:func:`in_force` over each of the plan's periods (the first ``periods``)."""
+    every = reservations(plan)
+    chosen = plan["periods"] if periods is None else plan["periods"][:max(1, periods)]
+    return [in_force(plan, p["start"], p["end"], every) for p in chosen]
+
+
+def next_change(views: Sequence[InForce], index: int, cluster: str | None = None
+                ) -> str | None:
+    """The start of the first view after ``views[index]`` whose terms differ (on ``cluster``).
+
+    ``views`` is a :func:`timeline`; None when nothing changes until its end.
+    """
+    now = views[index].terms(cluster)
+    return next((v.start for v in views[index + 1:] if v.terms(cluster) != now), None)
+
+
+def planned_guaranteed(plan: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Project -> (GPU-hours, NGH) of guaranteed work the plan charges from its ``as_of``.
+
+    Guaranteed grants of every period plus the reservations from max(start, as_of) to
+    their end: what counts against the budget left (the Slurm budget QOS is this).
+    """
+    rate = {c["cluster"]: c["rate"] for c in plan.get("clusters", [])}
+    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan.get("clusters", [])}
+    raw: dict[str, float] = {}
+    ngh: dict[str, float] = {}
+    for a in plan["allocations"]:
+        if a["kind"] == JobClass.GUARANTEED:
+            raw[a["project"]] = raw.get(a["project"], 0.0) + a["gpu_hours"]
+            ngh[a["project"]] = ngh.get(a["project"], 0.0) + a["gpu_hours"] * rate[a["cluster"]]
+    as_of = pd.Timestamp(plan["as_of"])
+    for r in plan["reservations"]:
+        start = max(pd.Timestamp(r["start"]), as_of)
+        hours = (pd.Timestamp(r["end"]) - start).total_seconds() / 3600
+        gpu_hours = r["nodes"] * gpn[r["cluster"]] * hours
+        raw[r["project"]] = raw.get(r["project"], 0.0) + gpu_hours
+        ngh[r["project"]] = ngh.get(r["project"], 0.0) + gpu_hours * rate[r["cluster"]]
+    return {p: (raw[p], ngh[p]) for p in raw}
