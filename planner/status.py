@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from planner.contract import in_force
 from planner.inputs import Scenario
 from planner.plan.build import num
 from planner.reports.content import UNDER
@@ -93,20 +94,15 @@ def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
     """The status of ``plan`` (planned from ``scenario``) at its ``as_of``."""
     as_of = pd.Timestamp(plan["as_of"])
     first = plan["periods"][0]
-    start, end = pd.Timestamp(first["start"]), pd.Timestamp(first["end"])
-    hours = (end - start).total_seconds() / 3600
+    terms = in_force(plan, plan["as_of"])  # the executor contract at as_of
     guaranteed: dict[str, float] = {}
     opportunistic: dict[str, float] = {}
-    for a in plan["allocations"]:
-        if a["period_start"] == first["start"]:
-            into = guaranteed if a["kind"] == "guaranteed" else opportunistic
-            into[a["project"]] = into.get(a["project"], 0.0) + a["gpu_hours"] / hours
-    gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
+    for q in terms.quotas:
+        guaranteed[q.project] = guaranteed.get(q.project, 0.0) + q.guaranteed_gpus
+        opportunistic[q.project] = opportunistic.get(q.project, 0.0) + q.opportunistic_gpus
     reserved: dict[str, float] = {}
-    for r in plan["reservations"]:
-        if pd.Timestamp(r["start"]) <= as_of < pd.Timestamp(r["end"]):
-            reserved[r["project"]] = reserved.get(r["project"], 0.0) + r["nodes"] * gpn[
-                r["cluster"]]
+    for r in terms.reservations:
+        reserved[r.project] = reserved.get(r.project, 0.0) + r.gpus
     running = running_gpus(scenario, as_of)
     tree = scenario.tree
     rows = []

@@ -46,6 +46,7 @@ import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 import pandas as pd
@@ -56,6 +57,20 @@ from planner.simulate.trace import time_limits
 
 DONE, PREEMPTED, CUT = "done", "preempted", "cut"
 _EPS = 1e-9
+
+
+class JobState(IntEnum):
+    """Where a job of the trace is in the replay."""
+
+    FUTURE = 0  # not submitted yet
+    WAITING = 1  # in its cluster's queue
+    RUNNING = 2  # holding GPUs
+    DONE = 3  # finished
+
+
+# module-level aliases: the event loop compares states millions of times
+_FUTURE, _WAITING, _RUNNING, _DONE = (JobState.FUTURE, JobState.WAITING, JobState.RUNNING,
+                                      JobState.DONE)
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,12 @@ class ProjectQueue:
                 best = heap[0]
         return best
 
+    def jobs(self) -> Iterable[int]:
+        """Every waiting job of the queue (no order)."""
+        for heap in self.buckets.values():
+            for _, job in heap:
+                yield job
+
     def remove_head(self, gpus: int) -> None:
         """Drop the first job of the ``gpus`` bucket (it was just started)."""
         heapq.heappop(self.buckets[gpus])
@@ -233,7 +254,11 @@ class Replay:
         jobs = self.jobs
         # per-job state
         self.remaining: list[float] = list(jobs.duration)
-        self.state: list[int] = [0] * jobs.n  # 0 future, 1 waiting, 2 running, 3 done
+        self.state: list[JobState] = [_FUTURE] * jobs.n
+        #: protected runtime each job gets when it starts: its own min runtime, or less
+        #: once a policy caps it (:meth:`cap_protection`, the plan's contract)
+        self.protect: list[float] = list(jobs.min_runtime)
+        self.protect_cap = math.inf
         self.first_start = [math.nan] * jobs.n
         self.finish = [math.nan] * jobs.n
         self.run_start = [0.0] * jobs.n
@@ -349,6 +374,48 @@ class Replay:
         gpn = self.gpn[c]
         return -(-gpus // gpn) * gpn if gpus >= gpn else gpus
 
+    # -- what policies read (never the raw per-job lists) --------------------------------
+
+    def is_waiting(self, job: int) -> bool:
+        """Whether ``job`` is in its cluster's queue."""
+        return self.state[job] == _WAITING
+
+    def is_running(self, job: int) -> bool:
+        """Whether ``job`` holds GPUs now."""
+        return self.state[job] == _RUNNING
+
+    def work_left(self, job: int) -> float:
+        """Hours of work ``job`` has left now (what it still needs if never preempted)."""
+        left = self.remaining[job]
+        if self.state[job] == _RUNNING:
+            left -= self.now - self.run_start[job]
+        return left
+
+    def running_jobs(self, c: int) -> list[int]:
+        """Jobs running on cluster ``c``, oldest run first (run start, then job)."""
+        run_start = self.run_start
+        return sorted(self.running[c], key=lambda j: (run_start[j], j))
+
+    def outstanding_jobs(self) -> list[int]:
+        """Waiting and running jobs of every cluster, in job order."""
+        out: list[int] = []
+        for c in range(len(self.cluster_ids)):
+            out.extend(self.running[c])
+            for queue in self.queues[c].values():
+                out.extend(queue.jobs())
+        return sorted(out)
+
+    def cap_protection(self, cap_hours: float) -> None:
+        """Protect jobs started from now on for min(their own min runtime, ``cap_hours``).
+
+        The ``planner`` executor calls it with its plan's ``min_runtime_cap_hours`` (the
+        executor contract); jobs already running keep the protection they started with.
+        """
+        if cap_hours == self.protect_cap:
+            return
+        self.protect_cap = cap_hours
+        self.protect = [min(m, cap_hours) for m in self.jobs.min_runtime]
+
     # -- queues --------------------------------------------------------------------------
 
     def _enqueue(self, job: int) -> None:
@@ -360,7 +427,7 @@ class Replay:
         sizes = self.waiting_sizes[c]
         sizes[g] = sizes.get(g, 0) + 1
         self.n_waiting[c] += 1
-        self.state[job] = 1
+        self.state[job] = _WAITING
 
     def waiting_projects(self, c: int) -> list[int]:
         """Projects with waiting jobs on ``c``, in project order."""
@@ -389,7 +456,7 @@ class Replay:
         """Start a waiting job that fits now (raises if it does not): the policy's choice."""
         jobs = self.jobs
         c, p, g = jobs.cluster[job], jobs.project[job], jobs.gpus[job]
-        if self.state[job] != 1:
+        if self.state[job] != _WAITING:
             raise RuntimeError(f"job {jobs.ids[job]} is not waiting")
         nodes = self._place(c, g, blocked)
         if nodes is None:
@@ -409,7 +476,7 @@ class Replay:
             self._take(c, node, per_node, job)
         now = self.now
         self.placed[job] = nodes
-        self.state[job] = 2
+        self.state[job] = _RUNNING
         self.tag[job] = tag
         self.run_start[job] = now
         self.booked_to[job] = now
@@ -423,7 +490,7 @@ class Replay:
         self._held_tag(c, tag)[p] += held
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
-        protect = jobs.min_runtime[job]
+        protect = self.protect[job]
         self.protected_until[job] = now + protect
         if protect > 0:
             heapq.heappush(self.events, (now + protect, 1, job, self.epoch[job]))
@@ -582,7 +649,7 @@ class Replay:
                blocked: frozenset[int]) -> bool:
         for node in nodes:
             for victim in chosen[node]:
-                if self.state[victim] == 2:
+                if self.state[victim] == _RUNNING:
                     self.preempt(victim)
         c, g = self.jobs.cluster[job], self.jobs.gpus[job]
         return self._place(c, g, blocked) is not None
@@ -611,13 +678,13 @@ class Replay:
             dirty: set[int] = set()
             while events and events[0][0] <= now + _EPS:
                 _, kind, job, epoch = heapq.heappop(events)
-                if epoch != self.epoch[job] or self.state[job] != 2:
+                if epoch != self.epoch[job] or self.state[job] != _RUNNING:
                     continue
                 c = jobs.cluster[job]
                 if kind == 0:
                     self._stop(job, DONE)
                     self.remaining[job] = 0.0
-                    self.state[job] = 3
+                    self.state[job] = _DONE
                     self.finish[job] = now
                     self._outstanding(job, -1)
                 else:

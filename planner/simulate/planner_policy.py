@@ -38,25 +38,31 @@ The executor then enforces the plan's first period on every cluster:
    may always start one job of up to a node paced while it has budget left (a
    one-node job of a small project would otherwise wait for a node to empty by
    itself); a project without a budget is
-   entitled to nothing. ``share_idle_pace=False``:
-   the project's own pace only; ``pace_always=False``: paced only while the
-   project is behind its pace over the quarter so far (charged < budget × elapsed
-   share).
+   entitled to nothing.
 3. beyond that, up to G_pk + O_pk (the opportunistic grant) it runs
    **opportunistic**, preempting only unallocated and fill work;
 4. every GPU still idle goes to any waiting job that fits (**fill**): allocated
    jobs first, of the projects furthest behind their budget pace first (charged ÷
-   (budget × elapsed share of the quarter)), then unallocated work
-   (``over_budget_last=True``: allocated jobs of projects that spent their budget
-   after the unallocated work). Reclaim takes unallocated, then fill, then
-   opportunistic work, from the projects furthest ahead of their budget pace first
-   (within each project and class, the engine's rule: resumable jobs first, then
-   non-resumable ones that ran least).
+   (budget × elapsed share of the quarter)), then unallocated work. Reclaim takes
+   the classes the contract's table lets the job's class preempt
+   (:data:`planner.contract.PREEMPTS`: unallocated, then fill, then, for guaranteed
+   and paced work, opportunistic work), from the projects furthest ahead of their
+   budget pace first (within each project and class, the engine's rule: resumable
+   jobs first, then non-resumable ones that ran least).
 
-``replan_hours`` (default: ``period_hours``) replans more often than the period
-grid, from any hour. At each replan the running jobs are re-classed against the
-new plan, oldest first: guaranteed up to G_pk, opportunistic up to G_pk + O_pk,
-fill beyond.
+What is in force is read from the plan through the executor contract
+(:func:`planner.contract.in_force` at the period start): G_pk and G_pk + O_pk are its
+whole GPUs (⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋, as the Kueue export's
+nominal quota and borrowing limit), and a job's protected runtime is min(its own min
+runtime, the plan's ``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
+so ``--model strict-budgets`` protects for 4 h, the default model for 8 h. At each
+replan the running jobs are re-classed against the new plan, oldest first: guaranteed
+up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
+
+The executor has no tuning flags. Its rules are the measured best of the variants the
+README lists (paced up to the pace every hour, not only while behind it; over-budget
+work filling by pace with the rest, not last; the pace of idle projects shared;
+a replan every ``period_hours``, not more often): the others are gone.
 """
 
 from __future__ import annotations
@@ -69,12 +75,14 @@ import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig, load_model
+from planner.contract import PREEMPTS, JobClass, in_force
 from planner.fairshare import water_fill
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
 
 GUARANTEED, PACED, OPPORTUNISTIC, FILL, UNALLOCATED = (
-    "guaranteed", "paced", "opportunistic", "fill", "unallocated")
+    JobClass.GUARANTEED, JobClass.PACED, JobClass.OPPORTUNISTIC, JobClass.FILL,
+    JobClass.UNALLOCATED)
 _HOUR = pd.Timedelta(hours=1)
 
 
@@ -83,14 +91,8 @@ class PlannerPolicy(AdmissionPolicy):
 
     name = "planner"
 
-    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 replan_hours: float | None = None, pace_always: bool = True,
-                 over_budget_last: bool = False, share_idle_pace: bool = True) -> None:
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30) -> None:
         model = model or load_model("default")
-        self.replan_hours = replan_hours  # None: every period_hours
-        self.pace_always = pace_always  # False: paced only while behind the budget pace
-        self.over_budget_last = over_budget_last  # True: over-budget work fills last
-        self.share_idle_pace = share_idle_pace  # False: each project's own pace only
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -108,8 +110,10 @@ class PlannerPolicy(AdmissionPolicy):
         days = self.model.lookback.window_days or scenario.config.lookback_days
         self.window_hours = int(round(days * 24))
         n_p, n_k = len(sim.projects), len(sim.cluster_ids)
-        self.guaranteed = np.zeros((n_p, n_k))
-        self.opportunistic = np.zeros((n_p, n_k))
+        self.guaranteed = np.zeros((n_p, n_k))  # whole GPUs in force: ⌊g⌋
+        self.opportunistic = np.zeros((n_p, n_k))  # whole headroom: ⌊g + o⌋ − ⌊g⌋
+        self.planned = np.zeros((n_p, n_k))  # the plan's guaranteed GPUs as written (rank)
+        self.reserved = np.zeros((n_p, n_k))  # GPUs of reservations in force
         self.budget = scenario.arrays.budget
         self.allowed = scenario.arrays.allowed
         self.rate = np.array(sim.rate)
@@ -127,16 +131,14 @@ class PlannerPolicy(AdmissionPolicy):
 
     def refresh(self, sim, now: float) -> bool:
         """Every hour the paced entitlement; at period boundaries a replan, re-classing."""
-        if self.share_idle_pace:
-            # (2): the whole capacity (NGH per hour) water-filled over the projects'
-            # outstanding allocated work, weighted by budget pace; never below
-            # min(pace, demand)
-            demand = np.where(self.pace > 0, sim.outstanding @ self.rate, 0.0)  # no budget,
-            shared = water_fill(self.capacity_ngh, demand, np.maximum(self.pace, 1e-12))  # none
-            self.entitlement = np.maximum(shared, np.minimum(self.pace, demand))
+        # (2): the whole capacity (NGH per hour) water-filled over the projects'
+        # outstanding allocated work, weighted by budget pace; never below min(pace, demand)
+        demand = np.where(self.pace > 0, sim.outstanding @ self.rate, 0.0)  # no budget, none
+        shared = water_fill(self.capacity_ngh, demand, np.maximum(self.pace, 1e-12))
+        self.entitlement = np.maximum(shared, np.minimum(self.pace, demand))
         if now < self.next_plan - 1e-9:
             return False
-        self.next_plan += self.replan_hours or self.period
+        self.next_plan += self.period
         cfg = sim.scenario.config
         as_of = cfg.quarter_start + pd.Timedelta(hours=now)
         if as_of >= cfg.quarter_end:
@@ -182,12 +184,10 @@ class PlannerPolicy(AdmissionPolicy):
     def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         jobs = sim.jobs
         rows: dict[tuple[int, int, float], float] = {}
-        for job in _outstanding_jobs(sim):
+        for job in sim.outstanding_jobs():
             if not jobs.allocated[job] or not self.allowed[jobs.project[job], jobs.cluster[job]]:
                 continue
-            left = sim.remaining[job]
-            if sim.state[job] == 2:
-                left -= sim.now - sim.run_start[job]
+            left = sim.work_left(job)
             # whole periods: the executor enforces GPUs, so ask for GPUs over each period
             left = float(np.ceil(max(left, 1e-6) / self.period) * self.period)
             key = (jobs.project[job], jobs.cluster[job], left)
@@ -217,20 +217,25 @@ class PlannerPolicy(AdmissionPolicy):
         return out / window * self.allowed
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
-        self.guaranteed[:] = 0.0
-        self.opportunistic[:] = 0.0
+        """What the plan puts in force at ``first``, read through the executor contract."""
+        terms = in_force(body, first)
+        for array in (self.guaranteed, self.opportunistic, self.planned, self.reserved):
+            array[:] = 0.0
         p_index, k_index = sim.tree.leaf_index, sim.cluster_index
-        for a in body["allocations"]:
-            if a["period_start"] != first:
-                continue
-            target = self.guaranteed if a["kind"] == GUARANTEED else self.opportunistic
-            target[p_index[a["project"]], k_index[a["cluster"]]] += float(a["gpus"])
+        for q in terms.quotas:
+            p, k = p_index[q.project], k_index[q.cluster]
+            self.guaranteed[p, k] = q.guaranteed
+            self.opportunistic[p, k] = q.opportunistic
+            self.planned[p, k] = q.guaranteed_gpus
+        for r in terms.reservations:
+            self.reserved[p_index[r.project], k_index[r.cluster]] += r.gpus
+        sim.cap_protection(terms.min_runtime_cap_hours)
 
     def _reclass(self, sim) -> None:
         jobs = sim.jobs
         for c in range(len(sim.cluster_ids)):
             taken: dict[int, int] = {}
-            for job in sorted(sim.running[c], key=lambda j: (sim.run_start[j], j)):
+            for job in sim.running_jobs(c):
                 if not jobs.allocated[job]:
                     continue
                 p = jobs.project[job]
@@ -260,7 +265,7 @@ class PlannerPolicy(AdmissionPolicy):
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Projects furthest below their entitlement (guaranteed GPUs or pace) first."""
-        entitled = max(self.guaranteed[p, c] * self.rate[c], self.pace[p])
+        entitled = max(self.planned[p, c] * self.rate[c], self.pace[p])
         held = self._running_ngh(sim, p)
         return (held / entitled if entitled > 1e-9 else np.inf, *sim.key[job])
 
@@ -275,41 +280,34 @@ class PlannerPolicy(AdmissionPolicy):
         g, o = self.guaranteed[p, c], self.opportunistic[p, c]
         if self._held(sim, c, p, GUARANTEED) + need <= g + 1e-6:
             return GUARANTEED
-        behind = self.pace_always or sim.charged[p] < self.budget[p] * sim.now / sim.hours
         cap = self.entitlement[p]
         running = self._running_ngh(sim, p)
         # one job of up to a node, always, even above the cap
         first = (running == 0 and need <= sim.gpn[c]
                  and sim.charged[p] < self.budget[p])  # (and budget left)
-        if behind and (first or running + need * self.rate[c] <= cap + 1e-6):
+        if first or running + need * self.rate[c] <= cap + 1e-6:
             return PACED
         if self._held(sim, c, p, GUARANTEED, OPPORTUNISTIC) + need <= g + o + 1e-6:
             return OPPORTUNISTIC
         return None
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
-        """Unallocated, then fill, then (for guaranteed work) opportunistic jobs.
+        """The classes the job's class may preempt (:data:`planner.contract.PREEMPTS`).
 
-        Within each, projects furthest ahead of their budget pace first.
+        Unallocated, then fill, then (for guaranteed and paced work) opportunistic jobs;
+        within each, projects furthest ahead of their budget pace first.
         """
         n_p = len(sim.projects)
         paced = self.budget * max(sim.now, 1.0) / sim.hours
         ahead = np.divide(sim.charged, paced, out=np.full(n_p, np.inf), where=paced > 0)
         order = [int(q) for q in np.lexsort((np.arange(n_p), -ahead))]  # most ahead first
-        groups = [(q, UNALLOCATED) for q in order] + [(q, FILL) for q in order]
-        if self.entitled(sim, c, p, job) in (GUARANTEED, PACED):
-            groups += [(q, OPPORTUNISTIC) for q in order]
-        return groups
+        tag = self.entitled(sim, c, p, job)
+        return [(q, victim) for victim in (PREEMPTS[tag] if tag else ()) for q in order]
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
-        """Allocated work (furthest behind pace first), then unallocated work.
-
-        With ``over_budget_last``, allocated work of projects over budget comes last.
-        """
+        """Allocated work (furthest behind pace first), then unallocated work."""
         if not sim.jobs.allocated[job]:
             return (1, 0.0, *sim.key[job])
-        if self.over_budget_last and sim.charged[p] >= self.budget[p]:
-            return (2, 0.0, *sim.key[job])
         paced = self.budget[p] * max(sim.now, 1.0) / sim.hours
         return (0, float(sim.charged[p]) / paced if paced > 0 else math.inf, *sim.key[job])
 
@@ -319,11 +317,5 @@ class PlannerPolicy(AdmissionPolicy):
 
 
 def _outstanding_jobs(sim) -> list[int]:
-    """Waiting and running jobs, in job order."""
-    out = []
-    for c in range(len(sim.cluster_ids)):
-        out.extend(sim.running[c])
-        for queue in sim.queues[c].values():
-            for heap in queue.buckets.values():
-                out.extend(job for _, job in heap)
-    return sorted(out)
+    """Waiting and running jobs, in job order (:meth:`Replay.outstanding_jobs`)."""
+    return sim.outstanding_jobs()

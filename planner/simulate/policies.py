@@ -166,7 +166,7 @@ class AdmissionPolicy(Policy):
         gpus = sim.jobs.gpus
         while heap:
             _, p, job = heapq.heappop(heap)
-            if sim.state[job] != 1 or not sim.fits(c, gpus[job]):
+            if not sim.is_waiting(job) or not sim.fits(c, gpus[job]):
                 job = sim.head_fit(c, p)
                 if job is not None:
                     heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
