@@ -26,10 +26,17 @@ Placement, per cluster of ``nodes`` × ``gpus_per_node`` (G) GPUs:
 Nodes are kept in buckets by free GPUs, so "does a job of g fit?" costs O(G).
 
 Preemption: a running job may be preempted only from ``protected_until`` =
-start + its min runtime (unallocated work, min runtime 0: at any time). A
+start + its protected runtime: its min runtime, or min(that, the plan's
+``min_runtime_cap_hours``) once the policy applies an executor contract
+(:meth:`Replay.cap_protection`); unallocated work, min runtime 0, at any time. A
 resumable job is re-queued with its remaining work; a non-resumable one
 restarts from zero, and the GPU-hours it had run are counted as lost. Every run
 segment (job, start, end, GPUs, how it ended, the policy's tag) is recorded.
+
+Policies read the replay through its methods (:meth:`Replay.is_waiting`,
+:meth:`Replay.work_left`, :meth:`Replay.running_jobs`, :meth:`Replay.outstanding_jobs`,
+…), not its per-job lists; a job's state is a :class:`JobState`, the ``planner``
+executor's tags are :class:`planner.contract.JobClass` members (text, as every tag).
 
 Victim order (the engine's rule, the same for every policy): the policy names
 victim groups (project, tag) in its order of preference; within a group
