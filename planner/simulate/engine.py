@@ -412,6 +412,18 @@ class Replay:
                 out.extend(queue.jobs())
         return sorted(out)
 
+    def held_under(self, c: int, p: int, tag: str) -> int:
+        """GPUs project ``p`` holds on cluster ``c`` under ``tag``."""
+        return self.held_by[c].get((p, tag), 0)
+
+    def preemptible_gpus(self, c: int) -> int:
+        """GPUs on ``c`` held by running jobs past their protected runtime."""
+        return self.expired_held[c]
+
+    def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
+        """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
+        return zip(range(self.nodes[c]), self.free[c], self.node_jobs[c], strict=True)
+
     def cap_protection(self, cap_hours: float) -> None:
         """Protect jobs started from now on for min(their own min runtime, ``cap_hours``).
 

@@ -251,7 +251,7 @@ class PlannerPolicy(AdmissionPolicy):
     # -- the executor ----------------------------------------------------------------------
 
     def _held(self, sim, c: int, p: int, *tags: str) -> int:
-        return sum(sim.held_by[c].get((p, t), 0) for t in tags)
+        return sum(sim.held_under(c, p, t) for t in tags)
 
     def candidates(self, sim, c: int) -> np.ndarray:
         """Projects with room for one more GPU of guaranteed, paced or opportunistic work."""

@@ -65,6 +65,7 @@ import zlib
 
 import numpy as np
 
+from planner.contract import JobClass
 from planner.fairshare import hierarchical_water_fill
 from planner.inputs.org import OrgTree
 
@@ -96,7 +97,7 @@ class Policy:
 class AdmissionPolicy(Policy):
     """The two-phase pass of the module docstring; subclasses give the hooks."""
 
-    fill_tag = "fill"
+    fill_tag: str = JobClass.FILL
 
     def candidates(self, sim, c: int) -> np.ndarray | None:
         """(P,) mask of projects that may be entitled on ``c``, or None for all.
@@ -128,7 +129,7 @@ class AdmissionPolicy(Policy):
 
     def schedule(self, sim, c: int) -> None:
         """Entitled phase with preemption, then fill."""
-        if not sim.any_fits(c) and not sim.expired_held[c]:
+        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
         heap = []
         maybe = self.candidates(sim, c)
@@ -252,8 +253,7 @@ class PriorityPolicy(AdmissionPolicy):
         if sim.key[job][0] != 0 or not sim.jobs.allocated[job]:
             return None
         team = self.team[p]
-        held = sim.held_by[c]
-        used = sum(held.get((q, "nonpreemptible"), 0) for q in self.members[team])
+        used = sum(sim.held_under(c, q, "nonpreemptible") for q in self.members[team])
         return "nonpreemptible" if used + sim.held(job) <= self.cap[(team, c)] else None
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
@@ -306,7 +306,7 @@ class LookbackPolicy(AdmissionPolicy):
     """``lookback``: hourly hierarchical fair share with a 7-day sliding window."""
 
     name = "lookback"
-    fill_tag = "fill"
+    fill_tag: str = JobClass.FILL
 
     def __init__(self, window_hours: float = HOURS_PER_WEEK) -> None:
         self.window = int(round(window_hours))
@@ -352,17 +352,17 @@ class LookbackPolicy(AdmissionPolicy):
         """Unallocated work anywhere, then projects more over their share than p would be."""
         after = self._ratio(sim, c, p, sim.held(job))
         n_p = len(sim.projects)
-        groups = [(q, "unallocated") for q in range(n_p)]
+        groups = [(q, JobClass.UNALLOCATED) for q in range(n_p)]
         over = sorted((-self._ratio(sim, c, q), q) for q in range(n_p)
                        if q != p and sim.held_project[q, c] > self.share[q, c] + 1e-9
                        and self._ratio(sim, c, q) > after)
         for _, q in over:
-            groups += [(q, "fill"), (q, "share")]
+            groups += [(q, JobClass.FILL), (q, "share")]
         return groups
 
     def fill_tag_of(self, sim, job: int) -> str:
         """Unallocated work apart from allocated work beyond the share."""
-        return "fill" if sim.jobs.allocated[job] else "unallocated"
+        return JobClass.FILL if sim.jobs.allocated[job] else JobClass.UNALLOCATED
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Allocated before unallocated, furthest below share first."""
@@ -439,14 +439,13 @@ class FairTreePolicy(Policy):
         """When and on which nodes the blocked head job will fit (running jobs' limits)."""
         g, gpn = sim.jobs.gpus[head], sim.gpn[c]
         ends = {}
-        free = sim.free[c]
         best = (math.inf, -1)
-        for node, jobs in enumerate(sim.node_jobs[c]):
+        for node, free, jobs in sim.nodes_on(c):
             if g >= gpn:
                 ends[node] = max((sim.expected_end(j) for j in jobs),
                                  default=sim.now)
                 continue
-            have = free[node]
+            have = free
             for end, j in sorted((sim.expected_end(j), j) for j in jobs):
                 have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
                 if have >= g:
