@@ -52,8 +52,10 @@ The executor then enforces the plan's first period on every cluster:
 
 What is in force is read from the plan through the executor contract
 (:func:`planner.contract.in_force` at the period start): G_pk and G_pk + O_pk are its
-whole GPUs (⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋, as the Kueue export's
-nominal quota and borrowing limit), and a job's protected runtime is min(its own min
+whole GPUs, ⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋ (the Kueue export's nominal
+quota less reserved GPUs, and that plus its borrowing limit); the reservations in force
+are read too (``reserved``, GPUs per project and cluster), though today's replans request
+none; and a job's protected runtime is min(its own min
 runtime, the plan's ``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
 so ``--model strict-budgets`` protects for 4 h, the default model for 8 h. At each
 replan the running jobs are re-classed against the new plan, oldest first: guaranteed
