@@ -37,7 +37,8 @@ one project's gang job over [start, end), e.g. a reservation its plan placed. Fr
 placement skip them); before ``start`` a job whose requested time would overrun the
 hold goes elsewhere when it can (a preference, not a block: nothing waits for a hold
 that has not begun). The policy drains the nodes (:meth:`Replay.clear_nodes`
-preempts expired jobs of the groups it names) and starts the job on them
+preempts the expired jobs of the groups it names, only when that empties them) and
+starts the job on them
 (``start(job, tag, nodes=hold.nodes)``); a hold ends when its job starts (anywhere),
 or at ``end``, or when the policy releases it. Holds never change capacity: a held
 node is only kept free, so no node is ever over capacity and no work is lost by it.
@@ -690,14 +691,21 @@ class Replay:
         return [h for h, hold in self.holds.items() if hold.cluster == c and hold.active]
 
     def clear_nodes(self, c: int, nodes: Iterable[int], victims: Iterable[tuple[int, str]]
-                    ) -> None:
-        """Drain: preempt the expired jobs of the ``victims`` groups running on ``nodes``."""
-        groups = [self.expired[c].get(v) for v in victims]
-        groups = [grp for grp in groups if grp]
-        for node in nodes:
-            for job in list(self.node_jobs[c][node]):
-                if self.state[job] == 2 and any(job in grp for grp in groups):
-                    self.preempt(job)
+                    ) -> bool:
+        """Drain ``nodes`` when it empties them: all or nothing.
+
+        If every job running on ``nodes`` is an expired member of a ``victims`` group,
+        preempt them all and return True; otherwise preempt none (a job that may not be
+        preempted yet would keep the others' nodes idle for nothing) and return False.
+        """
+        groups = [grp for grp in (self.expired[c].get(v) for v in victims) if grp]
+        running = {job for node in nodes for job in self.node_jobs[c][node]}
+        if not all(any(job in grp for grp in groups) for job in running):
+            return False
+        for job in sorted(running):
+            if self.state[job] == 2:
+                self.preempt(job)
+        return True
 
     def nodes_free(self, c: int, nodes: Iterable[int]) -> bool:
         """Whether every one of ``nodes`` is wholly free."""

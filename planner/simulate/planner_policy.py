@@ -67,9 +67,10 @@ The executor then enforces the plan's first period on every cluster:
    (:meth:`~planner.simulate.engine.Replay.hold_nodes`) of its nodes over its planned
    [start, end) for its job. Before the start, work that would overrun the hold is
    placed off its nodes where it can; from the start the nodes take no other new
-   work, expired unallocated, fill and opportunistic work on them is preempted
-   (drained; guaranteed and paced work runs out), and the job starts on them as soon
-   as they are all free, tagged ``reserved`` (never preempted, kept at a replan's
+   work; once everything running on them is expired unallocated, fill or
+   opportunistic work it is preempted (drained, all at once: guaranteed and paced
+   work runs out first, and nothing is preempted while something else still holds a
+   node), and the job starts on them, tagged ``reserved`` (never preempted, kept at a replan's
    re-classing). A hold ends when its job starts (there or anywhere) or at its end;
    at each replan the holds of jobs still waiting are replaced by the new plan's
    (keeping the nodes already drained where the new one starts at once).
@@ -273,9 +274,8 @@ class PlannerPolicy(AdmissionPolicy):
             hold = sim.holds[hid]
             if sim.state[hold.job] != 1:
                 continue
-            if not sim.nodes_free(c, hold.nodes):
-                sim.clear_nodes(c, hold.nodes, self._drain_victims(sim))
-            if sim.nodes_free(c, hold.nodes):
+            if sim.nodes_free(c, hold.nodes) or sim.clear_nodes(c, hold.nodes,
+                                                                self._drain_victims(sim)):
                 sim.start(hold.job, RESERVED, nodes=hold.nodes)
 
     def _drain_victims(self, sim) -> list[tuple[int, str]]:
