@@ -221,3 +221,33 @@ def test_age_rank_improves_with_the_wait():
         probe.now = now
         ranks.append(policy.age_rank(probe, 0)[:2])
     assert ranks == [(0, math.inf), (0, 2.0), (0, 1.0), (0, 0.5)]
+
+
+class Draining(Holding):
+    """``Holding`` that also drains its hold of b's fill work (all or nothing)."""
+
+    def schedule(self, sim, c: int) -> None:
+        """Drain the active hold, then as ``Holding``."""
+        b = sim.tree.leaf_index["b"]
+        for hid in sim.active_holds(c):
+            hold = sim.holds[hid]
+            if sim.state[hold.job] == 1:
+                sim.clear_nodes(c, hold.nodes, [(b, "fill")])
+        super().schedule(sim, c)
+
+
+def test_drain_preempts_nothing_while_a_protected_job_still_holds_a_node():
+    # Two nodes. t=0: j1 (b, 8 GPUs, 20 h, min 0: fill work, preemptible at once)
+    # takes node 0, j2 (b, 8 GPUs, 6 h, min 6) node 1. At 1 the policy holds both
+    # for g (a, 16 GPUs, 3 h, submitted at 1) from 2. At 2 j1 could be preempted but
+    # j2 may not: draining node 0 alone would leave it idle for nothing, so j1 runs
+    # on. At 6 j2 ends; now all that holds the nodes is j1, preempted at 6, and g
+    # starts at 6 on both nodes. j1 resumes when g ends at 9 (14 h left: to 23).
+    sc = two_teams(nodes=2, days=2)
+    tr = trace([("j1", "b", 0, 8, 20.0, 0.0), ("j2", "b", 0, 8, 6.0, 6.0),
+                ("g", "a", 1, 16, 3.0, 0.0)])
+    result = replay(sc, tr, Draining(at=1.0, project="a", nodes=2, start=2.0, end=20.0,
+                                     job_id="g"))
+    j1 = int(tr.index[tr["job_id"] == "j1"][0])
+    assert runs(result, j1) == [(0.0, 6.0, "preempted"), (9.0, 23.0, "done")]
+    assert nodes_of(tr, result, "g") == [(6.0, 9.0, (0, 1))]
