@@ -62,6 +62,7 @@ class ContractTerms:
     min_runtime_cap_hours: float = 8.0  # the most protected runtime a job may claim
     max_reservation_hours: float = 168.0  # the longest reservation accepted
     frozen_periods: int = 1  # leading periods kept from ``--previous`` on replan
+    fill_slice_hours: float = 1.0  # protection of fill/opportunistic work (≤ its min runtime)
 
 
 @dataclass(frozen=True)

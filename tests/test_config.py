@@ -25,6 +25,14 @@ def test_default_is_a_seven_day_window_by_the_scenario_and_eight_hour_runtime_ca
     assert load_model("strict-budgets").lookback.kind == "decay"
 
 
+def test_fill_slice_is_a_contract_term_of_one_hour_by_default(tmp_path: Path):
+    assert load_model("default").contract.fill_slice_hours == 1.0
+    assert load_model("strict-budgets").contract.fill_slice_hours == 1.0
+    path = tmp_path / "slice.toml"
+    path.write_text("[contract]\nfill_slice_hours = 2\n")
+    assert load_model(path).contract.fill_slice_hours == 2.0
+
+
 @pytest.mark.parametrize(
     ("text", "column"),
     [
@@ -34,6 +42,8 @@ def test_default_is_a_seven_day_window_by_the_scenario_and_eight_hour_runtime_ca
         ("[objective]\nguaranteed = 1.0\n", "guaranteed"),
         ("[lookback]\nkind = 'forever'\n", "kind"),
         ("[contract]\nfrozen_periods = -1\n", "frozen_periods"),
+        ("[contract]\nfill_slice_hours = -0.5\n", "fill_slice_hours"),
+        ("[contract]\nfill_slice_hours = 'short'\n", "fill_slice_hours"),
     ],
 )
 def test_bad_models_name_the_key(tmp_path: Path, text: str, column: str):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -257,18 +258,25 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
 # -- the simulator's planner executor protects by the plan's contract --------------------
 
 
-@pytest.mark.parametrize(("model", "reclaim"), [("default", 8.0), ("strict-budgets", 4.0)])
-def test_planner_executor_protects_by_the_plans_min_runtime_cap(model, reclaim):
+@pytest.mark.parametrize(("model", "fill_slice", "reclaim"), [
+    ("default", 24.0, 8.0), ("strict-budgets", 24.0, 4.0),  # the cap binds
+    ("default", None, 1.0), ("strict-budgets", None, 1.0)])  # the fill slice (1 h) binds
+def test_planner_executor_protects_by_the_plans_min_runtime_cap(model, fill_slice, reclaim):
     # One node of 8. t=0: b (no budget) submits B, 8 GPUs for 20 h, asking 8 h protected
     # (the trace is not capped here: read by hand, not by read_trace). The plan at 0
     # grants b nothing guaranteed, so B runs beyond budget (opportunistic or fill).
     # t=1: a (budget 500 over 72 h; the only project with allocated work's pace share,
     # so entitled to the whole node) submits A, 8 GPUs for 5 h: paced, it may preempt B
     # once B's protection ends: min(8, the plan's cap) after 0 — 8 h under the default
-    # model, 4 h under strict-budgets (min_runtime_cap_hours = 4).
+    # model, 4 h under strict-budgets (min_runtime_cap_hours = 4), as long as the
+    # contract's fill slice is longer; with the models' own slice (1 h), work beyond the
+    # grant is protected for 1 h only, so A starts at 1.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     tr = trace([("B", "b", 0, 8, 20.0, 8.0), ("A", "a", 1, 8, 5.0, 8.0)])
-    result = replay(sc, tr, PlannerPolicy(load_model(model)))
+    config = load_model(model)
+    if fill_slice is not None:
+        config = replace(config, contract=replace(config.contract, fill_slice_hours=fill_slice))
+    result = replay(sc, tr, PlannerPolicy(config))
     assert first_starts(tr, result)["A"] == reclaim
     b_row = int(tr.index[tr["job_id"] == "B"][0])
     assert result.preemptions[b_row] == 1

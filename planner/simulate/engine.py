@@ -37,6 +37,17 @@ Policies read the replay through its methods (:meth:`Replay.is_waiting`,
 :meth:`Replay.work_left`, :meth:`Replay.running_jobs`, :meth:`Replay.outstanding_jobs`,
 …), not its per-job lists; a job's state is a :class:`JobState`, the ``planner``
 executor's tags are :class:`planner.contract.JobClass` members (text, as every tag).
+Holds (:meth:`Replay.hold_nodes`): a policy may hold whole nodes of a cluster for
+one project's gang job over [start, end), e.g. a reservation its plan placed. From
+``start`` the held nodes take no new work but that job (:meth:`Replay.fits` and
+placement skip them); before ``start`` a job whose requested time would overrun the
+hold goes elsewhere when it can (a preference, not a block: nothing waits for a hold
+that has not begun). The policy drains the nodes (:meth:`Replay.clear_nodes`
+preempts the expired jobs of the groups it names, only when that empties them) and
+starts the job on them
+(``start(job, tag, nodes=hold.nodes)``); a hold ends when its job starts (anywhere),
+or at ``end``, or when the policy releases it. Holds never change capacity: a held
+node is only kept free, so no node is ever over capacity and no work is lost by it.
 
 Victim order (the engine's rule, the same for every policy): the policy names
 victim groups (project, tag) in its order of preference; within a group
@@ -94,6 +105,20 @@ class Segment:
     ended: str  # DONE, PREEMPTED or CUT (quarter end)
     tag: str  # the policy's class of the run (e.g. "guaranteed", "borrowed")
     nodes: tuple[int, ...] = ()  # nodes held (whole for a gang)
+    protected: float = 0.0  # hours from start inside which it could not be preempted
+
+
+@dataclass
+class Hold:
+    """Whole nodes of one cluster held for one project's gang job over [start, end)."""
+
+    cluster: int
+    project: int
+    nodes: tuple[int, ...]
+    start: float  # hours from quarter start
+    end: float
+    job: int  # the gang job the nodes are held for
+    active: bool = False  # start has passed: the nodes take no other new work
 
 
 @dataclass(frozen=True)
@@ -306,6 +331,12 @@ class Replay:
         # GPU-hours used per project, cluster and hour (booked at segment ends and hours)
         self.used = np.zeros((n_p, n_k, max(self.n_hours, 1)))
         self.charged = np.zeros(n_p)  # NGH of allocated jobs so far
+        self.protected_hours = [0.0] * jobs.n  # protection of the current run
+        # holds: id → hold; per cluster the nodes of its active holds; per job its hold
+        self.holds: dict[int, Hold] = {}
+        self.held_nodes: list[set[int]] = [set() for _ in range(n_k)]
+        self.hold_of: dict[int, int] = {}
+        self._next_hold = 0
         self.events: list[tuple[float, int, int, int]] = []
         self.now = 0.0
         self.replans = 0
@@ -317,6 +348,11 @@ class Replay:
         """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now."""
         gpn = self.gpn[c]
         buckets = self.buckets[c]
+        held = self.held_nodes[c]
+        if held:  # nodes of active holds take no new work (their own job: nodes=)
+            if gpus >= gpn:
+                return len(buckets[gpn] - held) >= -(-gpus // gpn)
+            return any(len(buckets[f]) > len(buckets[f] & held) for f in range(gpus, gpn + 1))
         if gpus >= gpn:
             return len(buckets[gpn]) >= -(-gpus // gpn)
         return any(buckets[f] for f in range(gpus, gpn + 1))
@@ -329,6 +365,8 @@ class Replay:
 
     def _place(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()
                ) -> tuple[int, ...] | None:
+        if self.held_nodes[c]:
+            blocked = frozenset(blocked | self.held_nodes[c])
         gpn = self.gpn[c]
         buckets = self.buckets[c]
         if gpus >= gpn:
@@ -435,6 +473,10 @@ class Replay:
         self.protect_cap = cap_hours
         self.protect = [min(m, cap_hours) for m in self.jobs.min_runtime]
 
+    def protection(self, job: int) -> float:
+        """Hours job ``job`` is protected for when it starts, unless its policy says less."""
+        return self.protect[job]
+
     # -- queues --------------------------------------------------------------------------
 
     def _enqueue(self, job: int) -> None:
@@ -471,15 +513,28 @@ class Replay:
 
     # -- starting and stopping -----------------------------------------------------------
 
-    def start(self, job: int, tag: str, blocked: frozenset[int] = frozenset()) -> None:
-        """Start a waiting job that fits now (raises if it does not): the policy's choice."""
+    def start(self, job: int, tag: str, blocked: frozenset[int] = frozenset(),
+              nodes: tuple[int, ...] | None = None, protect: float | None = None) -> None:
+        """Start a waiting job that fits now (raises if it does not): the policy's choice.
+
+        ``nodes``: exactly these (free, whole) nodes, e.g. its hold's; otherwise the
+        engine places it, off the nodes of holds it would overrun where it can.
+        ``protect``: hours it may not be preempted (default: its min runtime).
+        """
         jobs = self.jobs
         c, p, g = jobs.cluster[job], jobs.project[job], jobs.gpus[job]
         if self.state[job] != _WAITING:
             raise RuntimeError(f"job {jobs.ids[job]} is not waiting")
-        nodes = self._place(c, g, blocked)
+        if nodes is not None:
+            if not self._whole_free(c, nodes, g):
+                raise RuntimeError(f"job {jobs.ids[job]} does not fit on nodes {nodes}")
+        else:
+            nodes = self._place_avoiding(c, job, blocked)
         if nodes is None:
             raise RuntimeError(f"job {jobs.ids[job]} does not fit")
+        hid = self.hold_of.get(job)
+        if hid is not None:  # started (on its nodes or elsewhere): the hold is done
+            self.release_hold(hid)
         queue = self.queues[c][p]
         top = queue.buckets[g][0]
         if top[1] != job:  # not the head of its bucket: rare (policy picked a later one)
@@ -509,7 +564,8 @@ class Replay:
         self._held_tag(c, tag)[p] += held
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
-        protect = self.protect[job]
+        protect = self.protect[job] if protect is None else max(float(protect), 0.0)
+        self.protected_hours[job] = protect
         self.protected_until[job] = now + protect
         if protect > 0:
             heapq.heappush(self.events, (now + protect, 1, job, self.epoch[job]))
@@ -575,7 +631,8 @@ class Replay:
         self._book(job, now)
         held = self.held(job)
         self.segments.append(Segment(job, c, p, self.run_start[job], now, g, held, ended,
-                                     self.tag[job], self.placed[job]))
+                                     self.tag[job], self.placed[job],
+                                     self.protected_hours[job]))
         per_node = self.gpn[c] if g >= self.gpn[c] else g
         for node in self.placed[job]:
             self._give(c, node, per_node, job)
@@ -621,6 +678,8 @@ class Replay:
         Returns whether ``job`` now fits.
         """
         c, g = self.jobs.cluster[job], self.jobs.gpus[job]
+        if self.held_nodes[c]:  # nodes of active holds are not made room on
+            blocked = frozenset(blocked | self.held_nodes[c])
         gpn = self.gpn[c]
         gang = g >= gpn
         need_nodes = -(-g // gpn)
@@ -673,6 +732,112 @@ class Replay:
         c, g = self.jobs.cluster[job], self.jobs.gpus[job]
         return self._place(c, g, blocked) is not None
 
+    # -- holds -------------------------------------------------------------------------
+
+    def hold_nodes(self, c: int, project: int, nodes: int, start: float, end: float,
+                   job: int, prefer: Iterable[int] = ()) -> int | None:
+        """Hold ``nodes`` whole nodes of cluster ``c`` for ``project``'s job over [start, end).
+
+        The nodes are chosen now, among those no overlapping hold has: ``prefer`` first
+        (e.g. the nodes an earlier hold of the job was draining), then the nodes whose
+        running jobs are expected to end first (by their requested time limits: the
+        executor does not know true durations), lowest numbered among equals. Returns the
+        hold's id, or None when the cluster has not that many nodes free of other holds.
+        A job has at most one hold (a new one replaces its old one).
+        """
+        if job in self.hold_of:
+            self.release_hold(self.hold_of[job])
+        taken: set[int] = set()
+        for other in self.holds.values():
+            if other.cluster == c and other.start < end and start < other.end:
+                taken.update(other.nodes)
+        free_at = {n: max((self.expected_end(j) for j in self.node_jobs[c][n]),
+                          default=self.now) for n in range(self.nodes[c]) if n not in taken}
+        if nodes <= 0 or len(free_at) < nodes:
+            return None
+        first = [n for n in dict.fromkeys(prefer) if n in free_at]
+        rest = sorted((n for n in free_at if n not in set(first)),
+                      key=lambda n: (free_at[n], n))
+        chosen = tuple(sorted((first + rest)[:nodes]))
+        hid = self._next_hold
+        self._next_hold += 1
+        self.holds[hid] = Hold(c, project, chosen, float(start), float(end), job)
+        self.hold_of[job] = hid
+        if start <= self.now + _EPS:
+            self._activate(hid)
+        return hid
+
+    def release_hold(self, hid: int) -> None:
+        """End a hold now: its nodes take any work again."""
+        hold = self.holds.pop(hid)
+        if self.hold_of.get(hold.job) == hid:
+            del self.hold_of[hold.job]
+        if hold.active:
+            self.held_nodes[hold.cluster].difference_update(hold.nodes)
+
+    def active_holds(self, c: int) -> list[int]:
+        """Ids of the holds on cluster ``c`` whose start has passed, oldest first."""
+        return [h for h, hold in self.holds.items() if hold.cluster == c and hold.active]
+
+    def clear_nodes(self, c: int, nodes: Iterable[int], victims: Iterable[tuple[int, str]]
+                    ) -> bool:
+        """Drain ``nodes`` when it empties them: all or nothing.
+
+        If every job running on ``nodes`` is an expired member of a ``victims`` group,
+        preempt them all and return True; otherwise preempt none (a job that may not be
+        preempted yet would keep the others' nodes idle for nothing) and return False.
+        """
+        groups = [grp for grp in (self.expired[c].get(v) for v in victims) if grp]
+        running = {job for node in nodes for job in self.node_jobs[c][node]}
+        if not all(any(job in grp for grp in groups) for job in running):
+            return False
+        for job in sorted(running):
+            if self.state[job] == 2:
+                self.preempt(job)
+        return True
+
+    def nodes_free(self, c: int, nodes: Iterable[int]) -> bool:
+        """Whether every one of ``nodes`` is wholly free."""
+        gpn = self.gpn[c]
+        return all(self.free[c][n] == gpn for n in nodes)
+
+    def _whole_free(self, c: int, nodes: tuple[int, ...], gpus: int) -> bool:
+        gpn = self.gpn[c]
+        return (gpus >= gpn and len(set(nodes)) == -(-gpus // gpn)
+                and self.nodes_free(c, nodes))
+
+    def _activate(self, hid: int) -> None:
+        hold = self.holds[hid]
+        hold.active = True
+        self.held_nodes[hold.cluster].update(hold.nodes)
+
+    def _advance_holds(self) -> set[int]:
+        """At a whole hour: holds whose start came become active, ended ones go."""
+        touched: set[int] = set()
+        for hid, hold in list(self.holds.items()):
+            if hold.end <= self.now + _EPS:
+                self.release_hold(hid)
+                touched.add(hold.cluster)
+            elif not hold.active and hold.start <= self.now + _EPS:
+                self._activate(hid)
+                touched.add(hold.cluster)
+        return touched
+
+    def _place_avoiding(self, c: int, job: int, blocked: frozenset[int]
+                        ) -> tuple[int, ...] | None:
+        """Placement that keeps off the nodes of pending holds the job would overrun."""
+        pending = [h for h in self.holds.values()
+                   if h.cluster == c and not h.active and h.job != job]
+        g = self.jobs.gpus[job]
+        if pending:
+            ends = self.now + self.requested_hours(job)
+            avoid = {n for h in pending if h.start < ends for n in h.nodes}
+            if avoid:
+                nodes = self._place(c, g, frozenset(blocked | avoid))
+                if nodes is not None:
+                    return nodes
+        return self._place(c, g, blocked)
+
     # -- the event loop ------------------------------------------------------------------
 
     def run(self) -> ReplayResult:
@@ -719,6 +884,7 @@ class Replay:
                 for c in range(len(self.cluster_ids)):
                     for job in self.running[c]:
                         self._book(job, now)
+                dirty.update(self._advance_holds())
                 if policy.refresh(self, now):
                     dirty.update(range(len(self.cluster_ids)))
                 tick += 1.0

@@ -13,10 +13,20 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
   hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
   (the executor enforces GPUs, so a period's grant is asked in GPUs, not averaged). No future
   submissions are known (the replay does not peek at the trace);
-- no reservation requests (gang jobs are elastic demand; whole nodes are the
-  executor's placement), budgets as in the scenario;
-- the previous plan as ``previous`` (churn penalty), with ``frozen_periods`` = 0
-  so the first period follows today's demand rather than yesterday's forecast;
+- **reservation requests for the gang jobs that waited** (:meth:`PlannerPolicy.gang_requests`):
+  every waiting allocated job of at least one node's GPUs that has waited
+  ``gang_wait_hours`` (default one period: it went through a whole plan without
+  getting in, so the elastic grant alone does not seat it) is a request of
+  ⌈g / G⌉ nodes for its time limit left (rounded up to whole hours, at most the
+  contract's ``max_reservation_hours`` and the quarter left), earliest start
+  ``as_of``, deadline ``as_of`` + its length in whole periods + ``gang_slack_periods``
+  (default 7: a week to find room), at most quarter end; the job is then left
+  out of the elastic demand (it is asked once). Other gang jobs stay elastic demand;
+- budgets as in the scenario;
+- the previous plan as ``previous`` (churn penalty), without its reservations (a
+  gang job is asked afresh while it waits, and once it runs it is elastic demand
+  like any running job), with ``frozen_periods`` = 0 so the first period follows
+  today's demand rather than yesterday's forecast;
 - the independent hard-rule check (``plan_scenario(check=...)``) on the first
   plan and every ``check_every``-th after it (it costs more than the solve).
 
@@ -54,17 +64,44 @@ What is in force is read from the plan through the executor contract
 (:func:`planner.contract.in_force` at the period start): G_pk and G_pk + O_pk are its
 whole GPUs, ⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋ (the Kueue export's nominal
 quota less reserved GPUs, and that plus its borrowing limit); the reservations in force
-are read too (``reserved``, GPUs per project and cluster), though today's replans request
-none; and a job's protected runtime is min(its own min
-runtime, the plan's ``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
+are read too (``reserved``, GPUs per project and cluster: the holds of 5 below); and a
+job's protected runtime is min(its own min runtime, the plan's
+``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
 so ``--model strict-budgets`` protects for 4 h, the default model for 8 h. At each
 replan the running jobs are re-classed against the new plan, oldest first: guaranteed
 up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
 
-The executor has no tuning flags. Its rules are the measured best of the variants the
-README lists (paced up to the pace every hour, not only while behind it; over-budget
-work filling by pace with the rest, not last; the pace of idle projects shared;
-a replan every ``period_hours``, not more often): the others are gone.
+5. **reserved**: each reservation the plan placed becomes an engine hold
+   (:meth:`~planner.simulate.engine.Replay.hold_nodes`) of its nodes over its planned
+   [start, end) for its job. Before the start, work that would overrun the hold is
+   placed off its nodes where it can; from the start the nodes take no other new
+   work; once everything running on them is expired unallocated, fill or
+   opportunistic work it is preempted (drained, all at once: guaranteed and paced
+   work runs out first, and nothing is preempted while something else still holds a
+   node), and the job starts on them, tagged ``reserved`` (never preempted, kept at a replan's
+   re-classing). A hold ends when its job starts (there or anywhere) or at its end;
+   at each replan the holds of jobs still waiting are replaced by the new plan's
+   (keeping the nodes already drained where the new one starts at once).
+
+Fill work gets a short slice, not the job's min runtime: a job started as
+opportunistic or fill is protected for min(its min runtime, the contract's
+``fill_slice_hours``, default 1 h), so a reclaim or a drain waits at most that long
+for it; guaranteed, paced and reserved work keeps its whole min runtime.
+
+**Ageing** of unallocated work (``age_hours``, default 48): in the fill order an
+unallocated job that has waited w hours since its submit ranks as allocated work of
+a project at ``age_hours`` ÷ w of its budget pace (charged ÷ paced): a fresh one
+comes after all allocated work, one that waited 48 h ranks with projects exactly on
+pace, one that waited 96 h with projects at half their pace. An unallocated job
+that waited at least ``age_hours`` is protected for the fill slice once started
+(a fresh one, as before, may be preempted at once).
+
+The executor's other rules are the measured best of the variants the README lists (paced
+up to the pace every hour, not only while behind it; over-budget work filling by pace
+with the rest, not last; the pace of idle projects shared; a replan every
+``period_hours``, not more often): the others are gone. Its three parameters are the
+wide-job and ageing rules above (``gang_wait_hours``, ``gang_slack_periods``,
+``age_hours``), each tested.
 """
 
 from __future__ import annotations
@@ -82,9 +119,9 @@ from planner.fairshare import water_fill
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
 
-GUARANTEED, PACED, OPPORTUNISTIC, FILL, UNALLOCATED = (
+GUARANTEED, PACED, OPPORTUNISTIC, FILL, UNALLOCATED, RESERVED = (
     JobClass.GUARANTEED, JobClass.PACED, JobClass.OPPORTUNISTIC, JobClass.FILL,
-    JobClass.UNALLOCATED)
+    JobClass.UNALLOCATED, JobClass.RESERVED)
 _HOUR = pd.Timedelta(hours=1)
 
 
@@ -93,8 +130,13 @@ class PlannerPolicy(AdmissionPolicy):
 
     name = "planner"
 
-    def __init__(self, model: ModelConfig | None = None, check_every: int = 30) -> None:
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
+                 gang_wait_hours: float | None = None, gang_slack_periods: int = 7,
+                 age_hours: float = 48.0) -> None:
         model = model or load_model("default")
+        self.gang_wait_hours = gang_wait_hours  # None: one period
+        self.gang_slack_periods = gang_slack_periods
+        self.age_hours = age_hours
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
@@ -130,6 +172,8 @@ class PlannerPolicy(AdmissionPolicy):
         self.work = np.array(jobs.gpus, dtype=float) * np.array(jobs.duration)
         self.previous: dict | None = None
         self.next_plan = 0.0
+        self.fill_slice = float(self.model.contract.fill_slice_hours)
+        self.request_job: dict[str, int] = {}  # request_id → job, at the last replan
 
     def refresh(self, sim, now: float) -> bool:
         """Every hour the paced entitlement; at period boundaries a replan, re-classing."""
@@ -147,17 +191,113 @@ class PlannerPolicy(AdmissionPolicy):
             return False
         from planner.run import plan_scenario
 
+        requests = self.gang_requests(sim, as_of)
+        asked = set(self.request_job.values())
         scenario = replace(self.base, config=replace(cfg, as_of=as_of),
-                           usage=self._usage(sim, now), demand=self._demand(sim, as_of))
+                           usage=self._usage(sim, now),
+                           demand=self._demand(sim, as_of, asked), reservations=requests)
         began = time.perf_counter()
         check = sim.replans % self.check_every == 0
         body = plan_scenario(scenario, self.model, self.previous, check=check).plan.body
         sim.plan_seconds += time.perf_counter() - began
         sim.replans += 1
-        self.previous = body
+        self.previous = {**body, "reservations": []}
         self._read_first_period(sim, body, iso(as_of))
         self._reclass(sim)
+        self.hold_reservations(sim, body)
         return True
+
+    # -- wide jobs: reservation requests, holds, drains ------------------------------------
+
+    def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
+        """The reservations table of a replan: gang jobs that waited (module docstring).
+
+        Sets ``request_job`` (request_id → job). Request ids are the jobs' ids.
+        """
+        jobs, cfg = sim.jobs, sim.scenario.config
+        wait = self.period if self.gang_wait_hours is None else self.gang_wait_hours
+        longest = float(self.model.contract.max_reservation_hours)
+        left = sim.hours - sim.now
+        self.request_job = {}
+        rows = []
+        for c in range(len(sim.cluster_ids)):
+            gpn, n_nodes = sim.gpn[c], sim.nodes[c]
+            for queue in sim.queues[c].values():
+                for heap in queue.buckets.values():
+                    for _, job in heap:
+                        g, p = jobs.gpus[job], jobs.project[job]
+                        if (g < gpn or not jobs.allocated[job] or not self.allowed[p, c]
+                                or sim.now - jobs.submit[job] < wait - 1e-9
+                                or -(-g // gpn) > n_nodes):
+                            continue
+                        hours = min(math.ceil(sim.requested_hours(job) - 1e-9), longest,
+                                    math.floor(left + 1e-9))
+                        if hours < 1:
+                            continue
+                        periods = math.ceil(hours / self.period - 1e-9)
+                        deadline = min(as_of + (periods + self.gang_slack_periods)
+                                       * self.period * _HOUR, cfg.quarter_end)
+                        self.request_job[jobs.ids[job]] = job
+                        rows.append((jobs.ids[job], sim.projects[p], sim.cluster_ids[c],
+                                     -(-g // gpn), float(hours), deadline))
+        rows.sort()
+        return pd.DataFrame({
+            "request_id": [r[0] for r in rows], "project": [r[1] for r in rows],
+            "cluster": [r[2] for r in rows],
+            "nodes": np.array([r[3] for r in rows], dtype=np.int64),
+            "hours": np.array([r[4] for r in rows], dtype=float),
+            "earliest_start": pd.Series([as_of] * len(rows), dtype="datetime64[ns, UTC]"),
+            "deadline": pd.Series([r[5] for r in rows], dtype="datetime64[ns, UTC]"),
+        }).astype({"request_id": object, "project": object, "cluster": object})
+
+    def hold_reservations(self, sim, body: dict) -> None:
+        """The plan's reservations become engine holds of their jobs' nodes."""
+        start0 = sim.scenario.config.quarter_start
+        drained: dict[int, tuple[int, ...]] = {}
+        for hid in list(sim.holds):
+            hold = sim.holds[hid]
+            if sim.is_waiting(hold.job):  # still waiting: replaced by the new plan's
+                drained[hold.job] = hold.nodes if hold.active else ()
+                sim.release_hold(hid)
+        for r in sorted(body["reservations"], key=lambda r: (r["start"], r["request_id"])):
+            job = self.request_job.get(r["request_id"])
+            if job is None or not sim.is_waiting(job):
+                continue
+            start = (pd.Timestamp(r["start"]) - start0) / _HOUR
+            end = (pd.Timestamp(r["end"]) - start0) / _HOUR
+            sim.hold_nodes(sim.cluster_index[r["cluster"]], sim.jobs.project[job],
+                           int(r["nodes"]), max(start, sim.now), end, job,
+                           prefer=drained.get(job, ()))
+
+    def schedule(self, sim, c: int) -> None:
+        """Reserved jobs onto their drained holds first, then the two-phase pass."""
+        self.start_held(sim, c)
+        super().schedule(sim, c)
+
+    def start_held(self, sim, c: int) -> None:
+        """Drain each active hold on ``c`` and start its job once its nodes are free."""
+        for hid in sim.active_holds(c):
+            hold = sim.holds[hid]
+            if not sim.is_waiting(hold.job):
+                continue
+            if sim.nodes_free(c, hold.nodes) or sim.clear_nodes(c, hold.nodes,
+                                                                self._drain_victims(sim)):
+                sim.start(hold.job, RESERVED, nodes=hold.nodes)
+
+    def _drain_victims(self, sim) -> list[tuple[int, str]]:
+        """Unallocated, fill and opportunistic work of every project (never guaranteed)."""
+        n_p = len(sim.projects)
+        return ([(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
+                + [(q, OPPORTUNISTIC) for q in range(n_p)])
+
+    def protect_hours(self, sim, job: int, tag: str) -> float | None:
+        """Fill and opportunistic work: the contract's fill slice; aged unallocated too."""
+        jobs = sim.jobs
+        if tag in (FILL, OPPORTUNISTIC):
+            return min(sim.protection(job), self.fill_slice)
+        if tag == UNALLOCATED and sim.now - jobs.submit[job] >= self.age_hours - 1e-9:
+            return self.fill_slice
+        return None
 
     # -- the scenario of a replan ----------------------------------------------------------
 
@@ -183,11 +323,14 @@ class PlannerPolicy(AdmissionPolicy):
             "end": pd.Series([start + r[5] * _HOUR for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"job_id": object, "project": object, "cluster": object})
 
-    def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
+    def _demand(self, sim, as_of: pd.Timestamp, asked: set[int] = frozenset()
+                ) -> pd.DataFrame:
         jobs = sim.jobs
         rows: dict[tuple[int, int, float], float] = {}
         for job in sim.outstanding_jobs():
             if not jobs.allocated[job] or not self.allowed[jobs.project[job], jobs.cluster[job]]:
+                continue
+            if job in asked:  # a reservation request of this replan
                 continue
             left = sim.work_left(job)
             # whole periods: the executor enforces GPUs, so ask for GPUs over each period
@@ -243,6 +386,8 @@ class PlannerPolicy(AdmissionPolicy):
                 p = jobs.project[job]
                 held = taken.get(p, 0) + sim.held(job)
                 taken[p] = held
+                if sim.tag[job] == RESERVED:  # keeps its class: it started on its reservation
+                    continue
                 if held <= self.guaranteed[p, c] + 1e-6:
                     sim.retag(job, GUARANTEED)
                 elif held <= self.guaranteed[p, c] + self.opportunistic[p, c] + 1e-6:
@@ -309,9 +454,15 @@ class PlannerPolicy(AdmissionPolicy):
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Allocated work (furthest behind pace first), then unallocated work."""
         if not sim.jobs.allocated[job]:
-            return (1, 0.0, *sim.key[job])
+            return self.age_rank(sim, job)
         paced = self.budget[p] * max(sim.now, 1.0) / sim.hours
         return (0, float(sim.charged[p]) / paced if paced > 0 else math.inf, *sim.key[job])
+
+    def age_rank(self, sim, job: int) -> tuple:
+        """Unallocated work ranks as a project at ``age_hours`` ÷ its wait of its pace."""
+        waited = sim.now - sim.jobs.submit[job]
+        ratio = self.age_hours / waited if waited > 1e-9 else math.inf
+        return (0, ratio, *sim.key[job])
 
     def fill_tag_of(self, sim, job: int) -> str:
         """Fill for allocated work, unallocated otherwise."""

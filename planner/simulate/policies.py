@@ -127,6 +127,10 @@ class AdmissionPolicy(Policy):
         """The tag of a job started by the fill phase (when not entitled)."""
         return self.fill_tag
 
+    def protect_hours(self, sim, job: int, tag: str) -> float | None:
+        """Hours a job started under ``tag`` may not be preempted (None: its min runtime)."""
+        return None
+
     def schedule(self, sim, c: int) -> None:
         """Entitled phase with preemption, then fill."""
         if not sim.any_fits(c) and not sim.preemptible_gpus(c):
@@ -148,7 +152,7 @@ class AdmissionPolicy(Policy):
             if not (sim.fits(c, gpus[job])
                     or sim.preempt_for(job, self.victims(sim, c, p, job))):
                 continue
-            sim.start(job, tag)
+            sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
             nxt = sim.head(c, p)
             if nxt is not None:
                 heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
@@ -172,7 +176,8 @@ class AdmissionPolicy(Policy):
                 if job is not None:
                     heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
                 continue
-            sim.start(job, self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job))
+            tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
+            sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
             if not sim.any_fits(c):
                 return
             job = sim.head_fit(c, p)
