@@ -18,9 +18,10 @@ import datetime as dt
 import difflib
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from planner.errors import InputProblem
@@ -37,6 +38,7 @@ from planner.inputs.schema import (
     Ref,
     TableSchema,
     bad_characters,
+    has_bad_characters,
 )
 from planner.inputs.targets import partition_problem
 
@@ -105,6 +107,32 @@ def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
             return None, f"{text!r} is not a whole number; write a whole number such as 4"
         return int(number), None
     return number, None
+
+
+def parse_column(f: Field, texts: Sequence[str]) -> tuple[list[object], list[tuple[int, str]]]:
+    """The values of a column's cells and ``(position, what is wrong)`` per wrong cell.
+
+    The same as :func:`parse_cell` on every cell, in row order, but each distinct text is
+    parsed once (``pd.factorize``: a usage file of 55,000 jobs has about 2,000 distinct
+    start times and a handful of GPU counts), and an id or text column whose distinct
+    values are neither empty nor hold a control character (one regex over them all) is
+    taken as it is. A wrong cell's value is ``None``.
+    """
+    if not texts:
+        return [], []
+    codes, uniques = pd.factorize(np.asarray(texts, dtype=object))
+    distinct: list[str] = uniques.tolist()
+    if (f.kind in ("id", "str") and all(map(str.strip, distinct))
+            and not has_bad_characters("\x20".join(distinct))):
+        return list(texts), []
+    parsed = [parse_cell(f, text) for text in distinct]
+    positions = codes.tolist()
+    values = [parsed[c][0] for c in positions]
+    messages = {c: error for c, (_, error) in enumerate(parsed) if error is not None}
+    if not messages:
+        return values, []
+    at = np.flatnonzero(np.isin(codes, list(messages))).tolist()
+    return values, [(i, messages[positions[i]]) for i in at]
 
 
 # --------------------------------------------------------------------------- tables
@@ -189,18 +217,15 @@ def parse_table(schema: TableSchema, raw: RawTable) -> tuple[Parsed | None, list
     position = {name: raw.header.index(name) for name in schema.columns if name in raw.header}
     parsed = Parsed(schema, raw.label, [row for row, _ in raw.rows], {})
     for f in schema.fields:
-        column: list[object] = []
         where = position.get(f.name)
-        for i, (row, cells) in enumerate(raw.rows):
-            if where is None:  # an optional column left out
-                column.append(f.default)
-                continue
-            value, error = parse_cell(f, cells[where] if where < len(cells) else "")
-            if error is not None:
-                problems.append(InputProblem(raw.label, row, f.name, error))
-                parsed.bad.add(i)
-            column.append(value)
-        parsed.values[f.name] = column
+        if where is None:  # an optional column left out
+            parsed.values[f.name] = [f.default] * len(raw.rows)
+            continue
+        texts = [cells[where] if where < len(cells) else "" for _, cells in raw.rows]
+        parsed.values[f.name], errors = parse_column(f, texts)
+        for i, error in errors:
+            problems.append(InputProblem(raw.label, parsed.rows[i], f.name, error))
+            parsed.bad.add(i)
     return parsed, problems
 
 
