@@ -107,7 +107,8 @@ def demand_by_cell(run: PlanRun) -> dict[tuple[str, str], float]:
     """Total elastic demand per (cluster, period_start), for the summary."""
     problem = run.problem
     totals = problem.dem.sum(axis=0)
-    return {(c, iso(problem.period_start[t])): float(totals[k, t])
+    starts = [iso(problem.period_start[t]) for t in range(totals.shape[1])]  # each once
+    return {(c, starts[t]): float(totals[k, t])
             for k, c in enumerate(problem.clusters) for t in range(totals.shape[1])}
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, InputProblem
@@ -48,21 +49,39 @@ def _cell_text(value: object) -> object:
     return value
 
 
-def _rows_text(frame: pd.DataFrame) -> list[list[object]]:
-    """Every row's cells as :func:`_cell_text` gives them, converted a column at a time."""
+def _datetimes_text(column: pd.Series) -> list[str]:
+    """A UTC datetime column as ``Timestamp.isoformat`` writes each cell, all at once.
+
+    ``2026-11-02T06:00:00+00:00``; with its microseconds (six digits) when they are not 0.
+    """
+    naive = column.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy("datetime64[us]")
+    codes, distinct = pd.factorize(naive)  # each distinct time is written once
+    whole = distinct.astype("datetime64[s]") == distinct
+    text = np.where(whole, np.datetime_as_string(distinct, unit="s"),
+                    np.datetime_as_string(distinct, unit="us"))
+    written = [t + "+00:00" for t in text.tolist()]
+    return [written[c] for c in codes.tolist()]
+
+
+def _rows_text(frame: pd.DataFrame) -> list[tuple[object, ...]]:
+    """Every row's cells as :func:`_cell_text` gives them, converted a column at a time.
+
+    Rows are tuples and lists of ids stay tuples: JSON writes both as arrays.
+    """
     columns = []
     for name in frame.columns:
-        values = frame[name].tolist()
         kind = frame[name].dtype.kind
-        if kind == "M":  # datetimes: Timestamps
-            columns.append([v.isoformat() for v in values])
-        elif kind == "f":
-            columns.append([repr(v) for v in values])
+        if kind == "M":  # datetimes
+            columns.append(_datetimes_text(frame[name]))
+            continue
+        values = frame[name].tolist()
+        if kind == "f":
+            columns.append(list(map(repr, values)))
         elif kind in "iub":
             columns.append(values)
         else:
-            columns.append([_cell_text(v) for v in values])
-    return [list(row) for row in zip(*columns, strict=True)] if columns else []
+            columns.append([v if type(v) in (str, tuple) else _cell_text(v) for v in values])
+    return list(zip(*columns, strict=True)) if columns else []
 
 
 def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
@@ -74,7 +93,7 @@ def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
     body = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
                        if f.name != "gpu_rates"},
             "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())},
-            "tables": {name: [list(frame.columns)] + _rows_text(frame)
+            "tables": {name: [tuple(frame.columns), *_rows_text(frame)]
                        for name, frame in sorted(tables.items())}}
     text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -84,7 +103,14 @@ def _frame(schema: TableSchema, parsed: Parsed) -> pd.DataFrame:
     """A typed table: columns in schema order with the schema's dtypes, index 0..n-1."""
     columns = {}
     for f in schema.fields:
-        columns[f.name] = pd.Series(parsed.values[f.name], dtype=DTYPES[f.kind])
+        values = parsed.values[f.name]
+        if f.kind == "datetime" and values:  # each distinct time converted once
+            index: dict[object, int] = {}
+            codes = [index.setdefault(v, len(index)) for v in values]
+            distinct = pd.Series(list(index), dtype=DTYPES[f.kind])
+            columns[f.name] = distinct.take(codes).reset_index(drop=True)
+        else:
+            columns[f.name] = pd.Series(values, dtype=DTYPES[f.kind])
     return pd.DataFrame(columns, columns=list(schema.columns))
 
 

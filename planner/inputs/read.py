@@ -30,6 +30,7 @@ import re
 import stat
 import tomllib
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,12 @@ def table_from_rows(
                                    f"no header: row 1 is empty; put the header "
                                    f"{_expected_header(table)} in row 1")]
     header = tuple(h.strip() for h in header_cells)
-    body = tuple((n, tuple(cells)) for n, cells in rows[1:] if "".join(cells).strip())
+    if len(rows) == 1:
+        return RawTable(label, header, ()), []
+    numbers, records = zip(*rows[1:], strict=True)
+    # the rows with a value, picked without a Python step per row (55,000 usage rows)
+    filled = map(str.strip, map("".join, records))
+    body = tuple(compress(zip(numbers, map(tuple, records), strict=True), filled))
     return RawTable(label, header, body), []
 
 

@@ -80,6 +80,14 @@ def bad_characters(text: str) -> str:
     return " ".join(ascii(ch)[1:-1] for ch in dict.fromkeys(_BAD_CHARACTERS.findall(text)))
 
 
+def has_bad_characters(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`bad_characters` refuses.
+
+    One regex search: a whole column joined into one text is checked at once.
+    """
+    return _BAD_CHARACTERS.search(text) is not None
+
+
 # exactly the categories above: Cc is U+0000-001F and U+007F-009F, Cs the surrogates,
 # Zl U+2028, Zp U+2029 (tests/test_inputs.py checks it against unicodedata)
 _BAD_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\ufffe\uffff]")

@@ -46,14 +46,18 @@ class Plan:
 
 
 def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
+    starts = [iso(stamp) for stamp in problem.period_start]  # each period's text once
     out = []
     for kind, values in (("guaranteed", solution.guaranteed),
                          ("opportunistic", solution.opportunistic)):
-        for p, k, t in zip(*np.nonzero(values > 0), strict=True):
+        ps, ks, ts = np.nonzero(values > 0)
+        gpu_hours = values[ps, ks, ts]
+        gpus = gpu_hours / np.asarray(problem.hours, dtype=np.float64)[ts]
+        for p, k, t, h, g in zip(ps.tolist(), ks.tolist(), ts.tolist(), gpu_hours.tolist(),
+                                 gpus.tolist(), strict=True):
             out.append({"project": problem.projects[p], "cluster": problem.clusters[k],
-                        "period_start": iso(problem.period_start[t]),
-                        "gpu_hours": num(values[p, k, t]), "kind": kind,
-                        "gpus": num(values[p, k, t] / problem.hours[t])})
+                        "period_start": starts[t], "gpu_hours": num(h), "kind": kind,
+                        "gpus": num(g)})
     out.sort(key=lambda a: (a["period_start"], a["cluster"], a["project"], a["kind"]))
     return out
 

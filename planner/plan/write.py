@@ -14,7 +14,74 @@ from planner.plan.build import Plan
 
 def plan_bytes(plan: Plan) -> bytes:
     """The canonical serialisation of a plan."""
-    return (json.dumps(plan.body, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    return (dumps_indented(plan.body) + "\n").encode()
+
+
+def dumps_indented(value: object) -> str:
+    """``json.dumps(value, indent=1, ensure_ascii=False, allow_nan=False)``, the same text.
+
+    The standard library writes indented JSON with its pure-Python encoder, one generator
+    step per token (a quarter of a second for the 10x plan's 21,000 allocations); this
+    joins each container's items at once, each string and number written by the functions
+    ``json`` itself uses. Anything it does not handle (a non-text key, a NaN, a type JSON
+    has no name for, a cycle) goes to ``json.dumps``, which writes it or raises as before.
+    """
+    try:
+        return _indented(value, 0)
+    except (_Unusual, RecursionError):
+        return json.dumps(value, indent=1, ensure_ascii=False, allow_nan=False)
+
+
+class _Unusual(Exception):
+    """A value :func:`dumps_indented` leaves to ``json.dumps``."""
+
+
+_TEXT = json.encoder.encode_basestring  # what json uses with ensure_ascii=False
+_INFINITY = float("inf")
+
+
+def _indented(value: object, level: int) -> str:
+    """One value at nesting ``level``, as ``json``'s encoder checks types, in its order."""
+    if isinstance(value, str):
+        return _TEXT(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value or value in (_INFINITY, -_INFINITY):
+            raise _Unusual
+        return float.__repr__(value)
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        inner = "\n" + " " * (level + 1)
+        return ("[" + inner + ("," + inner).join(_indented(v, level + 1) for v in value)
+                + "\n" + " " * level + "]")
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = "\n" + " " * (level + 1)
+        items = []
+        for key, v in value.items():
+            if type(key) is not str:
+                raise _Unusual
+            kind = type(v)  # the common leaves inline, exactly as _indented writes them
+            if kind is str:
+                text = _TEXT(v)
+            elif kind is float and -_INFINITY < v < _INFINITY:
+                text = float.__repr__(v)
+            elif kind is int:
+                text = int.__repr__(v)
+            else:
+                text = _indented(v, level + 1)
+            items.append(_TEXT(key) + ": " + text)
+        return "{" + inner + ("," + inner).join(items) + "\n" + " " * level + "}"
+    raise _Unusual
 
 
 def _mode(name: str) -> int:
