@@ -141,7 +141,7 @@ def test_a_part_stopped_before_any_incumbent_places_nothing_and_says_so(monkeypa
         name, SolverStatus.TIME_LIMIT, float("nan"), float("nan"), float("inf"), seconds))
     problem = build_problem(crowded_scenario(requests=5), MODEL)
     built = build_reservation_model(problem, budget_headroom(problem))
-    placed, stage = solve_reservation_model(built, 1.0, 0.005, 1, 0)
+    placed, stage = solve_reservation_model(built, 1.0, 0.005, MODEL.solver.threads, 0)
     assert placed == {}
     assert stage.status is SolverStatus.FEASIBLE and stage.gap == 1.0
     assert stage.bound == pytest.approx(sum(v.max() for v in built.values) / SCALE)

@@ -238,7 +238,8 @@ def relaxation(problem: Problem, requests: list[Request], values: list[np.ndarra
     """(R1)–(R3) with y_rs ∈ [0, 1] (or binary with ``integer``); each column's request, start.
 
     Rows: one ``one_start`` a request, one ``nodes`` row a cluster and period, one
-    ``budget`` row a project (rows nothing enters are empty; HiGHS's presolve drops them).
+    ``budget`` row a project, free where the project's requests all fit its budget (rows
+    nothing enters, or free, HiGHS's presolve drops).
     """
     request_of = np.repeat(np.arange(len(requests)), [len(r.starts) for r in requests])
     start = np.concatenate([np.asarray(r.starts, dtype=np.int64) for r in requests])
@@ -259,7 +260,9 @@ def relaxation(problem: Problem, requests: list[Request], values: list[np.ndarra
                 np.repeat(cluster, length) * n_periods + period, col, np.repeat(nodes, length))
     _, cost, limit = _costs(requests, headroom)
     project = np.array([r.project for r in requests], dtype=np.int64)
-    lp.add_rows("budget", np.full(len(headroom), -INF), limit.astype(float), project[request_of],
+    asked = np.bincount(project, weights=np.asarray(cost, dtype=float), minlength=len(limit))
+    upper = np.where(asked > limit, limit.astype(float), INF)  # a row that cannot bind: free
+    lp.add_rows("budget", np.full(len(headroom), -INF), upper, project[request_of],
                 y, np.asarray(cost, dtype=float)[request_of])
     return lp, request_of, start
 
