@@ -114,15 +114,17 @@ def reference_start(problem: Problem, request: Request) -> int:
     return request.starts[0] if warm is None else warm
 
 
-def displacement(problem: Problem, request: Request) -> np.ndarray:
+def displacement(problem: Problem, request: Request,
+                 demand: np.ndarray | None = None) -> np.ndarray:
     """δ × elastic GPU-hours (× SCALE) each allowed start would push out of contended periods.
 
     In period t the request holds h = n_r · gpn · hours_t GPU-hours; where total elastic
     demand D exceeds what is left (cap − h), min(h, D − (cap − h)) GPU-hours of elastic
     work lose their place. Other reservations are ignored: it is a tie-breaker.
+    ``demand``: the elastic demand per cluster and period, Σ_p dem (computed when not given).
     """
     k = request.cluster
-    demand = problem.dem[:, k, :].sum(axis=0)
+    demand = problem.dem[:, k, :].sum(axis=0) if demand is None else demand[k]
     held = request.nodes * problem.gpus_per_node[k] * problem.hours
     lost = np.minimum(held, np.maximum(0.0, demand - (problem.cap[k] - held)))
     window = np.cumsum(np.concatenate([[0.0], lost]))
@@ -132,7 +134,8 @@ def displacement(problem: Problem, request: Request) -> np.ndarray:
     return np.round(per_start * weight * SCALE).astype(np.int64)
 
 
-def start_values(problem: Problem, request: Request) -> np.ndarray:
+def start_values(problem: Problem, request: Request,
+                 demand: np.ndarray | None = None) -> np.ndarray:
     """The objective coefficient (× SCALE, integer) of each allowed start of ``request``.
 
     v_r, less λ v_r |s − s⁰_r| and the displacement δ_r(s) (R4) where the request has a
@@ -144,7 +147,7 @@ def start_values(problem: Problem, request: Request) -> np.ndarray:
     late = int(round(request.gpu_hours * SCALE * problem.model.objective.reservation_lateness))
     if late:
         values -= late * np.abs(np.array(request.starts) - reference_start(problem, request))
-    displaced = displacement(problem, request)
+    displaced = displacement(problem, request, demand)
     if displaced.max() > displaced.min():
         values -= displaced
     return values
@@ -232,37 +235,46 @@ def independent_parts(requests: list[Request], headroom: np.ndarray) -> list[lis
     return [parts[k] for k in sorted(parts)]
 
 
+def free_nodes(problem: Problem) -> np.ndarray:
+    """N_k − F_kt: nodes left for new reservations per cluster and period, (K, T)."""
+    return problem.nodes[:, None] - fixed_nodes(problem)
+
+
 def relaxation(problem: Problem, requests: list[Request], values: list[np.ndarray],
-               headroom: np.ndarray, integer: bool = False
+               headroom: np.ndarray, integer: bool = False, room: np.ndarray | None = None
                ) -> tuple[LpBuilder, np.ndarray, np.ndarray]:
     """(R1)–(R3) with y_rs ∈ [0, 1] (or binary with ``integer``); each column's request, start.
 
-    Rows: one ``one_start`` a request, one ``nodes`` row a cluster and period, one
-    ``budget`` row a project, free where the project's requests all fit its budget (rows
-    nothing enters, or free, HiGHS's presolve drops).
+    Rows: one ``one_start`` a request, one ``nodes`` row per period of each cluster the
+    requests use, one ``budget`` row per project they belong to, free where the project's
+    requests all fit its budget (HiGHS's presolve drops free and empty rows). ``room``:
+    :func:`free_nodes`, computed when not given.
     """
+    room = free_nodes(problem) if room is None else room
     request_of = np.repeat(np.arange(len(requests)), [len(r.starts) for r in requests])
     start = np.concatenate([np.asarray(r.starts, dtype=np.int64) for r in requests])
     length = np.array([r.length for r in requests], dtype=np.int64)[request_of]
-    cluster = np.array([r.cluster for r in requests], dtype=np.int64)[request_of]
+    used, cluster = np.unique(np.array([r.cluster for r in requests], dtype=np.int64),
+                              return_inverse=True)
+    cluster = cluster[request_of]  # the part's own cluster index of each column
     nodes = np.array([r.nodes for r in requests], dtype=float)[request_of]
     lp = LpBuilder()
     y = lp.add_columns("y", np.zeros(len(start)), 1.0, np.concatenate(values).astype(float),
                        integer=integer)
     lp.add_rows("one_start", np.full(len(requests), -INF), 1.0, request_of, y, 1.0)
-    held = fixed_nodes(problem)
-    n_periods = held.shape[1]
+    n_periods = room.shape[1]
     col = np.repeat(y, length)  # a column covers L_r periods from its start
     period = np.repeat(start, length) + (np.arange(col.size) - np.repeat(np.cumsum(length)
                                                                          - length, length))
-    lp.add_rows("nodes", np.full(held.size, -INF),
-                (problem.nodes[:, None] - held).ravel().astype(float),
+    lp.add_rows("nodes", np.full(used.size * n_periods, -INF),
+                room[used].ravel().astype(float),
                 np.repeat(cluster, length) * n_periods + period, col, np.repeat(nodes, length))
     _, cost, limit = _costs(requests, headroom)
-    project = np.array([r.project for r in requests], dtype=np.int64)
-    asked = np.bincount(project, weights=np.asarray(cost, dtype=float), minlength=len(limit))
-    upper = np.where(asked > limit, limit.astype(float), INF)  # a row that cannot bind: free
-    lp.add_rows("budget", np.full(len(headroom), -INF), upper, project[request_of],
+    owners, project = np.unique(np.array([r.project for r in requests], dtype=np.int64),
+                                return_inverse=True)
+    asked = np.bincount(project, weights=np.asarray(cost, dtype=float), minlength=owners.size)
+    upper = np.where(asked > limit[owners], limit[owners].astype(float), INF)  # cannot bind: free
+    lp.add_rows("budget", np.full(owners.size, -INF), upper, project[request_of],
                 y, np.asarray(cost, dtype=float)[request_of])
     return lp, request_of, start
 
@@ -270,11 +282,12 @@ def relaxation(problem: Problem, requests: list[Request], values: list[np.ndarra
 class _Packer:
     """Places requests one by one while their nodes (R1) and budget (R2) still fit."""
 
-    def __init__(self, problem: Problem, requests: list[Request], headroom: np.ndarray) -> None:
+    def __init__(self, problem: Problem, requests: list[Request], headroom: np.ndarray,
+                 room: np.ndarray | None = None) -> None:
         _, self.cost, limit = _costs(requests, headroom)
         self.requests = requests
         self.left = limit.copy()
-        self.free = problem.nodes[:, None] - fixed_nodes(problem)
+        self.free = (free_nodes(problem) if room is None else room).copy()
         self.placed: dict[str, int] = {}
 
     def take(self, i: int, s: int) -> bool:
@@ -298,15 +311,15 @@ class _Packer:
 
 
 def greedy_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
-                     headroom: np.ndarray) -> dict[str, int]:
+                     headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
     """A valid placement: largest request first, each at its best start that still fits."""
-    return _Packer(problem, requests, headroom).fill(values)
+    return _Packer(problem, requests, headroom, room).fill(values)
 
 
 def previous_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
-                       headroom: np.ndarray) -> dict[str, int]:
+                       headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
     """The previous plan's starts that still fit (largest first), the rest filled greedily."""
-    packer = _Packer(problem, requests, headroom)
+    packer = _Packer(problem, requests, headroom, room)
     for i in sorted(range(len(requests)), key=lambda i: (-requests[i].gpu_hours, i)):
         warm = _previous_start(problem, requests[i])
         if warm is not None:
@@ -315,7 +328,7 @@ def previous_placement(problem: Problem, requests: list[Request], values: list[n
 
 
 def rounded_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
-                      headroom: np.ndarray) -> dict[str, int]:
+                      headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
     """A valid placement: the LP relaxation's starts, rounded greedily.
 
     Starts go in decreasing LP value (ties: higher objective coefficient), each taken when
@@ -323,7 +336,7 @@ def rounded_placement(problem: Problem, requests: list[Request], values: list[np
     fit; requests left over then take their best start that fits, largest first.
     """
     opts = problem.model.solver
-    lp, request_of, start = relaxation(problem, requests, values, headroom)
+    lp, request_of, start = relaxation(problem, requests, values, headroom, room=room)
     highs = new_highs(opts.threads, opts.random_seed)
     highs.passModel(lp.to_highs(maximize=True))
     highs.run()
@@ -331,7 +344,7 @@ def rounded_placement(problem: Problem, requests: list[Request], values: list[np
     if relaxed.size != start.size:  # no LP solution: round nothing, fill greedily
         relaxed = np.zeros(start.size)
     coefficient = np.concatenate(values)
-    packer = _Packer(problem, requests, headroom)
+    packer = _Packer(problem, requests, headroom, room)
     for c in np.lexsort((np.arange(start.size), -coefficient, -relaxed)):
         if relaxed[c] > 1e-6:
             packer.take(int(request_of[c]), int(start[c]))
@@ -346,16 +359,24 @@ def placement_value(requests: list[Request], values: list[np.ndarray],
 
 
 def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarray],
-               headroom: np.ndarray) -> tuple[dict[str, int], str]:
+               headroom: np.ndarray, room: np.ndarray | None = None) -> tuple[dict[str, int], str]:
     """The best valid placement among greedy, LP-rounded and (with ``--previous``) previous.
 
-    Ties go to the first in that order: previous, LP-rounded, greedy.
+    Ties go to the first in that order: previous, LP-rounded, greedy. When the previous
+    or the greedy placement already puts every request at its best start (nothing can be
+    worth more), the LP is not solved.
     """
+    best_possible = sum(max(0, int(v.max())) for v in values)
     candidates = []
     if problem.previous is not None:
-        candidates.append(("previous", previous_placement(problem, requests, values, headroom)))
-    candidates.append(("lp-rounded", rounded_placement(problem, requests, values, headroom)))
-    candidates.append(("greedy", greedy_placement(problem, requests, values, headroom)))
+        candidates.append(("previous", previous_placement(problem, requests, values, headroom,
+                                                              room)))
+    greedy = greedy_placement(problem, requests, values, headroom, room)
+    if all(placement_value(requests, values, c) < best_possible for _, c in candidates) and (
+            placement_value(requests, values, greedy) < best_possible):
+        candidates.append(("lp-rounded", rounded_placement(problem, requests, values, headroom,
+                                                            room)))
+    candidates.append(("greedy", greedy))
     source, best = max(candidates, key=lambda c: placement_value(requests, values, c[1]))
     return best, source
 
@@ -363,12 +384,14 @@ def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarra
 def build_reservation_model(problem: Problem, headroom: np.ndarray) -> ReservationModel:
     """The independent parts, each its MIP (R1)–(R4) and warm start; ``headroom`` is H_p."""
     requests = [r for r in problem.requests if r.starts]
+    room = free_nodes(problem)  # once: kept reservations are walked period by period
+    demand = problem.dem.sum(axis=0)  # once, for every request's displacement (R4)
     parts = []
     for idx in independent_parts(requests, headroom):
         mine = [requests[i] for i in idx]
-        values = [start_values(problem, r) for r in mine]
-        lp, request_of, start = relaxation(problem, mine, values, headroom, integer=True)
-        warm, source = warm_start(problem, mine, values, headroom)
+        values = [start_values(problem, r, demand) for r in mine]
+        lp, request_of, start = relaxation(problem, mine, values, headroom, True, room)
+        warm, source = warm_start(problem, mine, values, headroom, room)
         parts.append(ReservationPart(tuple(sorted({r.cluster for r in mine})), mine, values, lp,
                                      request_of, start, warm, source))
     return ReservationModel(parts)
