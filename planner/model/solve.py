@@ -1,8 +1,9 @@
-"""The planning run: reservations (CP-SAT), fair-share targets, elastic LP (HiGHS).
+"""The planning run: reservations (HiGHS MIP), fair-share targets, elastic LP (HiGHS).
 
 Why split: a time-indexed joint MIP with fractional reservation starts has a weak
 LP relaxation (1.7 % gap after 120 s on a sample-sized model). Reservations are
-placed exactly by CP-SAT (optional intervals, one cumulative per cluster), and the
+placed exactly by a time-indexed MIP without elastic columns, solved by HiGHS per
+independent part of the clusters (:mod:`planner.model.reservations`), and the
 elastic GPU-hours, continuous given the reservations, by an LP that HiGHS solves to
 optimality. :mod:`planner.model.joint` builds the joint model for small instances;
 the tests measure what the split loses against it.
@@ -77,7 +78,7 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
     """Plan: place reservations, compute targets, allocate elastic GPU-hours.
 
     ``on_built`` is handed the built elastic LP before it is solved (``--write-model``).
-    The LP goes to ``problem.model.solver.lp_solver``; reservations are CP-SAT's always.
+    The LP goes to ``problem.model.solver.lp_solver``; reservations are HiGHS's always.
     """
     opts = problem.model.solver
     started = time.perf_counter()
