@@ -52,7 +52,12 @@ print(json.dumps({"requests": len(run.problem.requests), "clusters": len(run.pro
                   "bound": stage.bound, "gap": stage.gap,
                   "plan_gap": run.plan.body["solver"]["mip_gap"],
                   "stage_s": built["s"] + stage.seconds, "solve_s": stage.seconds,
-                  "total_s": time.perf_counter() - started, "load": os.getloadavg()[0]}))
+                  "total_s": time.perf_counter() - started, "load": os.getloadavg()[0],
+                  "by_part": [{"clusters": [run.problem.clusters[k] for k in part.clusters],
+                               "requests": len(part.requests), "objective": o.objective / 100,
+                               "bound": o.bound / 100, "gap": o.gap, "seconds": o.seconds}
+                              for part, o in zip(built["model"].parts,
+                                                 built["model"].outcomes)]}))
 """
 
 

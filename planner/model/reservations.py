@@ -57,7 +57,7 @@ time-indexed booleans, two workers) stayed at 1.994 M against 2.060 M (3.34 %). 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
@@ -185,9 +185,15 @@ class ReservationPart:
 
 @dataclass
 class ReservationModel:
-    """The built, unsolved reservation stage: its independent parts, each a MIP."""
+    """The reservation stage: its independent parts, each a MIP.
+
+    ``outcomes`` is filled by :func:`solve_reservation_model`: each part's own outcome
+    (objective and bound × SCALE, as its HiGHS reported them), aligned with ``parts``,
+    so that a gap can be traced to the part (and clusters) that leaves it.
+    """
 
     parts: list[ReservationPart]
+    outcomes: list[StageResult | None] = field(default_factory=list)
 
     @property
     def requests(self) -> list[Request]:
@@ -451,12 +457,14 @@ def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap:
     left_columns = sum(part.start.size for part in built.parts)
     placed: dict[str, int] = {}
     objective = bound = 0.0
+    built.outcomes = [None] * len(built.parts)
     for j in order:
         part = built.parts[j]
         share = part.start.size / max(1, left_columns)
         left_columns -= part.start.size
         budget = (time_limit - (time.perf_counter() - started)) * share
         mine, outcome = solve_part(part, budget, mip_gap, threads, seed)
+        built.outcomes[j] = outcome
         if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             return {}, StageResult(STAGE, outcome.status, float("nan"), float("nan"),
                                    float("inf"), time.perf_counter() - started)
