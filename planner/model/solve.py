@@ -87,8 +87,11 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
     tick = time.perf_counter()
     reservation_model = build_reservation_model(problem, headroom)
     build += time.perf_counter() - tick
+    # the stage's share of the limit covers building its parts and warm starts too, so
+    # that the elastic LP keeps the rest (on a loaded machine the build takes seconds)
+    share = opts.time_limit_seconds * opts.reservation_time_share
     placed, stage1 = solve_reservation_model(
-        reservation_model, opts.time_limit_seconds * opts.reservation_time_share, opts.mip_gap,
+        reservation_model, max(1.0, share - (time.perf_counter() - started)), opts.mip_gap,
         opts.threads, opts.random_seed)
     if stage1.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"reservation placement found no valid plan ({stage1.status})")
