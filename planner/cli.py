@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
     run.add_argument("--solver", help="solver of the LP/MIP stages: highs (default) or any "
                                       "PuLP reaches here (cbc, gurobi, cplex, …); reservations "
-                                      "are always placed by CP-SAT")
+                                      "are always placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
                           "-names.csv (see models/README.md)")

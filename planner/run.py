@@ -91,7 +91,7 @@ def plan_scenario(scenario: Scenario, model: ModelConfig, previous: dict | None 
     step("building the problem")
     problem = build_problem(scenario, model, previous)
     lp_solver = "HiGHS" if model.solver.lp_solver == "highs" else model.solver.lp_solver
-    step(f"solving: reservations (CP-SAT), then elastic GPU-hours ({lp_solver})")
+    step(f"solving: reservations (HiGHS MIP), then elastic GPU-hours ({lp_solver})")
     solution = solve(problem, on_built)
     step("checking the plan against the hard rules")
     plan = extract_plan(problem, solution)

@@ -26,7 +26,7 @@ PLAN: dict = {
     "model": "default", "planner_version": "0.1.0", "input_digest": "abc",
     "contract": {"min_runtime_cap_hours": 8.0, "max_reservation_hours": 168.0,
                  "frozen_periods": 1},
-    "solver": {"name": "cp-sat+highs", "status": "optimal", "mip_gap": 0.0, "stages": []},
+    "solver": {"name": "highs-mip+highs", "status": "optimal", "mip_gap": 0.0, "stages": []},
     "periods": [{"start": D1, "end": D2}, {"start": D2, "end": D3}],
     "clusters": [{"cluster": "c1", "gpu_type": "H100", "nodes": 4, "gpus_per_node": 8,
                   "rate": 1.0},

@@ -200,12 +200,13 @@ def test_formula_like_ids_survive_verbatim_into_the_plan():
 
 
 def test_a_limit_hit_before_any_placement_still_gives_a_valid_plan(monkeypatch):
-    # CP-SAT stopped by its limit with no solution (UNKNOWN): placing nothing is valid,
+    # The reservation MIP stopped by its limit with no solution: placing nothing is valid,
     # the plan says "feasible" with the gap against the bound, and the LP still fills GPUs.
-    from ortools.sat.python import cp_model
+    from planner.model import reservations
+    from planner.model.result import SolverStatus, StageResult
 
-    monkeypatch.setattr(cp_model.CpSolver, "solve", lambda self, model: cp_model.UNKNOWN)
-    monkeypatch.setattr(cp_model.CpSolver, "best_objective_bound", property(lambda self: 1e6))
+    monkeypatch.setattr(reservations, "highs_outcome", lambda highs, name, seconds: StageResult(
+        name, SolverStatus.TIME_LIMIT, float("nan"), float("nan"), float("inf"), seconds))
     sc = scenario(clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
                   org=[("t", "", 1.0), ("p", "t", 1.0)], budgets=[("p", BIG)],
                   demand=[("p", "c1", "2026-11-01", "2026-11-04", 32)],

@@ -191,7 +191,7 @@ def test_hand_worked_instance_through_cbc_gives_the_hand_optimum():
     stage = run.solution.stages[1]
     assert (stage.solver, stage.status, stage.gap) == ("cbc", SolverStatus.OPTIMAL, 0.0)
     assert stage.objective == pytest.approx(960.0, abs=1e-6)
-    assert run.plan.body["solver"]["name"] == "cp-sat+cbc"
+    assert run.plan.body["solver"]["name"] == "highs-mip+cbc"
     assert run.solution.guaranteed.sum() == pytest.approx(240.0, abs=1e-6)
 
 
@@ -356,8 +356,8 @@ def test_sample_through_pulp_cbc_gives_the_default_objective(sample_runs):
     root, code = sample_runs
     assert code["cbc"] == 0  # planned, checked against every hard rule, written
     default, cbc = stage(root, "highs"), stage(root, "cbc")
-    assert (cbc["name"], cbc["status"]) == ("cp-sat+cbc", "optimal")
-    assert default["stages"][0] == cbc["stages"][0]  # same reservations (CP-SAT either way)
+    assert (cbc["name"], cbc["status"]) == ("highs-mip+cbc", "optimal")
+    assert default["stages"][0] == cbc["stages"][0]  # same reservations (HiGHS MIP either way)
     assert cbc["stages"][1]["objective"] == pytest.approx(default["stages"][1]["objective"],
                                                           rel=1e-6)
     # the same model was built for both: the written files are identical

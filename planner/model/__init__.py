@@ -1,1 +1,1 @@
-"""The planning model: problem arrays, reservation placement (CP-SAT), elastic LP (HiGHS)."""
+"""The planning model: problem arrays, reservation placement (HiGHS MIP), elastic LP (HiGHS)."""

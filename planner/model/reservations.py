@@ -1,18 +1,18 @@
-"""Stage 1: whole-node reservations, placed by CP-SAT.
+"""Stage 1: whole-node reservations, placed by a time-indexed MIP (HiGHS), part by part.
 
 Indices: r ∈ R requests that can be placed, s ∈ S_r its allowed start periods
 (window ∩ horizon), k ∈ K clusters, t ∈ T periods, p ∈ P projects.
 
 Data: L_r periods (hours rounded up), n_r nodes, N_k nodes of cluster k, F_kt nodes
 held by reservations kept from the previous plan (rule 6), v_r = reserved GPU-hours,
-e_r = NGH, H_p budget NGH left after usage and kept reservations, s⁰_r a reference
+c_r = NGH, H_p budget NGH left after usage and kept reservations, s⁰_r a reference
 start (previous plan's start, else the earliest allowed), λ the lateness share.
 
-Variables: y_rs ∈ {0,1}, request r starts in period s (time-indexed: one boolean per
+Variables: y_rs ∈ {0,1}, request r starts in period s (time-indexed: one binary per
 allowed start); r is placed iff Σ_s y_rs = 1.
 
     (R1) nodes_kt:      Σ_{r on k} Σ_{s ≤ t < s+L_r} n_r y_rs + F_kt ≤ N_k    ∀ k, t
-    (R2) budget_p:      Σ_{r of p} e_r Σ_s y_rs ≤ H_p                        ∀ p
+    (R2) budget_p:      Σ_{r of p} c_r Σ_s y_rs ≤ H_p                        ∀ p
     (R3) one_start_r:   Σ_s y_rs ≤ 1  (s ∈ S_r: whole periods, contiguous, exact
                         length, inside the window)
 
@@ -22,53 +22,60 @@ allowed start); r is placed iff Σ_s y_rs = 1.
     max  Σ_r Σ_s (v_r − λ v_r |s − s⁰_r| − δ_r(s)) y_rs
 
 Whole nodes and exact lengths (rule 3) hold by construction: a start covers exactly
-L_r periods with n_r integral nodes. The time-indexed form has a linear objective (no
-abs or element constraints). It replaced optional intervals with one cumulative per
-cluster: on 560 requests over 8 clusters CP-SAT's bound is about the same in both
-(2.06 M), but it finds better placements here (gap 3.1-3.3 % after 20 s over three
-seeds, against 5.1 % in 30 s for intervals; ``benchmarks/reservations_gap.py``).
+L_r periods with n_r integral nodes.
 
-Warm start (CP-SAT hints): with ``--previous``, the previous plan's start of each
-request it placed. Otherwise CP-SAT first runs unhinted on half the limit (the 10×
-sample closes there in 0.1 s), then, if not within its tolerance, on the rest hinted
-in full with the better of its placement and the LP relaxation's starts rounded
-greedily (:func:`rounded_placement`). Measured in the default 30 s
-(``benchmarks/reservations_gap.py``, medians of 3): 560 requests over 8 clusters
-3.34 % (unhinted throughout 3.12 %, hinted throughout 4.55 %); 6,060 over 80
-clusters 8.14 % (unhinted 14.53 %, hinted 8.14 %). Hinted throughout, the 10× sample
-stopped at its 0.5 % tolerance (0.13 %) instead of proving optimality. A plain
-greedy hint (largest first, best start that fits) was worse on the 560 requests
-(4.5 %, 13.1 % and 13.4 % over three seeds, CP-SAT staying at the hint).
+Decomposition (:func:`independent_parts`). A reservation uses one cluster, so (R1)
+couples only requests on the same cluster; across clusters, only a project's budget
+row (R2) couples them, and only when it can bind (Σ c_r > H_p; a row that cannot bind
+is left out). Clusters joined by binding budget rows form one part; parts share no row
+and the objective is a sum over requests, so the parts are solved one after the other
+as separate MIPs and nothing is lost: the whole problem's optimum is the sum of the
+parts' optima, the sum of their objectives is a placement's value, and the sum of
+their bounds (each HiGHS's ``mip_dual_bound``) is a true bound of the whole problem.
+(R4) is a fixed coefficient of each start (computed from demand alone), so the
+elastic displacement couples nothing here; the elastic LP of stage 2 sees the placed
+reservations. Splitting further, one cluster at a time, would have to relax the
+binding budget rows: measured on the 560-request case (one part of 8 clusters, 26
+binding budget rows of which 25 span clusters), per-cluster CP-SAT bounds add up to
+2.40 M with the rows dropped and 2.11 M with the LP's budget duals as Lagrange
+multipliers (Σ_k bound_k(μ) + Σ_p μ_p H_p), against 2.06 M for the part's own bound:
+true bounds both, but looser, so they are not used.
+
+Warm start (:func:`warm_start`): every part starts from the best valid placement of
+a greedy one (largest first, best start that fits), the LP relaxation's starts
+rounded greedily (:func:`rounded_placement`) and, with ``--previous``, the previous
+plan's starts that still fit (nodes and budget), topped up greedily. It is handed to
+HiGHS as its first incumbent (``setSolution``); HiGHS's presolve can lose some of its
+value (dual fixings in the reduced space), so a part whose HiGHS ends below the warm
+start's value keeps the warm start (:func:`solve_part`).
+
+Why HiGHS and not CP-SAT (used here before): on the 560-request case in 25 s, HiGHS's
+branch and cut reached 2.043 M against a bound of 2.061 M (0.90 %), where CP-SAT (the
+time-indexed booleans, two workers) stayed at 1.994 M against 2.060 M (3.34 %). See
+``benchmarks/reservations_gap.py`` and the README for the measured figures.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import highspy
 import numpy as np
-from ortools.sat.python import cp_model
 
 from planner.model.lp import INF, LpBuilder, new_highs
 from planner.model.problem import Problem, Request
-from planner.model.result import SolverStatus, StageResult, relative_gap, status_from_gap
+from planner.model.result import (
+    SolverStatus,
+    StageResult,
+    highs_outcome,
+    relative_gap,
+    status_from_gap,
+)
 
-SCALE = 100  # CP-SAT works in integers: GPU-hours × SCALE
-
-
-@dataclass
-class ReservationModel:
-    """A built, unsolved CP-SAT model with handles to its variables and rows."""
-
-    model: cp_model.CpModel
-    requests: list[Request]  # the placeable ones, in model order
-    choices: list[list[cp_model.IntVar]]  # y_rs, aligned with request.starts
-    values: list[np.ndarray]  # objective coefficient of each y_rs (× SCALE)
-    budget_rows: dict[int, cp_model.Constraint]
-    node_rows: dict[tuple[int, int], cp_model.Constraint]
-    hint: dict[str, int]  # request_id → the warm start's start period
-    rounded: bool  # the hint is the LP-rounded placement, given in the second phase
-
+SCALE = 100  # the objective in integer units: GPU-hours × SCALE
+MIN_PART_SECONDS = 0.5  # the least time a part gets (HiGHS needs its presolve and root)
+STAGE = "highs-mip"  # the stage's solver name in plan.json
 
 def fixed_nodes(problem: Problem) -> np.ndarray:
     """F_kt: nodes held by reservations kept from the previous plan, (K, T)."""
@@ -108,15 +115,17 @@ def reference_start(problem: Problem, request: Request) -> int:
     return request.starts[0] if warm is None else warm
 
 
-def displacement(problem: Problem, request: Request) -> np.ndarray:
+def displacement(problem: Problem, request: Request,
+                 demand: np.ndarray | None = None) -> np.ndarray:
     """δ × elastic GPU-hours (× SCALE) each allowed start would push out of contended periods.
 
     In period t the request holds h = n_r · gpn · hours_t GPU-hours; where total elastic
     demand D exceeds what is left (cap − h), min(h, D − (cap − h)) GPU-hours of elastic
     work lose their place. Other reservations are ignored: it is a tie-breaker.
+    ``demand``: the elastic demand per cluster and period, Σ_p dem (computed when not given).
     """
     k = request.cluster
-    demand = problem.dem[:, k, :].sum(axis=0)
+    demand = problem.dem[:, k, :].sum(axis=0) if demand is None else demand[k]
     held = request.nodes * problem.gpus_per_node[k] * problem.hours
     lost = np.minimum(held, np.maximum(0.0, demand - (problem.cap[k] - held)))
     window = np.cumsum(np.concatenate([[0.0], lost]))
@@ -126,7 +135,8 @@ def displacement(problem: Problem, request: Request) -> np.ndarray:
     return np.round(per_start * weight * SCALE).astype(np.int64)
 
 
-def start_values(problem: Problem, request: Request) -> np.ndarray:
+def start_values(problem: Problem, request: Request,
+                 demand: np.ndarray | None = None) -> np.ndarray:
     """The objective coefficient (× SCALE, integer) of each allowed start of ``request``.
 
     v_r, less λ v_r |s − s⁰_r| and the displacement δ_r(s) (R4) where the request has a
@@ -138,7 +148,7 @@ def start_values(problem: Problem, request: Request) -> np.ndarray:
     late = int(round(request.gpu_hours * SCALE * problem.model.objective.reservation_lateness))
     if late:
         values -= late * np.abs(np.array(request.starts) - reference_start(problem, request))
-    displaced = displacement(problem, request)
+    displaced = displacement(problem, request, demand)
     if displaced.max() > displaced.min():
         values -= displaced
     return values
@@ -155,218 +165,328 @@ def _costs(requests: list[Request], headroom: np.ndarray
     return by_project, cost, limit
 
 
-def add_starts(model: cp_model.CpModel, request: Request) -> list[cp_model.IntVar]:
-    """(R3): one boolean per allowed start, at most one of them true."""
-    name = request.request_id
-    choices = [model.new_bool_var(f"start[{name},{s}]") for s in request.starts]
-    model.add_at_most_one(choices)
-    return choices
+@dataclass
+class ReservationPart:
+    """One independent part: the clusters binding budget rows tie together, and their requests.
 
-
-def add_nodes(model: cp_model.CpModel, problem: Problem, requests: list[Request],
-              choices: list[list], held: np.ndarray) -> dict[tuple[int, int], cp_model.Constraint]:
-    """(R1): per cluster and period, reserved nodes (new and kept) never exceed the cluster's.
-
-    A row is written only where the requests that could cover (k, t) might not all fit.
+    ``lp`` is the part's MIP (R1)–(R3) with the objective (R4); column c is the start
+    ``start[c]`` of request ``requests[request_of[c]]``. ``warm`` is the warm start, a valid
+    placement of the part's requests ({request_id: start period}), from ``warm_source``.
     """
-    cover: dict[tuple[int, int], list[tuple[int, cp_model.IntVar]]] = {}
-    for r, ys in zip(requests, choices, strict=True):
-        for s, y in zip(r.starts, ys, strict=True):
-            for t in range(s, s + r.length):
-                cover.setdefault((r.cluster, t), []).append((r.nodes, y))
-    rows = {}
-    for (k, t), items in sorted(cover.items()):
-        room = int(problem.nodes[k] - held[k, t])
-        if sum(n for n, _ in items) > room:
-            rows[(k, t)] = model.add(sum(n * y for n, y in items) <= room)
-    return rows
+
+    clusters: tuple[int, ...]
+    requests: list[Request]
+    values: list[np.ndarray]  # objective coefficient of each y_rs (× SCALE), per request
+    lp: LpBuilder
+    request_of: np.ndarray
+    start: np.ndarray
+    warm: dict[str, int]
+    warm_source: str
 
 
-def add_budget(model: cp_model.CpModel, requests: list[Request], choices: list[list],
-               headroom: np.ndarray) -> dict[int, cp_model.Constraint]:
-    """(R2): a project's reservations fit in the budget it has left."""
+@dataclass
+class ReservationModel:
+    """The reservation stage: its independent parts, each a MIP.
+
+    ``outcomes`` is filled by :func:`solve_reservation_model`: each part's own outcome
+    (objective and bound × SCALE, as its HiGHS reported them), aligned with ``parts``,
+    so that a gap can be traced to the part (and clusters) that leaves it.
+    """
+
+    parts: list[ReservationPart]
+    outcomes: list[StageResult | None] = field(default_factory=list)
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every placeable request, part by part."""
+        return [r for part in self.parts for r in part.requests]
+
+    @property
+    def values(self) -> list[np.ndarray]:
+        """Each placeable request's start coefficients, aligned with :attr:`requests`."""
+        return [v for part in self.parts for v in part.values]
+
+    @property
+    def hint(self) -> dict[str, int]:
+        """The whole warm start: every part's."""
+        return {k: s for part in self.parts for k, s in part.warm.items()}
+
+
+def independent_parts(requests: list[Request], headroom: np.ndarray) -> list[list[int]]:
+    """Request indices grouped by the clusters that binding budget rows (R2) join.
+
+    A budget row can bind only when the project's requests cost more than it has left;
+    such a row joins every cluster its project requests. Parts come in the order of
+    their lowest cluster index, requests in input order within a part.
+    """
     by_project, cost, limit = _costs(requests, headroom)
-    rows = {}
+    root: dict[int, int] = {r.cluster: r.cluster for r in requests}
+
+    def find(k: int) -> int:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
     for p, idx in sorted(by_project.items()):
         if sum(cost[i] for i in idx) > limit[p]:
-            rows[p] = model.add(sum(cost[i] * y for i in idx for y in choices[i]) <= int(limit[p]))
-    return rows
+            first = find(requests[idx[0]].cluster)
+            for i in idx[1:]:
+                other = find(requests[i].cluster)
+                if other != first:
+                    root[max(first, other)] = min(first, other)
+                    first = min(first, other)
+    parts: dict[int, list[int]] = {}
+    for i, r in enumerate(requests):
+        parts.setdefault(find(r.cluster), []).append(i)
+    return [parts[k] for k in sorted(parts)]
 
 
-def add_hints(model: cp_model.CpModel, requests: list[Request], choices: list[list],
-              warm: dict[str, int], complete: bool) -> None:
-    """Warm start: y_rs = 1 at a request's hinted start; ``complete`` also hints every other 0."""
-    for r, ys in zip(requests, choices, strict=True):
-        for s, y in zip(r.starts, ys, strict=True):
-            if warm.get(r.request_id) == s:
-                model.add_hint(y, True)
-            elif complete:
-                model.add_hint(y, False)
+def free_nodes(problem: Problem) -> np.ndarray:
+    """N_k − F_kt: nodes left for new reservations per cluster and period, (K, T)."""
+    return problem.nodes[:, None] - fixed_nodes(problem)
 
 
 def relaxation(problem: Problem, requests: list[Request], values: list[np.ndarray],
-               headroom: np.ndarray) -> tuple[LpBuilder, np.ndarray, np.ndarray]:
-    """The LP relaxation of (R1)–(R3), 0 ≤ y_rs ≤ 1; also each column's request and start."""
+               headroom: np.ndarray, integer: bool = False, room: np.ndarray | None = None
+               ) -> tuple[LpBuilder, np.ndarray, np.ndarray]:
+    """(R1)–(R3) with y_rs ∈ [0, 1] (or binary with ``integer``); each column's request, start.
+
+    Rows: one ``one_start`` a request, one ``nodes`` row per period of each cluster the
+    requests use, one ``budget`` row per project they belong to, free where the project's
+    requests all fit its budget (HiGHS's presolve drops free and empty rows). ``room``:
+    :func:`free_nodes`, computed when not given.
+    """
+    room = free_nodes(problem) if room is None else room
     request_of = np.repeat(np.arange(len(requests)), [len(r.starts) for r in requests])
     start = np.concatenate([np.asarray(r.starts, dtype=np.int64) for r in requests])
     length = np.array([r.length for r in requests], dtype=np.int64)[request_of]
-    cluster = np.array([r.cluster for r in requests], dtype=np.int64)[request_of]
+    used, cluster = np.unique(np.array([r.cluster for r in requests], dtype=np.int64),
+                              return_inverse=True)
+    cluster = cluster[request_of]  # the part's own cluster index of each column
     nodes = np.array([r.nodes for r in requests], dtype=float)[request_of]
     lp = LpBuilder()
-    y = lp.add_columns("y", np.zeros(len(start)), 1.0, np.concatenate(values).astype(float))
+    y = lp.add_columns("y", np.zeros(len(start)), 1.0, np.concatenate(values).astype(float),
+                       integer=integer)
     lp.add_rows("one_start", np.full(len(requests), -INF), 1.0, request_of, y, 1.0)
-    held = fixed_nodes(problem)
-    n_periods = held.shape[1]
+    n_periods = room.shape[1]
     col = np.repeat(y, length)  # a column covers L_r periods from its start
     period = np.repeat(start, length) + (np.arange(col.size) - np.repeat(np.cumsum(length)
                                                                          - length, length))
-    lp.add_rows("nodes", np.full(held.size, -INF),
-                (problem.nodes[:, None] - held).ravel().astype(float),
+    lp.add_rows("nodes", np.full(used.size * n_periods, -INF),
+                room[used].ravel().astype(float),
                 np.repeat(cluster, length) * n_periods + period, col, np.repeat(nodes, length))
     _, cost, limit = _costs(requests, headroom)
-    project = np.array([r.project for r in requests], dtype=np.int64)
-    lp.add_rows("budget", np.full(len(headroom), -INF), limit.astype(float), project[request_of],
+    owners, project = np.unique(np.array([r.project for r in requests], dtype=np.int64),
+                                return_inverse=True)
+    asked = np.bincount(project, weights=np.asarray(cost, dtype=float), minlength=owners.size)
+    upper = np.where(asked > limit[owners], limit[owners].astype(float), INF)  # cannot bind: free
+    lp.add_rows("budget", np.full(owners.size, -INF), upper, project[request_of],
                 y, np.asarray(cost, dtype=float)[request_of])
     return lp, request_of, start
 
 
+class _Packer:
+    """Places requests one by one while their nodes (R1) and budget (R2) still fit."""
+
+    def __init__(self, problem: Problem, requests: list[Request], headroom: np.ndarray,
+                 room: np.ndarray | None = None) -> None:
+        _, self.cost, limit = _costs(requests, headroom)
+        self.requests = requests
+        self.left = limit.copy()
+        self.free = (free_nodes(problem) if room is None else room).copy()
+        self.placed: dict[str, int] = {}
+
+    def take(self, i: int, s: int) -> bool:
+        """Place request ``i`` at start ``s`` when it is not placed yet and still fits."""
+        r = self.requests[i]
+        if r.request_id in self.placed or self.cost[i] > self.left[r.project] or (
+                self.free[r.cluster, s:s + r.length] < r.nodes).any():
+            return False
+        self.free[r.cluster, s:s + r.length] -= r.nodes
+        self.left[r.project] -= self.cost[i]
+        self.placed[r.request_id] = s
+        return True
+
+    def fill(self, values: list[np.ndarray]) -> dict[str, int]:
+        """Greedy: the rest, largest first, each at its best start that fits; the placement."""
+        for i in sorted(range(len(self.requests)), key=lambda i: (-self.requests[i].gpu_hours, i)):
+            for j in np.argsort(-values[i], kind="stable"):
+                if values[i][j] > 0 and self.take(i, self.requests[i].starts[j]):
+                    break
+        return self.placed
+
+
+def greedy_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
+                     headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
+    """A valid placement: largest request first, each at its best start that still fits."""
+    return _Packer(problem, requests, headroom, room).fill(values)
+
+
+def previous_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
+                       headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
+    """The previous plan's starts that still fit (largest first), the rest filled greedily."""
+    packer = _Packer(problem, requests, headroom, room)
+    for i in sorted(range(len(requests)), key=lambda i: (-requests[i].gpu_hours, i)):
+        warm = _previous_start(problem, requests[i])
+        if warm is not None:
+            packer.take(i, warm)
+    return packer.fill(values)
+
+
 def rounded_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
-                      headroom: np.ndarray) -> dict[str, int]:
-    """A valid placement to warm-start from: the LP relaxation's starts, rounded greedily.
+                      headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
+    """A valid placement: the LP relaxation's starts, rounded greedily.
 
     Starts go in decreasing LP value (ties: higher objective coefficient), each taken when
     its request is not yet placed and its nodes (R1) and its project's budget (R2) still
     fit; requests left over then take their best start that fits, largest first.
-    (Diving — fixing the starts taken and re-solving, 8 times — gained 0.5 % on the
-    560-request case and lost 0.05 % on the 6,060-request one, at 6 s: left out.)
     """
     opts = problem.model.solver
-    lp, request_of, start = relaxation(problem, requests, values, headroom)
+    lp, request_of, start = relaxation(problem, requests, values, headroom, room=room)
     highs = new_highs(opts.threads, opts.random_seed)
     highs.passModel(lp.to_highs(maximize=True))
-    coefficient = np.concatenate(values)
-    _, cost, limit = _costs(requests, headroom)
-    left, free = limit.copy(), problem.nodes[:, None] - fixed_nodes(problem)
-    placed: dict[str, int] = {}
-
-    def take(i: int, s: int) -> bool:
-        r = requests[i]
-        if r.request_id in placed or cost[i] > left[r.project] or (
-                free[r.cluster, s:s + r.length] < r.nodes).any():
-            return False
-        free[r.cluster, s:s + r.length] -= r.nodes
-        left[r.project] -= cost[i]
-        placed[r.request_id] = s
-        return True
-
     highs.run()
     relaxed = np.asarray(highs.getSolution().col_value)
     if relaxed.size != start.size:  # no LP solution: round nothing, fill greedily
         relaxed = np.zeros(start.size)
+    coefficient = np.concatenate(values)
+    packer = _Packer(problem, requests, headroom, room)
     for c in np.lexsort((np.arange(start.size), -coefficient, -relaxed)):
         if relaxed[c] > 1e-6:
-            take(int(request_of[c]), int(start[c]))
-    for i in sorted(range(len(requests)), key=lambda i: (-requests[i].gpu_hours, i)):
-        for j in np.argsort(-values[i], kind="stable"):
-            if values[i][j] > 0 and take(i, requests[i].starts[j]):
-                break
-    return placed
+            packer.take(int(request_of[c]), int(start[c]))
+    return packer.fill(values)
+
+
+def placement_value(requests: list[Request], values: list[np.ndarray],
+                    placed: dict[str, int]) -> int:
+    """The objective (× SCALE) of a placement, as the model counts it."""
+    return sum(int(v[r.starts.index(placed[r.request_id])])
+               for r, v in zip(requests, values, strict=True) if r.request_id in placed)
+
+
+def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarray],
+               headroom: np.ndarray, room: np.ndarray | None = None) -> tuple[dict[str, int], str]:
+    """The best valid placement among greedy, LP-rounded and (with ``--previous``) previous.
+
+    Ties go to the first in that order: previous, LP-rounded, greedy. When the previous
+    or the greedy placement already puts every request at its best start (nothing can be
+    worth more), the LP is not solved.
+    """
+    best_possible = sum(max(0, int(v.max())) for v in values)
+    candidates = []
+    if problem.previous is not None:
+        candidates.append(("previous", previous_placement(problem, requests, values, headroom,
+                                                              room)))
+    greedy = greedy_placement(problem, requests, values, headroom, room)
+    if all(placement_value(requests, values, c) < best_possible for _, c in candidates) and (
+            placement_value(requests, values, greedy) < best_possible):
+        candidates.append(("lp-rounded", rounded_placement(problem, requests, values, headroom,
+                                                            room)))
+    candidates.append(("greedy", greedy))
+    source, best = max(candidates, key=lambda c: placement_value(requests, values, c[1]))
+    return best, source
 
 
 def build_reservation_model(problem: Problem, headroom: np.ndarray) -> ReservationModel:
-    """The CP-SAT model (R1)–(R4) and its warm start; ``headroom`` is H_p."""
-    model = cp_model.CpModel()
+    """The independent parts, each its MIP (R1)–(R4) and warm start; ``headroom`` is H_p."""
     requests = [r for r in problem.requests if r.starts]
-    values = [start_values(problem, r) for r in requests]
-    choices = [add_starts(model, r) for r in requests]
-    node_rows = add_nodes(model, problem, requests, choices, fixed_nodes(problem))
-    budget_rows = add_budget(model, requests, choices, headroom)
-    model.maximize(sum(int(v) * y for vs, ys in zip(values, choices, strict=True)
-                       for v, y in zip(vs, ys, strict=True)))
-    if problem.previous is not None:  # the previous plan's starts, where still allowed
-        hint = {r.request_id: s for r in requests
-                if (s := _previous_start(problem, r)) is not None}
-        add_hints(model, requests, choices, hint, complete=False)
-    elif requests:  # a valid placement, hinted in full in the second phase
-        hint = rounded_placement(problem, requests, values, headroom)
-    else:
-        hint = {}
-    return ReservationModel(model, requests, choices, values, budget_rows, node_rows, hint,
-                            rounded=problem.previous is None and bool(requests))
+    room = free_nodes(problem)  # once: kept reservations are walked period by period
+    demand = problem.dem.sum(axis=0)  # once, for every request's displacement (R4)
+    parts = []
+    for idx in independent_parts(requests, headroom):
+        mine = [requests[i] for i in idx]
+        values = [start_values(problem, r, demand) for r in mine]
+        lp, request_of, start = relaxation(problem, mine, values, headroom, True, room)
+        warm, source = warm_start(problem, mine, values, headroom, room)
+        parts.append(ReservationPart(tuple(sorted({r.cluster for r in mine})), mine, values, lp,
+                                     request_of, start, warm, source))
+    return ReservationModel(parts)
 
 
-def _run(model: cp_model.CpModel, time_limit: float, deterministic_limit: float,
-         mip_gap: float, threads: int, seed: int) -> tuple[cp_model.CpSolver, int]:
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    params.num_workers = max(1, threads)
-    params.interleave_search = True  # deterministic multi-worker search
-    params.max_deterministic_time = max(0.1, deterministic_limit)  # keeps bytes equal
-    params.max_time_in_seconds = max(0.1, time_limit)  # a wall-clock safety net
-    params.relative_gap_limit = mip_gap
-    params.random_seed = seed
-    return solver, solver.solve(model)
+def _warm_vector(part: ReservationPart) -> np.ndarray:
+    """The warm start as the part's column values."""
+    x = np.zeros(part.start.size)
+    column = 0
+    for r in part.requests:
+        if r.request_id in part.warm:
+            x[column + r.starts.index(part.warm[r.request_id])] = 1.0
+        column += len(r.starts)
+    return x
 
 
-def _placement(built: ReservationModel, solver: cp_model.CpSolver) -> dict[str, int]:
-    return {r.request_id: s for r, ys in zip(built.requests, built.choices, strict=True)
-            for s, y in zip(r.starts, ys, strict=True) if solver.boolean_value(y)}
-
-
-def _value(built: ReservationModel, placed: dict[str, int]) -> int:
-    """The objective (× SCALE) of a placement, as the model counts it."""
-    return sum(int(v[r.starts.index(placed[r.request_id])])
-               for r, v in zip(built.requests, built.values, strict=True)
-               if r.request_id in placed)
+def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads: int,
+               seed: int) -> tuple[dict[str, int], StageResult]:
+    """One part by HiGHS from its warm start: its placement and outcome (× SCALE units)."""
+    started = time.perf_counter()
+    highs = new_highs(threads, seed, max(MIN_PART_SECONDS, time_limit))
+    highs.setOptionValue("mip_rel_gap", float(mip_gap))
+    highs.passModel(part.lp.to_highs(maximize=True))
+    warm = highspy.HighsSolution()
+    warm.col_value = _warm_vector(part).tolist()
+    warm.value_valid = True
+    highs.setSolution(warm)
+    highs.run()
+    outcome = highs_outcome(highs, STAGE, time.perf_counter() - started)
+    if outcome.status is SolverStatus.TIME_LIMIT:
+        # stopped before it took even the warm start: placing none of the part is valid;
+        # its bound is then each request's best start value, summed (said, not hidden)
+        trivial = float(sum(max(0, int(v.max())) for v in part.values))
+        return {}, StageResult(STAGE, SolverStatus.FEASIBLE, 0.0, trivial, 1.0,
+                               outcome.seconds)
+    if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+        return {}, outcome
+    chosen = np.asarray(highs.getSolution().col_value) > 0.5
+    placed = {part.requests[int(i)].request_id: int(s)
+              for i, s in zip(part.request_of[chosen], part.start[chosen], strict=True)}
+    warm_value = placement_value(part.requests, part.values, part.warm)
+    if warm_value > outcome.objective:
+        # HiGHS maps the warm start into its presolved space, where dual fixings can cost
+        # it value ("MIP start solution is feasible in the reduced space" at less than it
+        # was), and may stop before it finds better: the warm start is then the placement,
+        # its value the objective (the same integer coefficients HiGHS has), the bound
+        # still HiGHS's, the gap recomputed from the two
+        gap = relative_gap(warm_value, outcome.bound, floor=1.0)
+        return dict(part.warm), StageResult(STAGE, status_from_gap(gap), float(warm_value),
+                                            outcome.bound, gap, outcome.seconds)
+    return placed, outcome
 
 
 def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap: float,
                             threads: int, seed: int) -> tuple[dict[str, int], StageResult]:
-    """Solve; return {request_id: start period} of placed requests and the outcome.
+    """Solve part by part; return {request_id: start period} of placed requests, the outcome.
 
-    The limit is wall clock (a safety net) and 4 deterministic units a second (the one
-    that keeps runs byte-identical). With the LP-rounded warm start, CP-SAT first runs
-    unhinted on half of it (most models close there); if it has not stopped within its
-    gap tolerance, it runs again on what is left, hinted in full with the better of its
-    own placement and the rounded one. The objective is the last run's, the bound the
-    tighter of the two runs', both as CP-SAT reported them; the gap is computed from them.
+    Parts go smallest first; each gets the time left in proportion to its columns (at
+    least :data:`MIN_PART_SECONDS`), so what a small part leaves goes to the larger ones.
+    Each stops at ``mip_gap`` (HiGHS's ``mip_rel_gap``) or its limit. The stage's
+    objective and bound are the sums of the parts' (each HiGHS's
+    ``objective_function_value`` and ``mip_dual_bound``), ÷ SCALE; the gap is computed from
+    those sums, and the stage is ``optimal`` only when it is closed.
     """
     started = time.perf_counter()
-    if not built.requests:
-        return {}, StageResult("cp-sat", SolverStatus.OPTIMAL, 0.0, 0.0, 0.0, 0.0)
-    deterministic = max(1.0, 4 * time_limit)
-    bound = float("inf")
-    if built.rounded:
-        solver, code = _run(built.model, time_limit / 2, deterministic / 2, mip_gap, threads,
-                            seed)
-        if code != cp_model.OPTIMAL:  # not closed to the tolerance: the hinted second phase
-            bound = solver.best_objective_bound
-            warm = built.hint
-            if code == cp_model.FEASIBLE and _value(built, mine := _placement(built, solver)
-                                                    ) > _value(built, warm):
-                warm = mine
-            used = (deterministic / 2 if code == cp_model.UNKNOWN
-                    else solver.deterministic_time)
-            add_hints(built.model, built.requests, built.choices, warm, complete=True)
-            solver, code = _run(built.model, time_limit - (time.perf_counter() - started),
-                                deterministic - used, mip_gap, threads, seed)
-            built.model.clear_hints()
-    else:
-        solver, code = _run(built.model, time_limit, deterministic, mip_gap, threads, seed)
+    order = sorted(range(len(built.parts)), key=lambda j: (built.parts[j].start.size, j))
+    left_columns = sum(part.start.size for part in built.parts)
+    placed: dict[str, int] = {}
+    objective = bound = 0.0
+    built.outcomes = [None] * len(built.parts)
+    for j in order:
+        part = built.parts[j]
+        share = part.start.size / max(1, left_columns)
+        left_columns -= part.start.size
+        budget = (time_limit - (time.perf_counter() - started)) * share
+        mine, outcome = solve_part(part, budget, mip_gap, threads, seed)
+        built.outcomes[j] = outcome
+        if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            return {}, StageResult(STAGE, outcome.status, float("nan"), float("nan"),
+                                   float("inf"), time.perf_counter() - started)
+        placed |= mine
+        objective += outcome.objective
+        bound += outcome.bound
     seconds = time.perf_counter() - started
-    if code == cp_model.UNKNOWN:
-        # the limit hit before any placement was found: placing none is always valid,
-        # and its gap against the bound is said, not hidden
-        bound = min(bound, solver.best_objective_bound)
-        return {}, StageResult("cp-sat", SolverStatus.FEASIBLE, 0.0, bound / SCALE, 1.0,
-                               seconds)
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return {}, StageResult("cp-sat", SolverStatus.from_cp_sat(code), float("nan"),
-                               float("nan"), float("inf"), seconds)
-    # CP-SAT says OPTIMAL also when it stopped at relative_gap_limit: the gap is computed
-    # from what it reports, with its own floor of 1 (integer units), never taken as 0
-    objective, bound = solver.objective_value, min(bound, solver.best_objective_bound)
-    gap = relative_gap(objective, bound, floor=1.0)
-    return _placement(built, solver), StageResult("cp-sat", status_from_gap(gap),
-                                                  objective / SCALE, bound / SCALE, gap,
-                                                  seconds)
+    if not built.parts:
+        return {}, StageResult(STAGE, SolverStatus.OPTIMAL, 0.0, 0.0, 0.0, seconds)
+    # an empty placement against a positive bound is 100 % off (the formula has no
+    # denominator there); otherwise (bound − objective) ÷ objective of the sums
+    gap = 1.0 if objective == 0 < bound else relative_gap(objective, bound, floor=1.0)
+    return placed, StageResult(STAGE, status_from_gap(gap), objective / SCALE, bound / SCALE,
+                               gap, seconds)
