@@ -69,7 +69,8 @@ def elastic_inputs(problem: Problem, placed: dict[str, int]
     rate = problem.rate
     targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
                                      problem.dem * rate[None, :, None], headroom,
-                                     problem.past, reserved_ngh, problem.lookback)
+                                     problem.past, reserved_ngh, problem.lookback,
+                                     problem.positions)
     return available, headroom, targets_ngh / rate[None, :, None]
 
 
