@@ -30,12 +30,13 @@ def describe_periods(plan: dict[str, Any]) -> str:
     """``46 periods of 24 h``; on a mixed grid ``92 periods (48 of 1 h, 44 of 24 h)``.
 
     A grid is described as uniform when every period but the last is ``period_hours``
-    long (the last may be cut short or lengthened at quarter end).
+    long (the last may be cut short, or lengthened by under an hour, at quarter end).
     """
     count = len(plan["periods"])
     tiers = period_tiers(plan)
-    if len(tiers) <= 1 or (len(tiers) == 2 and tiers[1][0] == 1
-                           and tiers[0][1] == float(plan["period_hours"])):
+    step = float(plan["period_hours"])
+    if len(tiers) <= 1 or (len(tiers) == 2 and tiers[1][0] == 1 and tiers[0][1] == step
+                           and tiers[1][1] < step + 1):
         return f"{count} periods of {plan['period_hours']:g} h"
     return f"{count} periods ({', '.join(f'{n} of {h:g} h' for n, h in tiers)})"
 
