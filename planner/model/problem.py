@@ -243,9 +243,12 @@ def _usage_arrays(scenario: Scenario, projects: dict[str, int], clusters: dict[s
     if n_past:
         step = pd.Timedelta(hours=cfg.period_hours)
         bins = [cfg.as_of - step * (n_past - h) for h in range(n_past)]
-        hours = overlap_hours(start, end, _to_datetime64(bins),
+        # only jobs that ran inside the lookback add to it (a row × bin array of the
+        # others, 55,000 × 168 on an hourly 10× grid, would be zeros)
+        seen = ((usage["end"] > bins[0]) & (usage["start"] < cfg.as_of)).to_numpy()
+        hours = overlap_hours(start[seen], end[seen], _to_datetime64(bins),
                               _to_datetime64([b + step for b in bins]))
-        np.add.at(past, p_idx, hours * weight[:, None])
+        np.add.at(past, p_idx[seen], hours * weight[seen][:, None])
     return used, past
 
 
@@ -272,6 +275,7 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
     step = pd.Timedelta(hours=ph)
     longest = model.contract.max_reservation_hours
     uniform = not model.solver.period_grid
+    edges = _Edges.of(starts, ends)
     out = []
     for row in scenario.reservations.itertuples(index=False):
         if row.request_id in fixed_ids:
@@ -288,7 +292,7 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
                       f"({longest:g} h)")
         else:
             allowed_starts, periods = _exact_starts(
-                row.earliest_start, row.deadline, length * ph, starts, ends, step, uniform)
+                row.earliest_start, row.deadline, length * ph, edges, step, uniform)
             if not allowed_starts and uniform:
                 reason = (f"window too short for {length} periods of {ph:g} h between "
                           f"{iso(max(row.earliest_start, cfg.as_of))} and "
@@ -304,9 +308,23 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class _Edges:
+    """The grid's period starts and ends in ns since the epoch, for placing requests in bulk."""
+
+    start: np.ndarray  # (T,) int64
+    end: np.ndarray  # (T,) int64
+
+    @staticmethod
+    def of(starts: list[pd.Timestamp], ends: list[pd.Timestamp]) -> _Edges:
+        """From the grid's timestamps."""
+        return _Edges(np.array([s.value for s in starts], dtype=np.int64),
+                      np.array([e.value for e in ends], dtype=np.int64))
+
+
 def _exact_starts(earliest: pd.Timestamp, deadline: pd.Timestamp, hours: float,
-                  starts: list[pd.Timestamp], ends: list[pd.Timestamp], step: pd.Timedelta,
-                  uniform: bool) -> tuple[tuple[int, ...], int]:
+                  edges: _Edges, step: pd.Timedelta, uniform: bool
+                  ) -> tuple[tuple[int, ...], int]:
     """Allowed starts of a reservation lasting ``hours`` and its length in periods.
 
     Uniform grid: every start whose ``hours // period_hours`` periods are all of full
@@ -316,28 +334,29 @@ def _exact_starts(earliest: pd.Timestamp, deadline: pd.Timestamp, hours: float,
     request one length, so the length with the most such starts is kept (ties: the one
     whose first start is earliest) and starts needing another length are dropped.
     """
-    n = len(starts)
+    n = len(edges.start)
+    if n == 0:
+        return (), 0
+    span = round(hours * 3600) * 10**9  # ns
+    ok = (edges.start >= earliest.value) & (edges.start + span <= deadline.value)
     if uniform:
         length = round(hours / (step / HOUR))
-        allowed = tuple(
-            s for s in range(n)
-            if starts[s] >= earliest and starts[s] + step * length <= deadline
-            and s + length <= n
-            and all(ends[u] - starts[u] == step for u in range(s, s + length)))
-        return allowed, length
-    edge = np.array([(t - starts[0]) / HOUR for t in starts] + [(ends[-1] - starts[0]) / HOUR])
-    want = edge[:-1] + hours
-    stop = np.searchsorted(edge, want - 1e-9)  # first edge ≥ start + hours
-    fits = (stop <= n) & (np.abs(edge[np.minimum(stop, n)] - want) < 1e-9)
-    fits &= np.array([s >= earliest for s in starts])
-    fits &= np.array([starts[0] + HOUR * w <= deadline for w in want])
-    ok = np.flatnonzero(fits)
-    if len(ok) == 0:
+        full = np.concatenate([[0], np.cumsum(edges.end - edges.start == step.value)])
+        index = np.arange(n)
+        inside = index + length <= n
+        ok &= inside
+        ok[inside] &= (full[index[inside] + length] - full[index[inside]]) == length
+        return tuple(int(s) for s in np.flatnonzero(ok)), length
+    bound = np.concatenate([edges.start, edges.end[-1:]])
+    stop = np.searchsorted(bound, edges.start + span)  # first boundary ≥ start + hours
+    ok &= (stop <= n) & (bound[np.minimum(stop, n)] == edges.start + span)
+    found = np.flatnonzero(ok)
+    if len(found) == 0:
         return (), 0
-    lengths = stop[ok] - ok
+    lengths = stop[found] - found
     values, first, counts = np.unique(lengths, return_index=True, return_counts=True)
     best = min(range(len(values)), key=lambda i: (-counts[i], first[i]))
-    return tuple(int(s) for s in ok[lengths == values[best]]), int(values[best])
+    return tuple(int(s) for s in found[lengths == values[best]]), int(values[best])
 
 
 def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,

@@ -46,11 +46,12 @@ class Plan:
 
 def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
     out = []
+    starts = [iso(s) for s in problem.period_start]
     for kind, values in (("guaranteed", solution.guaranteed),
                          ("opportunistic", solution.opportunistic)):
         for p, k, t in zip(*np.nonzero(values > 0), strict=True):
             out.append({"project": problem.projects[p], "cluster": problem.clusters[k],
-                        "period_start": iso(problem.period_start[t]),
+                        "period_start": starts[t],
                         "gpu_hours": num(values[p, k, t]), "kind": kind,
                         "gpus": num(values[p, k, t] / problem.hours[t])})
     out.sort(key=lambda a: (a["period_start"], a["cluster"], a["project"], a["kind"]))
