@@ -249,3 +249,25 @@ def test_one_lp_a_group_reaches_the_joint_lps_optimum():
         if a["project"] == "z":
             z[a["kind"]] += a["gpu_hours"]
     assert z == pytest.approx({"guaranteed": 50.0, "opportunistic": 238.0})
+
+
+def test_a_replan_on_a_mixed_grid_keeps_only_periods_that_are_the_same_here():
+    # Planned at 00:00 on "1h*2, 24h": 00-01, 01-02, then days from 02:00. Replanned at
+    # 01:00: 01-02 is the same period (kept: frozen, churn); 02-03 is an hour here but
+    # the first of the previous day-long periods there, whose grant is not an hour's.
+    base = {**TINY, "quarter_end": "2026-11-04", "reservations": [],
+            "demand": [("a", "c1", "2026-11-02", "2026-11-04", 8),
+                       ("b", "c1", "2026-11-02", "2026-11-04", 6)]}
+    model = gridded("1h*2, 24h")
+    first = plan_scenario(scenario(**base), model).plan.body
+    sc = scenario(**{**base, "as_of": "2026-11-02T01:00:00"})
+    problem = build_problem(sc, model, first)
+    assert problem.previous.covered.tolist() == [True] + [False] * (len(problem.hours) - 1)
+    assert problem.previous.guaranteed[:, :, 1:].sum() == 0.0
+    kept = {a["project"]: a["gpu_hours"] for a in first["allocations"]
+            if a["period_start"] == "2026-11-02T01:00:00Z"}
+    assert problem.previous.guaranteed[:, 0, 0].tolist() == [kept.get("a", 0.0),
+                                                             kept.get("b", 0.0)]
+    replan = plan_scenario(sc, model, first).plan.body
+    assert check_plan(replan, sc, first) == []
+    assert reference_check.check_plan(replan, sc, first) == []

@@ -399,7 +399,15 @@ def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
 
 def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
                      projects: dict[str, int], clusters: dict[str, int],
-                     starts: list[pd.Timestamp]) -> PreviousPlan | None:
+                     starts: list[pd.Timestamp], ends: list[pd.Timestamp] | None = None
+                     ) -> PreviousPlan | None:
+    """The previous plan's grants on this grid, period by period where the starts agree.
+
+    ``ends`` (given on a mixed grid): a previous period counts only where it is the same
+    period here, start and end; a replan on a mixed grid moves the fine tier with
+    ``as_of``, and a previous daily grant is not an hourly one (its frozen lower bound
+    and churn row would ask an hour for a day's GPU-hours).
+    """
     if previous is None:
         return None
     index = {s: t for t, s in enumerate(starts)}
@@ -407,6 +415,9 @@ def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
     covered = np.zeros(shape[2], dtype=bool)
     for period in previous.get("periods", []):
         t = index.get(pd.Timestamp(period["start"]))
+        if t is not None and ends is not None and pd.Timestamp(period["end"]) != ends[t]:
+            del index[starts[t]]  # another period here: its grants are not this one's
+            continue
         if t is not None:
             covered[t] = True
     for a in previous.get("allocations", []):
@@ -449,7 +460,8 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
             if pd.Timestamp(r["end"]) <= scenario.config.as_of}
     requests = _requests(scenario, model, p_index, k_index, nodes, gpn, rate, starts, ends,
                          {f.request_id for f in fixed} | done)
-    prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts)
+    prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts,
+                            ends if model.solver.period_grid else None)
     return Problem(scenario, model, tree, projects, clusters, arrays.gpu_type, nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
                    past, lookback, requests, fixed, prev)
