@@ -75,6 +75,9 @@ class SolverOptions:
     reservation_time_share: float = 0.5  # part of the time limit given to reservation placement
     random_seed: int = 0
     lp_solver: str = "highs"  # the LP/MIP stages' solver: highs, or any PuLP reaches (cbc, …)
+    # the planning grid: "" the uniform grid of the scenario's period_hours; else tiers of
+    # "HOURSh*COUNT", the last one "HOURSh" repeated to quarter end (parse_period_grid)
+    period_grid: str = ""
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,11 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
         problems.append(InputProblem(label, None, "reservation_time_share", "must be in (0, 1)"))
     if config.solver.threads < 1:
         problems.append(InputProblem(label, None, "threads", "must be ≥ 1"))
+    if config.solver.period_grid:
+        try:
+            parse_period_grid(config.solver.period_grid)
+        except ValueError as err:
+            problems.append(InputProblem(label, None, "period_grid", str(err)))
     problems += [InputProblem(label, None, key, message) for key, message in
                  solver_option_problems(config.solver.time_limit_seconds,
                                         config.solver.mip_gap)]
@@ -180,6 +188,42 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
     problems += [InputProblem(label, None, f.name, f"must be ≤ {MAX_WEIGHT:g}")
                  for f in fields(w) if getattr(w, f.name) > MAX_WEIGHT]
     return problems
+
+
+_TIER = re.compile(r"(\d+(?:\.\d+)?)\s*h(?:\s*\*\s*(\d+))?")
+#: The most tiers and the longest period a mixed grid may name (a sane limit: a quarter).
+MAX_TIERS = 16
+MAX_PERIOD_HOURS = 24.0 * 92
+
+
+def parse_period_grid(text: str) -> tuple[tuple[float, int | None], ...]:
+    """Tiers ``(hours, count)`` of a mixed period grid; ``count`` None: to quarter end.
+
+    ``"1h*48, 24h*13, 168h"``: 48 periods of 1 h from ``as_of``, then 13 of 24 h, then
+    periods of 168 h until ``quarter_end``. Only the last tier may omit its count; when
+    every tier has one and the grid ends before quarter end, the last tier repeats.
+    ``""`` is the uniform grid (no tiers). Raises ValueError saying what is wrong.
+    """
+    if not text.strip():
+        return ()
+    tiers: list[tuple[float, int | None]] = []
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > MAX_TIERS:
+        raise ValueError(f"at most {MAX_TIERS} tiers, got {len(parts)}")
+    for i, part in enumerate(parts):
+        found = _TIER.fullmatch(part)
+        if found is None:
+            raise ValueError(f"tier {part!r} is not HOURSh*COUNT (e.g. \"1h*48, 24h*13, 168h\")")
+        hours = float(found.group(1))
+        count = int(found.group(2)) if found.group(2) is not None else None
+        if not 0 < hours <= MAX_PERIOD_HOURS:
+            raise ValueError(f"tier {part!r}: hours must be > 0 and ≤ {MAX_PERIOD_HOURS:g}")
+        if count is not None and not 0 < count <= 100_000:
+            raise ValueError(f"tier {part!r}: count must be ≥ 1 and ≤ 100000")
+        if count is None and i != len(parts) - 1:
+            raise ValueError(f"tier {part!r}: only the last tier may omit its *COUNT")
+        tiers.append((hours, count))
+    return tuple(tiers)
 
 
 def solver_option_problems(time_limit: float | None,

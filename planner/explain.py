@@ -47,7 +47,7 @@ import pandas as pd
 
 from planner.config import ModelConfig, load_model
 from planner.errors import InputError, InputProblem
-from planner.fairshare.targets import fair_share_targets
+from planner.fairshare.targets import fair_share_targets, usage_ages
 from planner.fairshare.waterfill import water_fill
 from planner.inputs import Scenario
 from planner.model.problem import Problem, build_problem
@@ -300,7 +300,8 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
     demand_ngh = problem.dem * rate[None, :, None]
     targets_ngh = fair_share_targets(problem.tree, available * rate[:, None], demand_ngh,
-                                     headroom, problem.past, reserved_ngh, problem.lookback)
+                                     headroom, problem.past, reserved_ngh, problem.lookback,
+                                     problem.positions)
     # steps (1), (2) and (5) of planner.fairshare.targets replayed up to period t
     spent = targets_ngh.sum(axis=1)  # (P, T)
     remaining = headroom.copy()
@@ -308,7 +309,7 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
         remaining = np.maximum(remaining - spent[:, s], 0.0)
     usage = np.concatenate([problem.past, reserved_ngh + spent], axis=1)
     now = problem.past.shape[1] + t
-    omega = problem.lookback.weights(now - np.arange(now))
+    omega = problem.lookback.weights(usage_ages(t, problem.past.shape[1], problem.positions))
     offset = usage[:, :now] @ omega
     capped = np.minimum(demand_ngh[:, :, t], remaining[:, None])
     guaranteed, opportunistic = np.zeros(problem.shape), np.zeros(problem.shape)

@@ -13,6 +13,34 @@ import pandas as pd
 from planner.inputs.org import OrgTree
 
 
+def period_tiers(plan: dict[str, Any]) -> list[tuple[int, float]]:
+    """The plan's periods as runs of equal length: [(count, hours), …] in grid order."""
+    tiers: list[tuple[int, float]] = []
+    for period in plan["periods"]:
+        hours = (pd.Timestamp(period["end"]) - pd.Timestamp(period["start"])) / pd.Timedelta(
+            hours=1)
+        if tiers and tiers[-1][1] == hours:
+            tiers[-1] = (tiers[-1][0] + 1, hours)
+        else:
+            tiers.append((1, hours))
+    return tiers
+
+
+def describe_periods(plan: dict[str, Any]) -> str:
+    """``46 periods of 24 h``; on a mixed grid ``92 periods (48 of 1 h, 44 of 24 h)``.
+
+    A grid is described as uniform when every period but the last is ``period_hours``
+    long (the last may be cut short, or lengthened by under an hour, at quarter end).
+    """
+    count = len(plan["periods"])
+    tiers = period_tiers(plan)
+    step = float(plan["period_hours"])
+    if len(tiers) <= 1 or (len(tiers) == 2 and tiers[1][0] == 1 and tiers[0][1] == step
+                           and tiers[1][1] < step + 1):
+        return f"{count} periods of {plan['period_hours']:g} h"
+    return f"{count} periods ({', '.join(f'{n} of {h:g} h' for n, h in tiers)})"
+
+
 def contended_share(plan: dict[str, Any], demand_total: dict[tuple[str, str], float]
                     ) -> dict[str, float]:
     """Each project's share of GPU-hours granted in contended cluster-periods.
@@ -48,8 +76,8 @@ def summary_text(plan: dict[str, Any], org: OrgTree | pd.DataFrame,
     order = [(depth, node) for depth, node in tree.preorder() if not tree.is_project(node)]
     solver = plan["solver"]
     lines = [
-        f"plan for {plan['scenario']} from {plan['as_of']} ({len(plan['periods'])} periods of "
-        f"{plan['period_hours']:g} h), model {plan['model']}",
+        f"plan for {plan['scenario']} from {plan['as_of']} ({describe_periods(plan)}), "
+        f"model {plan['model']}",
         f"solver {solver['name']}: {solver['status']}, gap {100 * solver['mip_gap']:.3f} %"
         + (f"; {timings}" if timings else ""),
         "",

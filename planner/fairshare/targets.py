@@ -15,6 +15,8 @@ Data (NGH)
 Period by period, t = 0, 1, …:
 
     (1) offset     U_pt = Σ_{s < t} ω(t − s) · (Σ_k τ_pks + r_ps)  +  Σ_h ω(t + H − h) · u_ph
+                   (on a mixed grid the ages t − s count lookback periods between the
+                   periods' starts, :func:`usage_ages`)
     (2) cap        c_pkt = min(d_pkt, B_pt),   B_p0 = B_p
     (3) fill       τ_·,·,t = hierarchical_water_fill(tree, A_·t, c_··t, U_·t)
     (4) budget     if Σ_k τ_pkt > B_pt, scale τ_p·t by B_pt / Σ_k τ_pkt
@@ -37,11 +39,14 @@ from planner.inputs.org import OrgTree
 
 def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
                        headroom: np.ndarray, past_usage: np.ndarray,
-                       planned_usage: np.ndarray, lookback: Lookback) -> np.ndarray:
+                       planned_usage: np.ndarray, lookback: Lookback,
+                       positions: np.ndarray | None = None) -> np.ndarray:
     """Targets τ (P, K, T) in NGH, by (1)–(5) of the module docstring.
 
     Shapes: ``available`` (K, T), ``demand`` (P, K, T), ``headroom`` (P,),
-    ``past_usage`` (P, H) with H ≥ 0, ``planned_usage`` (P, T).
+    ``past_usage`` (P, H) with H ≥ 0, ``planned_usage`` (P, T). ``positions`` (T,): on a
+    mixed grid, each planning period's start in lookback periods after the first one
+    (:func:`usage_ages`); ``None``: 0, 1, 2, … (the uniform grid).
     """
     demand = np.asarray(demand, dtype=np.float64)
     if demand.ndim != 3 or demand.shape[0] != len(tree.leaves):
@@ -61,7 +66,7 @@ def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
     targets = np.zeros(demand.shape)
     for t in range(n_periods):
         now = n_past + t
-        omega = lookback.weights(now - np.arange(now))  # ages now, now − 1, …, 1
+        omega = lookback.weights(usage_ages(t, n_past, positions))
         seen = np.flatnonzero(omega)
         offset = usage[:, seen] @ omega[seen]  # (1)
         capped = np.minimum(demand[:, :, t], remaining[:, None])  # (2)
@@ -76,6 +81,21 @@ def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
         # (5); the floor only absorbs rounding of (4): spent ≤ remaining up to an ulp
         remaining = np.maximum(remaining - spent, 0.0)
     return targets
+
+
+def usage_ages(t: int, n_past: int, positions: np.ndarray | None) -> np.ndarray:
+    """Ages, in lookback periods, of the usage columns before planning period t.
+
+    The columns are the H past periods, then the planning periods before t. Uniform
+    grid (``positions`` None): now, now − 1, …, 1 with now = H + t. Mixed grid: a column's
+    age is how many lookback periods (``period_hours``) its start lies before t's, so a
+    coarse period counts whole at the age of its start (its usage is not split).
+    """
+    now = n_past + t
+    if positions is None:
+        return now - np.arange(now)
+    axis = np.concatenate([np.arange(n_past, dtype=float), n_past + positions[:t]])
+    return (n_past + positions[t]) - axis
 
 
 def _shaped(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:

@@ -42,6 +42,10 @@ period, gives a project budget or takes capacity the previous plan did not know 
 The kept total is a row, not a bound on o, so a project that has budget again
 turns its kept opportunistic hours into guaranteed ones.
 
+Separable by groups of clusters (:func:`cluster_groups`: the components of the
+project–cluster demand graph), it is solved as one LP a group when there are several
+(:func:`planner.model.solve.solve`); the outcome adds their objectives and bounds.
+
 Solved by HiGHS by default, or by any solver PuLP reaches (``solver.lp_solver``,
 ``planner run --solver``): the same built matrix either way (:mod:`planner.model.backends`).
 """
@@ -84,6 +88,45 @@ def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """E: (p, k, t) with demand, in (p, k, t) order."""
     p, k, t = np.nonzero(problem.dem > 0)
     return p, k, t
+
+
+def cluster_groups(problem: Problem, e) -> np.ndarray:
+    """Each cluster's group: connected components of the project–cluster demand graph.
+
+    Two clusters are in one group when a chain of projects with demand links them. Every
+    row of (1)–(6) lies inside one group: capacity is a cluster's, a budget or pacing row
+    a project's (over the clusters it wants, all in its group), demand, fair-share, churn
+    and frozen rows a triple's; reservations are fixed before this stage. So the LP is
+    separable: its optimum is the sum of one LP per group's. Groups are numbered by
+    their first cluster (clusters without demand each form their own).
+    """
+    p, k, _ = e
+    n_projects, n_clusters = problem.shape[0], problem.shape[1]
+    pairs = np.unique(p * n_clusters + k)
+    parent = np.arange(n_projects + n_clusters)
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for project, cluster in zip(pairs // n_clusters, pairs % n_clusters, strict=True):
+        a, b = root(int(project)), root(n_projects + int(cluster))
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    roots = np.array([root(n_projects + c) for c in range(n_clusters)], dtype=np.int64)
+    _, group = np.unique(roots, return_inverse=True)
+    first = {}
+    for g in group:
+        first.setdefault(int(g), len(first))
+    return np.array([first[int(g)] for g in group], dtype=np.int64)
+
+
+def split_triples(problem: Problem, e) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """E cut into one block of triples per group of :func:`cluster_groups` that has any."""
+    group = cluster_groups(problem, e)[e[1]]
+    return [tuple(index[group == g] for index in e) for g in np.unique(group)]
 
 
 def frozen_lower_bounds(problem: Problem, e, available: np.ndarray,
@@ -241,9 +284,12 @@ def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
 
 
 def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.ndarray,
-                        targets: np.ndarray) -> ElasticModel:
-    """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours)."""
-    e = elastic_triples(problem)
+                        targets: np.ndarray, e=None) -> ElasticModel:
+    """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours).
+
+    ``e``: the triples to model (one group of :func:`split_triples`); default all of E.
+    """
+    e = elastic_triples(problem) if e is None else e
     lp = LpBuilder()
     frozen = frozen_lower_bounds(problem, e, available, headroom)
     g, o = add_grant_columns(lp, problem, e, frozen)
@@ -257,17 +303,18 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     return ElasticModel(lp, e, g, o, budget_projects)
 
 
-def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
+def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float, into=None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
     """Solve with the model's LP solver (HiGHS by default, or any PuLP reaches).
 
     Returns g, o (P, K, T), the budget duals (P,) and the outcome as the solver
-    reported it; values are read only from an optimal solve.
+    reported it; values are read only from an optimal solve. ``into``: (g, o, duals)
+    arrays to write this model's values into (one group's LP of several).
     """
     opts = problem.model.solver
     shape = problem.shape
-    guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
-    duals = np.zeros(shape[0])
+    guaranteed, opportunistic, duals = into if into is not None else (
+        np.zeros(shape), np.zeros(shape), np.zeros(shape[0]))
     if built.lp.n_cols == 0:
         return guaranteed, opportunistic, duals, StageResult(opts.lp_solver, SolverStatus.OPTIMAL,
                                                              0.0, 0.0, 0.0, 0.0)

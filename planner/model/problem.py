@@ -7,7 +7,8 @@ downstream reads files or DataFrames of the scenario again.
 Indices
     p ∈ P  projects (the org tree's leaves, in id order: loading sorts every table by its key)
     k ∈ K  clusters (in id order, likewise)
-    t ∈ T  planning periods, ``as_of + t·period_hours`` until ``quarter_end``
+    t ∈ T  planning periods from ``as_of`` until ``quarter_end``: ``period_hours`` long, or
+           on a mixed grid (``solver.period_grid``) fine near ``as_of`` and coarser later
     h ∈ H  lookback periods before ``as_of`` (oldest first)
 
 Data (GPU-hours unless NGH is said)
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from planner.config import ModelConfig
+from planner.config import ModelConfig, parse_period_grid
+from planner.errors import InputError, InputProblem
 from planner.fairshare.lookback import Lookback
 from planner.inputs import Scenario
 from planner.inputs.org import OrgTree
@@ -45,10 +48,10 @@ class Request:
     cluster: int  # index into clusters
     nodes: int
     hours: float
-    length: int  # periods, hours rounded up
+    length: int  # periods it spans (hours rounded up to period_hours; fewer on coarse tiers)
     starts: tuple[int, ...]  # allowed start periods (empty: cannot be placed)
     reason: str  # why it cannot be placed, "" when it can
-    gpu_hours: float  # nodes · gpn · length · period_hours
+    gpu_hours: float  # nodes · gpn · hours rounded up to whole period_hours
     ngh: float
 
 
@@ -107,6 +110,13 @@ class Problem:
         """(P, K, T)."""
         return len(self.projects), len(self.clusters), len(self.hours)
 
+    @property
+    def positions(self) -> np.ndarray | None:
+        """Period starts in ``period_hours`` steps from ``as_of`` on a mixed grid; else None."""
+        if not self.model.solver.period_grid:
+            return None
+        return grid_positions(self.scenario, self.period_start)
+
     def period_of(self, when: pd.Timestamp) -> int:
         """Index of the period that starts at ``when`` (KeyError when none does)."""
         return self.period_start.index(when)
@@ -116,8 +126,16 @@ class Problem:
 MIN_PERIOD = pd.Timedelta(hours=1)
 
 
-def period_grid(scenario: Scenario) -> tuple[list[pd.Timestamp], list[pd.Timestamp]]:
+def period_grid(scenario: Scenario, grid: str = ""
+                ) -> tuple[list[pd.Timestamp], list[pd.Timestamp]]:
     """Periods from ``as_of`` to ``quarter_end``; the last one may be short or long.
+
+    ``grid`` (the model's ``solver.period_grid``) makes a mixed grid of tiers, e.g.
+    ``"1h*48, 24h*13, 168h"``: fine periods near ``as_of``, coarser later
+    (:func:`planner.config.parse_period_grid`); ``""`` the uniform grid of
+    ``period_hours``, which stays the finest period a mixed grid may name (every tier is
+    a whole multiple of it, :func:`grid_problems`). A tier's last period is cut short
+    at quarter end.
 
     A remainder shorter than an hour is not a period of its own but lengthens the one
     before it: ``--as-of 2026-12-01T23:59:59Z`` left a one-second period at quarter end
@@ -126,17 +144,46 @@ def period_grid(scenario: Scenario) -> tuple[list[pd.Timestamp], list[pd.Timesta
     Such a lengthened period is not of full length, so no reservation is placed in it.
     """
     cfg = scenario.config
-    step = pd.Timedelta(hours=cfg.period_hours)
+    tiers = parse_period_grid(grid) or ((cfg.period_hours, None),)
+    steps = ((pd.Timedelta(hours=hours), count) for hours, count in tiers)
+    step, left = next(steps)
     starts, ends = [], []
     at = cfg.as_of
     while at < cfg.quarter_end:
+        if left == 0:
+            step, left = next(steps, (step, None))
         end = at + step
         if cfg.quarter_end - end < MIN_PERIOD:
             end = cfg.quarter_end
         starts.append(at)
         ends.append(end)
         at = end
+        if left is not None:
+            left -= 1
     return starts, ends
+
+
+def grid_problems(scenario: Scenario, model: ModelConfig) -> list[InputProblem]:
+    """A mixed grid's tiers must be whole multiples of the scenario's ``period_hours``."""
+    ph = scenario.config.period_hours
+    label = Path(model.source).name if model.source else "model"
+    return [InputProblem(label, None, "period_grid",
+                         f"tier {hours:g}h is not a whole multiple of the scenario's "
+                         f"period_hours ({ph:g} h), the finest period")
+            for hours, _ in parse_period_grid(model.solver.period_grid)
+            if abs(hours / ph - round(hours / ph)) > 1e-9]
+
+
+def grid_positions(scenario: Scenario, starts: list[pd.Timestamp] | tuple[pd.Timestamp, ...]
+                   ) -> np.ndarray:
+    """Each period's start in ``period_hours`` steps from ``as_of``: 0, 1, 2, … when uniform.
+
+    The lookback counts ages on this axis (:func:`planner.fairshare.targets.fair_share_targets`),
+    so a window of days means the same hours on a mixed grid as on the uniform one.
+    """
+    cfg = scenario.config
+    step = pd.Timedelta(hours=cfg.period_hours)
+    return np.array([(s - cfg.as_of) / step for s in starts], dtype=float)
 
 
 def overlap_hours(
@@ -196,9 +243,12 @@ def _usage_arrays(scenario: Scenario, projects: dict[str, int], clusters: dict[s
     if n_past:
         step = pd.Timedelta(hours=cfg.period_hours)
         bins = [cfg.as_of - step * (n_past - h) for h in range(n_past)]
-        hours = overlap_hours(start, end, _to_datetime64(bins),
+        # only jobs that ran inside the lookback add to it (a row × bin array of the
+        # others, 55,000 × 168 on an hourly 10× grid, would be zeros)
+        seen = ((usage["end"] > bins[0]) & (usage["start"] < cfg.as_of)).to_numpy()
+        hours = overlap_hours(start[seen], end[seen], _to_datetime64(bins),
                               _to_datetime64([b + step for b in bins]))
-        np.add.at(past, p_idx, hours * weight[:, None])
+        np.add.at(past, p_idx[seen], hours * weight[seen][:, None])
     return used, past
 
 
@@ -224,12 +274,14 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
     ph = cfg.period_hours
     step = pd.Timedelta(hours=ph)
     longest = model.contract.max_reservation_hours
+    uniform = not model.solver.period_grid
+    edges = _Edges.of(starts, ends)
     out = []
     for row in scenario.reservations.itertuples(index=False):
         if row.request_id in fixed_ids:
             continue
         k = clusters[row.cluster]
-        length = max(1, math.ceil(row.hours / ph - 1e-9))
+        length = max(1, math.ceil(row.hours / ph - 1e-9))  # in periods of ph, for now
         gpu_hours = float(row.nodes * gpn[k] * length * ph)
         reason = ""
         allowed_starts: tuple[int, ...] = ()
@@ -239,20 +291,72 @@ def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
             reason = (f"{row.hours:g} h is longer than the contract's longest reservation "
                       f"({longest:g} h)")
         else:
-            allowed_starts = tuple(
-                s for s in range(len(starts))
-                if starts[s] >= row.earliest_start
-                and starts[s] + step * length <= row.deadline
-                and s + length <= len(starts)
-                and all(ends[u] - starts[u] == step for u in range(s, s + length)))
-            if not allowed_starts:
+            allowed_starts, periods = _exact_starts(
+                row.earliest_start, row.deadline, length * ph, edges, step, uniform)
+            if not allowed_starts and uniform:
                 reason = (f"window too short for {length} periods of {ph:g} h between "
                           f"{iso(max(row.earliest_start, cfg.as_of))} and "
                           f"{iso(min(row.deadline, cfg.quarter_end))}")
+            elif not allowed_starts:
+                reason = (f"no start between {iso(max(row.earliest_start, cfg.as_of))} and "
+                          f"{iso(min(row.deadline, cfg.quarter_end))} from which its "
+                          f"{length * ph:g} h fill whole periods of the grid")
+            length = periods if allowed_starts else length
         out.append(Request(row.request_id, projects[row.project], k, int(row.nodes),
                            float(row.hours), length, allowed_starts, reason, gpu_hours,
                            gpu_hours * float(rate[k])))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Edges:
+    """The grid's period starts and ends in ns since the epoch, for placing requests in bulk."""
+
+    start: np.ndarray  # (T,) int64
+    end: np.ndarray  # (T,) int64
+
+    @staticmethod
+    def of(starts: list[pd.Timestamp], ends: list[pd.Timestamp]) -> _Edges:
+        """From the grid's timestamps."""
+        return _Edges(np.array([s.value for s in starts], dtype=np.int64),
+                      np.array([e.value for e in ends], dtype=np.int64))
+
+
+def _exact_starts(earliest: pd.Timestamp, deadline: pd.Timestamp, hours: float,
+                  edges: _Edges, step: pd.Timedelta, uniform: bool
+                  ) -> tuple[tuple[int, ...], int]:
+    """Allowed starts of a reservation lasting ``hours`` and its length in periods.
+
+    Uniform grid: every start whose ``hours // period_hours`` periods are all of full
+    length and end by the deadline. Mixed grid: the starts from which ``hours`` cover
+    whole periods exactly (ends on a period end, so capacity, budget and rule 3 see the
+    same hours); their count of periods differs between tiers, and the model gives a
+    request one length, so the length with the most such starts is kept (ties: the one
+    whose first start is earliest) and starts needing another length are dropped.
+    """
+    n = len(edges.start)
+    if n == 0:
+        return (), 0
+    span = round(hours * 3600) * 10**9  # ns
+    ok = (edges.start >= earliest.value) & (edges.start + span <= deadline.value)
+    if uniform:
+        length = round(hours / (step / HOUR))
+        full = np.concatenate([[0], np.cumsum(edges.end - edges.start == step.value)])
+        index = np.arange(n)
+        inside = index + length <= n
+        ok &= inside
+        ok[inside] &= (full[index[inside] + length] - full[index[inside]]) == length
+        return tuple(int(s) for s in np.flatnonzero(ok)), length
+    bound = np.concatenate([edges.start, edges.end[-1:]])
+    stop = np.searchsorted(bound, edges.start + span)  # first boundary ≥ start + hours
+    ok &= (stop <= n) & (bound[np.minimum(stop, n)] == edges.start + span)
+    found = np.flatnonzero(ok)
+    if len(found) == 0:
+        return (), 0
+    lengths = stop[found] - found
+    values, first, counts = np.unique(lengths, return_index=True, return_counts=True)
+    best = min(range(len(values)), key=lambda i: (-counts[i], first[i]))
+    return tuple(int(s) for s in found[lengths == values[best]]), int(values[best])
 
 
 def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
@@ -295,7 +399,15 @@ def _fixed(scenario: Scenario, model: ModelConfig, previous: dict | None,
 
 def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
                      projects: dict[str, int], clusters: dict[str, int],
-                     starts: list[pd.Timestamp]) -> PreviousPlan | None:
+                     starts: list[pd.Timestamp], ends: list[pd.Timestamp] | None = None
+                     ) -> PreviousPlan | None:
+    """The previous plan's grants on this grid, period by period where the starts agree.
+
+    ``ends`` (given on a mixed grid): a previous period counts only where it is the same
+    period here, start and end; a replan on a mixed grid moves the fine tier with
+    ``as_of``, and a previous daily grant is not an hourly one (its frozen lower bound
+    and churn row would ask an hour for a day's GPU-hours).
+    """
     if previous is None:
         return None
     index = {s: t for t, s in enumerate(starts)}
@@ -303,6 +415,9 @@ def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
     covered = np.zeros(shape[2], dtype=bool)
     for period in previous.get("periods", []):
         t = index.get(pd.Timestamp(period["start"]))
+        if t is not None and ends is not None and pd.Timestamp(period["end"]) != ends[t]:
+            del index[starts[t]]  # another period here: its grants are not this one's
+            continue
         if t is not None:
             covered[t] = True
     for a in previous.get("allocations", []):
@@ -324,7 +439,10 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     projects, clusters = arrays.projects, arrays.clusters
     p_index, k_index = arrays.project_index, arrays.cluster_index
     nodes, gpn, rate = arrays.nodes, arrays.gpus_per_node, arrays.rate
-    starts, ends = period_grid(scenario)
+    problems = grid_problems(scenario, model)
+    if problems:
+        raise InputError(problems)
+    starts, ends = period_grid(scenario, model.solver.period_grid)
     hours = np.array([(e - s) / HOUR for s, e in zip(starts, ends, strict=True)], dtype=float)
     cap = arrays.gpus[:, None] * hours[None, :]
     allowed = arrays.allowed
@@ -342,7 +460,8 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
             if pd.Timestamp(r["end"]) <= scenario.config.as_of}
     requests = _requests(scenario, model, p_index, k_index, nodes, gpn, rate, starts, ends,
                          {f.request_id for f in fixed} | done)
-    prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts)
+    prev = _previous_arrays(previous, dem.shape, p_index, k_index, starts,
+                            ends if model.solver.period_grid else None)
     return Problem(scenario, model, tree, projects, clusters, arrays.gpu_type, nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
                    past, lookback, requests, fixed, prev)

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from planner.errors import SolverError
 from planner.fairshare.targets import fair_share_targets
-from planner.model.elastic import ElasticModel, build_elastic_model, solve_elastic_model
+from planner.model.elastic import (
+    ElasticModel,
+    build_elastic_model,
+    elastic_triples,
+    solve_elastic_model,
+    split_triples,
+)
 from planner.model.problem import Problem
 from planner.model.reservations import (
     build_reservation_model,
@@ -26,7 +33,7 @@ from planner.model.reservations import (
     fixed_nodes,
     solve_reservation_model,
 )
-from planner.model.result import Solution, SolverStatus
+from planner.model.result import Solution, SolverStatus, StageResult, relative_gap
 
 
 def reserved_load(problem: Problem, placed: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +77,8 @@ def elastic_inputs(problem: Problem, placed: dict[str, int]
     rate = problem.rate
     targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
                                      problem.dem * rate[None, :, None], headroom,
-                                     problem.past, reserved_ngh, problem.lookback)
+                                     problem.past, reserved_ngh, problem.lookback,
+                                     problem.positions)
     return available, headroom, targets_ngh / rate[None, :, None]
 
 
@@ -97,18 +105,59 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
         raise SolverError(f"reservation placement found no valid plan ({stage1.status})")
     tick = time.perf_counter()
     available, elastic_headroom, targets = elastic_inputs(problem, placed)
-    elastic_model = build_elastic_model(problem, available, elastic_headroom, targets)
-    build += time.perf_counter() - tick
-    if on_built is not None:
-        on_built(elastic_model)
-    remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
-    guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
-                                                                   remaining)
+    groups = split_triples(problem, elastic_triples(problem))
+    if len(groups) <= 1:
+        elastic_model = build_elastic_model(problem, available, elastic_headroom, targets)
+        build += time.perf_counter() - tick
+        if on_built is not None:
+            on_built(elastic_model)
+        remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
+        guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
+                                                                       remaining)
+    else:
+        build += time.perf_counter() - tick
+        if on_built is not None:  # the whole LP, as written by --write-model
+            on_built(build_elastic_model(problem, available, elastic_headroom, targets))
+        guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
+            problem, groups, available, elastic_headroom, targets,
+            started + opts.time_limit_seconds)
+        build += group_build
     if stage2.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {stage2.status}; no plan written")
     total = time.perf_counter() - started
     return Solution(placed, _clean(guaranteed), _clean(opportunistic), targets, duals,
                     (stage1, stage2), build, total - build)
+
+
+def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
+                  targets: np.ndarray, deadline: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult, float]:
+    """One LP a group of clusters (they share no row), built and solved one after another.
+
+    The stage's objective and bound are the sums of the groups' as each solver reported
+    them, its gap :func:`relative_gap` of those sums, its status the worst group's (the
+    first that is not optimal stops the others: no plan is written then). Returns g, o,
+    duals, the outcome and the seconds spent building.
+    """
+    shape = problem.shape
+    into = (np.zeros(shape), np.zeros(shape), np.zeros(shape[0]))
+    objective = bound = seconds = build = 0.0
+    stage = None
+    for e in groups:
+        tick = time.perf_counter()
+        model = build_elastic_model(problem, available, headroom, targets, e)
+        build += time.perf_counter() - tick
+        _, _, _, stage = solve_elastic_model(model, problem,
+                                             max(1.0, deadline - time.perf_counter()), into)
+        seconds += stage.seconds
+        if stage.status is not SolverStatus.OPTIMAL:
+            return (*into, replace(stage, seconds=seconds), build)
+        objective += stage.objective
+        bound += stage.bound
+    assert stage is not None
+    gap = relative_gap(objective, bound)
+    return (*into, StageResult(stage.solver, SolverStatus.OPTIMAL, objective, bound, gap,
+                               seconds), build)
 
 
 def _clean(values: np.ndarray) -> np.ndarray:

@@ -6,7 +6,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from planner import __version__
 from planner.model.problem import Problem
@@ -63,7 +62,6 @@ def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
 
 
 def _reservations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
-    step = pd.Timedelta(hours=problem.scenario.config.period_hours)
     out = []
     for f in problem.fixed:
         out.append({"request_id": f.request_id, "project": problem.projects[f.project],
@@ -71,10 +69,11 @@ def _reservations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
                     "start": iso(f.start), "end": iso(f.end), "kept": True})
     for r in problem.requests:
         if r.request_id in solution.reservation_start:
-            start = problem.period_start[solution.reservation_start[r.request_id]]
+            s = solution.reservation_start[r.request_id]
+            start = problem.period_start[s]
             out.append({"request_id": r.request_id, "project": problem.projects[r.project],
                         "cluster": problem.clusters[r.cluster], "nodes": r.nodes,
-                        "start": iso(start), "end": iso(start + step * r.length),
+                        "start": iso(start), "end": iso(problem.period_end[s + r.length - 1]),
                         "kept": False})
     out.sort(key=lambda r: (r["start"], r["cluster"], r["request_id"]))
     return out

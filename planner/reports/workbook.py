@@ -56,6 +56,7 @@ from planner.inputs.schema import (
 )
 from planner.plan.write import write_files
 from planner.reports.content import OVER, UNDER, Report, build_report
+from planner.summary import describe_periods, period_tiers
 from planner.times import iso
 
 SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT, WHY = REPORT_SHEETS
@@ -186,6 +187,14 @@ def _ref_runs(col: str, rows: Iterable[int]) -> str:
 # --------------------------------------------------------------------------- sheets
 
 
+def _periods_text(plan: dict[str, Any]) -> str:
+    """``46 × 24 h``, or a mixed grid's runs: ``48 × 1 h, 44 × 24 h``."""
+    tiers = period_tiers(plan)
+    if describe_periods(plan).endswith(" h"):  # uniform (a cut last period aside)
+        return f"{len(plan['periods'])} × {plan['period_hours']:g} h"
+    return ", ".join(f"{n} × {h:g} h" for n, h in tiers)
+
+
 def _summary(ws: Worksheet, report: Report) -> None:
     plan = report.plan
     put(ws, 1, 1, f"Quarterly GPU report: {report.quarter}").font = TITLE
@@ -194,7 +203,7 @@ def _summary(ws: Worksheet, report: Report) -> None:
              ("Quarter end", _stamp(plan["quarter_end"])),
              ("As of", _stamp(plan["as_of"])),
              ("Scenario", plan["scenario"]),
-             ("Planning periods", f"{len(plan['periods'])} × {plan['period_hours']:g} h")]
+             ("Planning periods", _periods_text(plan))]
     for i, (key, value) in enumerate(facts, start=2):
         put(ws, i, 1, key).font = BOLD
         put(ws, i, 2, value, _date_format(value))
