@@ -53,7 +53,7 @@ Progress = Callable[[int, int, CellOutcome], None]
 
 
 def _record_bytes(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return (json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False)
             + "\n").encode()
 
 

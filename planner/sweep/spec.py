@@ -107,7 +107,7 @@ def _line(text: str, key: str, after: int = 0) -> int | None:
     """The first line (1-based) at or after ``after`` that sets ``key``."""
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
-        if number >= after and (stripped.startswith(f"{key} ") or stripped.startswith(f"{key}=")):
+        if number >= after and (stripped == key or stripped.startswith((f"{key} ", f"{key}="))):
             return number
     return None
 
