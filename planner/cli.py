@@ -652,6 +652,10 @@ def _sweep(args, console: Console, err: Console) -> ExitCode:
     if args.cpus is not None and not 1 <= args.cpus <= 4096:
         raise InputError([InputProblem("--cpus", None, None,
                                        f"must be at least 1 and at most 4096, got {args.cpus}")])
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{args.out!r} is a file; give a folder")])
     spec = load_spec(args.spec)
     with err.status("reading the sweep's inputs", spinner="dots") as status:
         inputs = prepare(spec, status.update)
@@ -668,7 +672,6 @@ def _sweep(args, console: Console, err: Console) -> ExitCode:
         took = "finished before, reused" if outcome.reused else f"{outcome.seconds:.1f} s"
         say(f"[{done}/{total}] {item.cell_id} {axes}: {took}")
 
-    out = Path(args.out)
     outcomes = run_sweep(spec, inputs, out, engine, progress, args.cpus)
     reused = sum(o.reused for o in outcomes)
     say(f"wrote {out / 'sweep.csv'}, {out / 'sweep.html'}, {out / 'timings.csv'} "

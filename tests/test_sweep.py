@@ -282,3 +282,6 @@ def test_missing_spec_and_bad_cpus_exit_2(tmp_path, capsys):
                  "--cpus", "0"]) == 2
     assert "--cpus" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+    (tmp_path / "o").write_text("in the way")
+    assert main(["sweep", str(plan_spec(tmp_path)), "--out", str(tmp_path / "o")]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
