@@ -285,3 +285,19 @@ def test_missing_spec_and_bad_cpus_exit_2(tmp_path, capsys):
     (tmp_path / "o").write_text("in the way")
     assert main(["sweep", str(plan_spec(tmp_path)), "--out", str(tmp_path / "o")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_sweep_html_keeps_hostile_text_inert_and_is_the_same_bytes_twice(tmp_path):
+    from dataclasses import replace
+
+    from planner.sweep.html import render_sweep_html
+
+    spec = replace(load_spec(plan_spec(tmp_path)), name="<script>alert(1)</script>")
+    header = ["cell", "model", "budget_shift", "elastic_objective"]
+    rows = [["c1", "<img src=x onerror=alert(1)>.toml", "none", "1.5"],
+            ["c2", "default", "a&b->c 10%", "2"]]
+    html = render_sweep_html(spec, header, rows)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;" in html and "&lt;img src=x onerror=alert(1)&gt;.toml" in html
+    assert "a&amp;b-&gt;c 10%" in html
+    assert html == render_sweep_html(spec, header, rows)
