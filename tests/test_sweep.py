@@ -301,3 +301,14 @@ def test_sweep_html_keeps_hostile_text_inert_and_is_the_same_bytes_twice(tmp_pat
     assert "&lt;script&gt;" in html and "&lt;img src=x onerror=alert(1)&gt;.toml" in html
     assert "a&amp;b-&gt;c 10%" in html
     assert html == render_sweep_html(spec, header, rows)
+
+
+def test_ray_joins_the_cluster_at_ray_address_else_starts_a_local_one(monkeypatch):
+    from planner.sweep.run import ray_init_kwargs
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    local = ray_init_kwargs(2)
+    assert local["num_cpus"] == 2 and local["include_dashboard"] is False
+    monkeypatch.setenv("RAY_ADDRESS", "head:6379")
+    joined = ray_init_kwargs(2)  # ray.init reads RAY_ADDRESS; a cluster's CPUs are its own
+    assert not {"num_cpus", "include_dashboard", "address"} & set(joined)
