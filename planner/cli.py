@@ -218,6 +218,18 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
+    sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
+                                          "runtime cap, budget shifts, traces, policies) "
+                                          "as Ray tasks; one table of results")
+    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
+    sweep.add_argument("--out", required=True,
+                       help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
+                            "(finished cells there are not run again)")
+    sweep.add_argument("--serial", action="store_true",
+                       help="run the cells one by one in this process, without Ray")
+    sweep.add_argument("--cpus", type=int,
+                       help="CPUs of the local Ray (default: all of this machine's); "
+                            "ignored when RAY_ADDRESS names a cluster")
     return parser
 
 
@@ -630,6 +642,43 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _sweep(args, console: Console, err: Console) -> ExitCode:
+    import os
+
+    from planner.sweep.cells import prepare
+    from planner.sweep.run import run_sweep
+    from planner.sweep.spec import load_spec
+
+    if args.cpus is not None and not 1 <= args.cpus <= 4096:
+        raise InputError([InputProblem("--cpus", None, None,
+                                       f"must be at least 1 and at most 4096, got {args.cpus}")])
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError([InputProblem("--out", None, None,
+                                       f"{args.out!r} is a file; give a folder")])
+    spec = load_spec(args.spec)
+    with err.status("reading the sweep's inputs", spinner="dots") as status:
+        inputs = prepare(spec, status.update)
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    engine = "serial" if args.serial else "ray"
+    where = ("one by one" if args.serial else
+             f"on the Ray cluster at {os.environ['RAY_ADDRESS']}"
+             if os.environ.get("RAY_ADDRESS") else "on a local Ray")
+    say(f"{len(inputs)} {spec.kind} cells {where}")
+
+    def progress(done: int, total: int, outcome) -> None:
+        item = outcome.item
+        axes = " ".join(f"{a}={item.cell.axis_text(a)}" for a in spec.axes)
+        took = "finished before, reused" if outcome.reused else f"{outcome.seconds:.1f} s"
+        say(f"[{done}/{total}] {item.cell_id} {axes}: {took}")
+
+    outcomes = run_sweep(spec, inputs, out, engine, progress, args.cpus)
+    reused = sum(o.reused for o in outcomes)
+    say(f"wrote {out / 'sweep.csv'}, {out / 'sweep.html'}, {out / 'timings.csv'} "
+        f"({len(outcomes)} cells, {reused} reused)")
+    return ExitCode.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (testable in-process)."""
     parser = _parser()
@@ -666,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_status(args, console))
         if args.command == "cycle":
             return int(_cycle(args, console, err))
+        if args.command == "sweep":
+            return int(_sweep(args, console, err))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:
