@@ -216,6 +216,9 @@ class Replay:
         cfg = scenario.config
         self.scenario = scenario
         self.policy = policy
+        #: whether min runtimes protect running jobs (False: a scheduler that cannot express
+        #: them, e.g. Kueue, may preempt any job it is allowed to at once)
+        self.protects = getattr(policy, "protects_min_runtime", True)
         self.tree = scenario.tree
         arrays = scenario.arrays
         self.cluster_ids: list[str] = list(arrays.clusters)
@@ -423,7 +426,7 @@ class Replay:
         self._held_tag(c, tag)[p] += held
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
-        protect = jobs.min_runtime[job]
+        protect = jobs.min_runtime[job] if self.protects else 0.0
         self.protected_until[job] = now + protect
         if protect > 0:
             heapq.heappush(self.events, (now + protect, 1, job, self.epoch[job]))
