@@ -26,7 +26,9 @@ Placement, per cluster of ``nodes`` × ``gpus_per_node`` (G) GPUs:
 Nodes are kept in buckets by free GPUs, so "does a job of g fit?" costs O(G).
 
 Preemption: a running job may be preempted only from ``protected_until`` =
-start + its min runtime (unallocated work, min runtime 0: at any time). A
+start + its min runtime (unallocated work, min runtime 0: at any time); under a
+policy whose ``protects_min_runtime`` is False (``planner-kueue``: Kueue has no
+such protection) every job may be preempted at any time. A
 resumable job is re-queued with its remaining work; a non-resumable one
 restarts from zero, and the GPU-hours it had run are counted as lost. Every run
 segment (job, start, end, GPUs, how it ended, the policy's tag) is recorded.

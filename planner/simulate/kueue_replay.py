@@ -110,6 +110,11 @@ class FlavorTree:
             node = nodes[name]
             node.subtree = node.nominal + sum(
                 nodes[k].subtree - nodes[k].guaranteed for k in node.children)
+        # bottom-up, with the objects at hand (set_usage runs at every scheduling pass)
+        self._queues = [nodes[n] for n in self.order if nodes[n].queue]
+        self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
+                         for n in self.order if not nodes[n].queue]
+        self._memo: dict[str, int] = {}
 
     def _post(self, name: str) -> None:
         for kid in self.nodes[name].children:
@@ -118,17 +123,24 @@ class FlavorTree:
 
     def set_usage(self, queue_usage: dict[str, int]) -> None:
         """Queues' usage as given; Cohorts' recomputed bottom-up."""
-        nodes = self.nodes
-        for name in self.order:
-            node = nodes[name]
-            if node.queue:
-                node.usage = queue_usage.get(name, 0)
-            else:
-                node.usage = sum(max(0, nodes[k].usage - nodes[k].guaranteed)
-                                 for k in node.children)
+        self._memo.clear()
+        for node in self._queues:
+            node.usage = queue_usage.get(node.name, 0)
+        for node, children in self._cohorts:
+            used = 0
+            for kid in children:
+                over = kid.usage - kid.guaranteed
+                if over > 0:
+                    used += over
+            node.usage = used
+
+    def borrowing(self) -> bool:
+        """Whether some queue uses more than its nominal quota (a reclaim could find one)."""
+        return any(node.usage > node.nominal for node in self._queues)
 
     def add_usage(self, name: str, gpus: int) -> None:
         """Admit ``gpus`` to queue ``name``: what exceeds its unused guaranteed goes up."""
+        self._memo.clear()
         node = self.nodes[name]
         while True:
             local = max(0, node.guaranteed - node.usage)
@@ -140,16 +152,22 @@ class FlavorTree:
 
     def available(self, name: str) -> int:
         """GPUs ``name`` may still take: unused guaranteed + the parent's, within limits."""
+        memo = self._memo.get(name)
+        if memo is not None:
+            return memo
         node = self.nodes[name]
         if node.parent is None:
-            return node.subtree - node.usage
-        local = max(0, node.guaranteed - node.usage)
-        parent = self.available(node.parent)
-        if node.borrowing_limit is not None:
-            stored = node.subtree - node.guaranteed
-            used = max(0, node.usage - node.guaranteed)
-            parent = min(parent, stored - used + node.borrowing_limit)
-        return local + parent
+            out = node.subtree - node.usage
+        else:
+            local = max(0, node.guaranteed - node.usage)
+            parent = self.available(node.parent)
+            if node.borrowing_limit is not None:
+                stored = node.subtree - node.guaranteed
+                used = max(0, node.usage - node.guaranteed)
+                parent = min(parent, stored - used + node.borrowing_limit)
+            out = local + parent
+        self._memo[name] = out
+        return out
 
     def share(self, name: str, extra: int = 0) -> float:
         """Dominant resource share: borrowed ÷ the parent's subtree quota ÷ weight."""
@@ -290,8 +308,8 @@ class KueueReplayPolicy(PlannerPolicy):
     # -- admission ---------------------------------------------------------------------------
 
     def _sync(self, sim, c: int, tree: FlavorTree) -> None:
-        held = sim.held_project[:, c]
-        tree.set_usage({q: int(held[p]) for q, p in self.project_of.items()})
+        held = sim.held_project[:, c].tolist()
+        tree.set_usage({q: held[p] for q, p in self.project_of.items()})
 
     def _size_held(self, sim, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
@@ -347,6 +365,8 @@ class KueueReplayPolicy(PlannerPolicy):
         if tree is None:
             return
         self._sync(sim, c, tree)
+        if not sim.any_fits(c) and not tree.borrowing():
+            return  # nothing fits on the nodes and nobody borrows: nothing to admit
         while True:
             entries = []
             for p in sim.waiting_projects(c):
