@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.exporters.common import safe_name
 from planner.exporters.kueue import export_kueue, file_name, period_objects, project_quotas
@@ -314,3 +316,51 @@ def test_planner_kueue_replans_and_runs_through_the_solver():
     assert tags(result)[(1, 24.0)] == NOMINAL
     assert parse_policies("planner,planner-kueue") == ["planner", "planner-kueue"]
     assert pd.Timestamp(START) == Q0
+
+
+# -- invariants over random traces and plans (hypothesis) ----------------------------------
+
+
+GRANT = st.tuples(st.integers(0, 16), st.integers(0, 16))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 30),
+                               st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.25, 10),
+                               st.booleans()), min_size=1, max_size=14),
+       grants=st.tuples(GRANT, GRANT), reserved=st.sampled_from([(), (("b", 1),)]))
+def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
+    # Two nodes (16 GPUs), a fixed plan whose guaranteed GPUs (plus b's reserved node)
+    # fit the cluster. After every scheduling pass: no queue above nominal +
+    # borrowingLimit, the pool not overdrawn, reserved GPUs never used by another queue;
+    # only borrowed work is ever preempted.
+    (ga, oa), (gb, ob) = grants
+    held = 8 * len(reserved)
+    ga = min(ga, 16 - held)
+    gb = min(gb, 16 - held - ga)
+    oa, ob = min(oa, 16 - ga - gb - held), min(ob, 16 - ga - gb - held)
+    plan = hand_plan(2, {"a": (float(ga), float(oa)), "b": (float(gb), float(ob))},
+                     reservations=reserved)
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), 1.0, r)
+            for i, (p, t, g, d, r) in enumerate(jobs)]
+    tr = trace(rows)
+    checks = []
+
+    class Checked(FixedPlan):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            tree = self.trees[c]
+            self._sync(sim, c, tree)
+            for q in ("a", "b"):
+                node = tree.nodes[q]
+                limit = node.nominal + (node.borrowing_limit or 0) if node.covers else 0
+                assert node.usage <= limit, (sim.now, q, node.usage, limit)
+            root = [n for n in tree.nodes.values() if n.parent is None][0]
+            assert root.usage <= root.subtree
+            if reserved:  # a may use at most what b does not keep
+                assert tree.nodes["a"].usage <= 16 - 8
+            checks.append(sim.now)
+
+    result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
+    assert all(s.tag == BORROWED for s in result.segments if s.ended == PREEMPTED)
+    assert checks or not len(tr)
