@@ -145,7 +145,9 @@ def _parser() -> argparse.ArgumentParser:
                                "present, else the bundled sample)")
     simulate.add_argument("--trace", required=True, help="the trace CSV")
     simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
-                          help="comma-separated policies (default: all five)")
+                          help="comma-separated policies (default: the five above; "
+                               "planner-kueue, the plan replayed through its Kueue export, "
+                               "on request)")
     simulate.add_argument("--out", required=True, help="output folder")
     simulate.add_argument("--model", default="default",
                           help="planning model of the planner policy: a name in models/ or a "

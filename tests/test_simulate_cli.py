@@ -156,8 +156,10 @@ def test_simulate_model_reaches_the_planner_policy(tmp_path, monkeypatch):
     trace.write_text(HEADER + "A,a,c1,2026-10-01T00:00:00Z,8,10,8,true\n")
     scenario = load_scenario(folder)
     model = load_model("strict-budgets")
-    runs = simulate(scenario, read_trace(trace, scenario), ["planner"], model=model)
-    assert runs[0].result.replans == len(seen) == 4  # one a day of the four
+    runs = simulate(scenario, read_trace(trace, scenario), ["planner", "planner-kueue"],
+                    model=model)
+    # one a day of the four, for each policy
+    assert runs[0].result.replans == runs[1].result.replans == len(seen) / 2 == 4
     assert set(seen) == {("strict-budgets", 4.0, 0)}
 
 

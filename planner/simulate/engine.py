@@ -28,7 +28,10 @@ Nodes are kept in buckets by free GPUs, so "does a job of g fit?" costs O(G).
 Preemption: a running job may be preempted only from ``protected_until`` =
 start + its protected runtime: its min runtime, or min(that, the plan's
 ``min_runtime_cap_hours``) once the policy applies an executor contract
-(:meth:`Replay.cap_protection`); unallocated work, min runtime 0, at any time. A
+(:meth:`Replay.cap_protection`), or less where the policy says so at the start (a fill
+slice); unallocated work, min runtime 0, at any time; under a policy whose
+``protects_min_runtime`` is False (``planner-kueue``: Kueue has no such protection)
+every job may be preempted at any time. A
 resumable job is re-queued with its remaining work; a non-resumable one
 restarts from zero, and the GPU-hours it had run are counted as lost. Every run
 segment (job, start, end, GPUs, how it ended, the policy's tag) is recorded.
@@ -269,6 +272,9 @@ class Replay:
         cfg = scenario.config
         self.scenario = scenario
         self.policy = policy
+        #: whether min runtimes protect running jobs (False: a scheduler that cannot express
+        #: them, e.g. Kueue, may preempt any job it is allowed to at once)
+        self.protects = getattr(policy, "protects_min_runtime", True)
         self.tree = scenario.tree
         arrays = scenario.arrays
         self.cluster_ids: list[str] = list(arrays.clusters)
@@ -565,6 +571,8 @@ class Replay:
         self.epoch[job] += 1
         heapq.heappush(self.events, (now + self.remaining[job], 0, job, self.epoch[job]))
         protect = self.protect[job] if protect is None else max(float(protect), 0.0)
+        if not self.protects:
+            protect = 0.0
         self.protected_hours[job] = protect
         self.protected_until[job] = now + protect
         if protect > 0:

@@ -77,6 +77,7 @@ class Policy:
 
     name = "policy"
     work_conserving = True  # no idle GPU while a waiting job fits (checked in tests)
+    protects_min_runtime = True  # False: jobs may be preempted before their min runtime
 
     def job_key(self, sim, job: int) -> tuple:
         """Order within a project's queue: submit order."""

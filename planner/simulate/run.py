@@ -20,13 +20,14 @@ from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
+from planner.simulate.kueue_replay import KueueReplayPolicy
 from planner.simulate.metrics import PolicyMetrics, compute_metrics, trace_figures
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.policies import POLICIES as _BASELINES
 from planner.times import iso
 
-POLICIES = {**_BASELINES, "planner": PlannerPolicy}
-POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner")
+POLICIES = {**_BASELINES, "planner": PlannerPolicy, "planner-kueue": KueueReplayPolicy}
+POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner", "planner-kueue")
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,12 @@ def parse_policies(text: str) -> list[str]:
 
 
 def make_policy(name: str, model: ModelConfig | None = None):
-    """A fresh policy ``name``; ``planner`` plans with ``model`` (default: ``default``)."""
-    if name == "planner":
-        return PlannerPolicy(model=model)
+    """A fresh policy ``name``; ``planner`` and ``planner-kueue`` plan with ``model``.
+
+    (``model`` default: ``default``.)
+    """
+    if name in ("planner", "planner-kueue"):
+        return POLICIES[name](model=model)
     return POLICIES[name]()
 
 

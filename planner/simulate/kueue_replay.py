@@ -1,0 +1,431 @@
+"""``planner-kueue``: the rolling plan replayed through the Kueue objects we export.
+
+The replanning is the ``planner`` policy's, unchanged (:class:`PlannerPolicy`'s
+``refresh``, ``_usage``, ``_demand``, ``_forecast``). At each replan the policy builds
+the first period's Kueue objects **with the exporter's own function**
+(:func:`planner.exporters.kueue.period_objects`, the objects ``planner export --to
+kueue`` writes) and reads its quotas back from those objects alone
+(:func:`quota_trees`): per ResourceFlavor (cluster) a tree of the root Cohort (the GPUs
+no project holds), a Cohort per org node (``parentName``, ``fairSharing.weight``) and a
+ClusterQueue per project (``nominalQuota``, ``borrowingLimit``, ``lendingLimit``,
+``preemption``, ``queueingStrategy``, ``fairSharing.weight``).
+
+Admission, as Kueue v0.19 does it (``pkg/cache`` resource nodes; one flavor, one
+resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
+
+- **quota** (:class:`FlavorTree`): a node's *subtree quota* is its own nominal quota
+  plus, per child, the child's subtree quota less what the child keeps for itself
+  (its *guaranteed* quota, subtree − ``lendingLimit``; 0 without one). A Cohort's
+  usage is, per child, the child's usage beyond its guaranteed quota. What a
+  ClusterQueue may still admit (:meth:`FlavorTree.available`) is its unused
+  guaranteed quota plus what its parent has available, the latter capped by
+  ``borrowingLimit`` (what it stores in the parent − what it uses there + the limit);
+  at the root, subtree quota − usage. A workload is admitted when its GPUs fit there
+  (and, in the replay, on the nodes: the engine places it at once; a real Kueue would
+  admit on quota and leave pods pending where nodes are fragmented);
+- **order**: ``BestEffortFIFO`` within a ClusterQueue (the first waiting workload, in
+  submit order, that fits; ``StrictFIFO``: only the first); between queues, with fair
+  sharing on (the export needs it, see the README), the tournament of hierarchical
+  fair sharing: from the root down, the child subtree with the lowest dominant
+  resource share wins, share = max(0, usage − subtree quota) ÷ the parent's subtree
+  quota ÷ weight (weight 0: infinite), computed with the workload admitted; ties in
+  submit order. Without fair sharing, submit order alone;
+- **reclaim** (``reclaimWithinCohort: Any``): a workload that would stay within its
+  queue's nominal quota but finds no quota free preempts workloads of queues that
+  borrow (usage above nominal), the queue with the highest share first, at most each
+  queue's excess over its nominal quota (its most recently admitted workloads are
+  the borrowed ones). ``borrowWithinCohort: Never``: a borrowing workload preempts
+  nobody. ``withinClusterQueue: LowerPriority`` does nothing: the export sets no
+  priorities, so every workload has the same;
+- **no protected min runtime**: Kueue v0.19's ClusterQueue has no minimum runtime
+  before preemption (its ``preemption`` block is the three settings above), so a
+  borrowed workload is reclaimed the moment a lender needs its quota
+  (``protects_min_runtime = False``: the engine protects nothing). Work within its
+  queue's nominal quota is never reclaimed, and reserved quota
+  (nominal − ``lendingLimit``) is never lent, so a reservation's GPUs are never
+  borrowed and never reclaimed;
+- **no paced class**: quotas change only when a new period's objects are applied.
+  Work the plan did not see borrows within ``borrowingLimit`` or waits for the next
+  replan;
+- **unallocated work**: Kueue cannot tell it from allocated work: it goes to its
+  project's LocalQueue and competes in submit order within the same quota. A project
+  the plan grants nothing on a cluster has no flavor for it in its ClusterQueue, so
+  its work there is inadmissible until a replan grants it some.
+
+Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from planner.config import ModelConfig
+from planner.exporters.kueue import ANN, GPU, period_objects
+from planner.simulate.planner_policy import PlannerPolicy
+
+NOMINAL, BORROWED = "nominal", "borrowed"
+
+
+@dataclass
+class QuotaNode:
+    """A Cohort or ClusterQueue on one flavor: its quotas and Kueue's accounting."""
+
+    name: str
+    parent: str | None
+    weight: float
+    queue: bool  # a ClusterQueue (else a Cohort)
+    covers: bool = False  # a queue with this flavor in its resource group
+    nominal: int = 0
+    borrowing_limit: int | None = None  # None: unlimited (Kueue's default)
+    lending_limit: int | None = None  # None: everything lendable
+    children: list[str] = field(default_factory=list)
+    subtree: int = 0  # SubtreeQuota
+    usage: int = 0  # a queue's usage; a Cohort's: its children's beyond their guaranteed
+
+    @property
+    def guaranteed(self) -> int:
+        """Quota not lent to the parent: subtree − lendingLimit (0 without one)."""
+        if self.lending_limit is None:
+            return 0
+        return max(0, self.subtree - self.lending_limit)
+
+
+class FlavorTree:
+    """One flavor's Cohorts and ClusterQueues with Kueue's quota arithmetic."""
+
+    def __init__(self, nodes: dict[str, QuotaNode]) -> None:
+        self.nodes = nodes
+        for node in nodes.values():
+            node.children = []
+        for name in sorted(nodes):
+            parent = nodes[name].parent
+            if parent is not None:
+                nodes[parent].children.append(name)
+        self.order: list[str] = []  # children before parents
+        for root in sorted(n for n, node in nodes.items() if node.parent is None):
+            self._post(root)
+        for name in self.order:
+            node = nodes[name]
+            node.subtree = node.nominal + sum(
+                nodes[k].subtree - nodes[k].guaranteed for k in node.children)
+        # bottom-up, with the objects at hand (set_usage runs at every scheduling pass)
+        self._queues = [nodes[n] for n in self.order if nodes[n].queue]
+        self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
+                         for n in self.order if not nodes[n].queue]
+        self._memo: dict[str, int] = {}
+
+    def _post(self, name: str) -> None:
+        for kid in self.nodes[name].children:
+            self._post(kid)
+        self.order.append(name)
+
+    def set_usage(self, queue_usage: dict[str, int]) -> None:
+        """Queues' usage as given; Cohorts' recomputed bottom-up."""
+        self._memo.clear()
+        for node in self._queues:
+            node.usage = queue_usage.get(node.name, 0)
+        for node, children in self._cohorts:
+            used = 0
+            for kid in children:
+                over = kid.usage - kid.guaranteed
+                if over > 0:
+                    used += over
+            node.usage = used
+
+    def borrowing(self) -> bool:
+        """Whether some queue uses more than its nominal quota (a reclaim could find one)."""
+        return any(node.usage > node.nominal for node in self._queues)
+
+    def add_usage(self, name: str, gpus: int) -> None:
+        """Admit ``gpus`` to queue ``name``: what exceeds its unused guaranteed goes up."""
+        self._memo.clear()
+        node = self.nodes[name]
+        while True:
+            local = max(0, node.guaranteed - node.usage)
+            node.usage += gpus
+            if node.parent is None or gpus <= local:
+                return
+            gpus -= local
+            node = self.nodes[node.parent]
+
+    def available(self, name: str) -> int:
+        """GPUs ``name`` may still take: unused guaranteed + the parent's, within limits."""
+        memo = self._memo.get(name)
+        if memo is not None:
+            return memo
+        node = self.nodes[name]
+        if node.parent is None:
+            out = node.subtree - node.usage
+        else:
+            local = max(0, node.guaranteed - node.usage)
+            parent = self.available(node.parent)
+            if node.borrowing_limit is not None:
+                stored = node.subtree - node.guaranteed
+                used = max(0, node.usage - node.guaranteed)
+                parent = min(parent, stored - used + node.borrowing_limit)
+            out = local + parent
+        self._memo[name] = out
+        return out
+
+    def share(self, name: str, extra: int = 0) -> float:
+        """Dominant resource share: borrowed ÷ the parent's subtree quota ÷ weight."""
+        node = self.nodes[name]
+        borrowed = node.usage + extra - node.subtree
+        if borrowed <= 0 or node.parent is None:
+            return 0.0
+        if node.weight <= 0:
+            return math.inf
+        lendable = max(self.nodes[node.parent].subtree, 1)
+        return borrowed / lendable / node.weight
+
+    def path_shares(self, name: str, extra: int) -> tuple[float, ...]:
+        """Shares from the root's children down to the queue, with ``extra`` GPUs admitted.
+
+        Sorting by this tuple is the hierarchical tournament: at each Cohort the child
+        subtree with the lowest share goes first.
+        """
+        path = []
+        node = name
+        while self.nodes[node].parent is not None:
+            path.append(node)
+            node = self.nodes[node].parent
+        return tuple(self.share(n, extra) for n in reversed(path))
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """What a ClusterQueue says about order and preemption."""
+
+    strict_fifo: bool
+    reclaim: bool  # reclaimWithinCohort is Any (equal priorities: LowerPriority never does)
+
+
+def _id(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["annotations"][f"{ANN}/id"]
+
+
+def quota_trees(objects: list[dict[str, Any]]
+                ) -> tuple[dict[str, FlavorTree], dict[str, str], dict[str, QueueSettings]]:
+    """Read the quota trees back from Kueue objects, as Kueue would.
+
+    Returns (cluster id → its flavor's tree, project id → its ClusterQueue's name,
+    queue name → settings). Nodes are named by their Kubernetes names; the ids come
+    from the ``gpu-planner.io/id`` annotations.
+    """
+    flavors = {o["metadata"]["name"]: _id(o) for o in objects if o["kind"] == "ResourceFlavor"}
+    cohorts = [o for o in objects if o["kind"] == "Cohort"]
+    queues = [o for o in objects if o["kind"] == "ClusterQueue"]
+    trees: dict[str, FlavorTree] = {}
+    for flavor, cluster in sorted(flavors.items()):
+        nodes: dict[str, QuotaNode] = {}
+        for o in cohorts + queues:
+            spec = o["spec"]
+            parent = spec.get("parentName") if o["kind"] == "Cohort" else spec.get("cohortName")
+            weight = float(spec.get("fairSharing", {}).get("weight", 1))
+            node = QuotaNode(o["metadata"]["name"], parent, weight, o["kind"] == "ClusterQueue")
+            for group in spec.get("resourceGroups", []):
+                for f in group["flavors"]:
+                    if f["name"] != flavor:
+                        continue
+                    for r in f["resources"]:
+                        if r["name"] != GPU:
+                            continue
+                        node.covers = node.queue
+                        node.nominal = int(r["nominalQuota"])
+                        node.borrowing_limit = (int(r["borrowingLimit"])
+                                                if "borrowingLimit" in r else None)
+                        node.lending_limit = (int(r["lendingLimit"])
+                                              if "lendingLimit" in r else None)
+            nodes[node.name] = node
+        trees[cluster] = FlavorTree(nodes)
+    project_queue = {_id(o): o["metadata"]["name"] for o in queues}
+    settings = {o["metadata"]["name"]: QueueSettings(
+        o["spec"].get("queueingStrategy", "BestEffortFIFO") == "StrictFIFO",
+        o["spec"].get("preemption", {}).get("reclaimWithinCohort", "Never") == "Any")
+        for o in queues}
+    return trees, project_queue, settings
+
+
+class KueueReplayPolicy(PlannerPolicy):
+    """``planner-kueue``: see the module docstring."""
+
+    name = "planner-kueue"
+    work_conserving = False  # idle GPUs stay idle where no queue's quota reaches them
+    protects_min_runtime = False  # Kueue cannot protect a min runtime
+
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
+                 fair_sharing: bool = True, reservation_requests: bool = False) -> None:
+        super().__init__(model=model, check_every=check_every)
+        self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
+        #: True: replans keep the scenario's own reservation requests beside the
+        #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
+        self.reservation_requests = reservation_requests
+
+    def job_key(self, sim, job: int) -> tuple:
+        """Submit order (Kueue cannot tell unallocated work apart)."""
+        return (sim.jobs.submit[job], job)
+
+    def prepare(self, sim) -> None:
+        """The planner's preparation; no Kueue objects before the first replan."""
+        super().prepare(sim)
+        if self.reservation_requests:
+            self.base = replace(self.base, reservations=sim.scenario.reservations)
+        self.objects: list[dict[str, Any]] = []
+        self.trees: list[FlavorTree | None] = [None] * len(sim.cluster_ids)
+        self.queue: list[str | None] = [None] * len(sim.projects)
+        self.project_of: dict[str, int] = {}
+        self.settings: dict[str, QueueSettings] = {}
+
+    def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
+        """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
+        requests = super().gang_requests(sim, as_of)
+        own = self.base.reservations
+        if not self.reservation_requests or own.empty:
+            return requests
+        frame = pd.concat([own.astype(requests.dtypes.to_dict()), requests], ignore_index=True)
+        return frame.sort_values("request_id", kind="stable", ignore_index=True)
+
+    def hold_reservations(self, sim, body: dict) -> None:
+        """No node holds: Kueue keeps a reservation as quota (nominal with a lendingLimit).
+
+        The exported ClusterQueue gives the project the reserved GPUs as nominal quota it
+        never lends; the gang job is admitted when its queue's quota and the cluster's
+        free GPUs allow it (reclaiming borrowed GPUs), as Kueue would; no node is drained.
+        """
+
+    def _read_first_period(self, sim, body: dict, first: str) -> None:
+        """The first period's Kueue objects, built by the exporter; the quotas from them."""
+        period = body["periods"][0]
+        self.objects = period_objects(body, sim.tree, period["start"], period["end"])
+        trees, project_queue, self.settings = quota_trees(self.objects)
+        self.trees = [trees.get(c) for c in sim.cluster_ids]
+        self.queue = [project_queue.get(p) for p in sim.projects]
+        self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
+
+    def _reclass(self, sim) -> None:
+        """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
+        for c in range(len(sim.cluster_ids)):
+            self._retag(sim, c, set(range(len(sim.projects))))
+
+    def _retag(self, sim, c: int, projects: set[int]) -> None:
+        tree = self.trees[c]
+        taken: dict[int, int] = {}
+        for job in sim.running_jobs(c):
+            p = sim.jobs.project[job]
+            if p not in projects:
+                continue
+            taken[p] = taken.get(p, 0) + sim.held(job)
+            q = self.queue[p]
+            nominal = tree.nodes[q].nominal if tree is not None and q is not None else 0
+            sim.retag(job, NOMINAL if taken[p] <= nominal else BORROWED)
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def _sync(self, sim, c: int, tree: FlavorTree) -> None:
+        held = sim.held_project[:, c].tolist()
+        tree.set_usage({q: held[p] for q, p in self.project_of.items()})
+
+    def _size_held(self, sim, c: int, gpus: int) -> int:
+        gpn = sim.gpn[c]
+        return -(-gpus // gpn) * gpn if gpus >= gpn else gpus
+
+    def _candidate(self, sim, c: int, p: int, tree: FlavorTree) -> tuple[int, bool] | None:
+        """The queue's next workload to try, and whether it must reclaim to start."""
+        q = self.queue[p]
+        node = tree.nodes[q]
+        queue = sim.queues[c].get(p)
+        if queue is None or not queue.count:
+            return None
+        settings = self.settings[q]
+        room = tree.available(q)
+        within = node.nominal - node.usage
+
+        def fits(size: int) -> bool:
+            return self._size_held(sim, c, size) <= room and sim.fits(c, size)
+
+        def reclaimable(size: int) -> bool:
+            return self._size_held(sim, c, size) <= within
+
+        if settings.strict_fifo:
+            top = queue.head()
+            if top is None:
+                return None
+            size = sim.jobs.gpus[top[1]]
+            if fits(size):
+                return top[1], False
+            return (top[1], True) if settings.reclaim and reclaimable(size) else None
+        top = queue.head_fit(fits)
+        if top is not None:
+            return top[1], False
+        if settings.reclaim and within > 0:
+            top = queue.head_fit(reclaimable)
+            if top is not None:
+                return top[1], True
+        return None
+
+    def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
+        """Borrowing queues' borrowed work, the highest share first."""
+        borrowing = [(-tree.share(q), q) for q, node in tree.nodes.items()
+                     if node.queue and node.usage > node.nominal and q in self.project_of]
+        if not borrowing:
+            return []
+        projects = [self.project_of[q] for _, q in sorted(borrowing)]
+        self._retag(sim, c, set(projects))
+        return [(p, BORROWED) for p in projects]
+
+    def schedule(self, sim, c: int) -> None:
+        """Kueue's scheduling cycles on one flavor until nothing more is admitted."""
+        tree = self.trees[c]
+        if tree is None:
+            return
+        self._sync(sim, c, tree)
+        if not sim.any_fits(c) and not tree.borrowing():
+            return  # nothing fits on the nodes and nobody borrows: nothing to admit
+        while True:
+            entries = []
+            for p in sim.waiting_projects(c):
+                q = self.queue[p]
+                if q is None or not tree.nodes[q].covers:
+                    continue  # no flavor for this cluster: inadmissible
+                found = self._candidate(sim, c, p, tree)
+                if found is None:
+                    continue
+                job, reclaim = found
+                need = sim.held(job)
+                order = tree.path_shares(q, need) if self.fair_sharing else ()
+                entries.append((order, sim.key[job], p, job, reclaim))
+            if not entries:
+                return
+            entries.sort()
+            admitted = False
+            for _, _, p, job, _ in entries:
+                if not sim.is_waiting(job):
+                    continue
+                if self._admit(sim, c, p, job, tree):
+                    admitted = True
+            if not admitted:
+                return
+
+    def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+        q = self.queue[p]
+        node = tree.nodes[q]
+        need = sim.held(job)
+        gpus = sim.jobs.gpus[job]
+        if need > tree.available(q) or not sim.fits(c, gpus):
+            if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
+                return False
+            victims = self._victims(sim, c, tree)
+            if not victims or not sim.preempt_for(job, victims):
+                self._sync(sim, c, tree)
+                return False
+            self._sync(sim, c, tree)
+            if need > tree.available(q) or not sim.fits(c, gpus):
+                return False
+        tag = NOMINAL if node.usage + need <= node.nominal else BORROWED
+        sim.start(job, tag)
+        tree.add_usage(q, need)
+        return True

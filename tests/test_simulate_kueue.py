@@ -1,0 +1,370 @@
+"""``planner-kueue``: the plan replayed through its Kueue export, on tiny traces by hand.
+
+The hand tests fix the plan (:class:`FixedPlan` applies one hand-written plan body at
+the start and never replans), so the quotas are known: the Kueue objects are still
+built by the exporter's ``period_objects`` and read back by ``quota_trees``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pandas as pd
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.config import ContractTerms
+from planner.exporters.common import safe_name
+from planner.exporters.kueue import export_kueue, file_name, period_objects, project_quotas
+from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.kueue_replay import (
+    BORROWED,
+    NOMINAL,
+    FlavorTree,
+    KueueReplayPolicy,
+    QuotaNode,
+    quota_trees,
+)
+from planner.simulate.run import make_policy, parse_policies
+from tests.test_simulate import Q0, runs, trace
+from tests.tiny import scenario
+
+START, END = "2026-10-01T00:00:00Z", "2026-10-05T00:00:00Z"
+
+
+def hand_plan(nodes: int, grants: dict[str, tuple[float, float]],
+              reservations: tuple[tuple[str, int], ...] = ()) -> dict:
+    """A plan body on c1 (``nodes`` × 8 GPUs), one 4-day period.
+
+    ``grants``: project → (guaranteed GPUs, opportunistic GPUs); ``reservations``:
+    (project, nodes) running through the period.
+    """
+    allocations = []
+    for project, (guaranteed, opportunistic) in sorted(grants.items()):
+        for kind, gpus in (("guaranteed", guaranteed), ("opportunistic", opportunistic)):
+            if gpus:
+                allocations.append({"project": project, "cluster": "c1", "period_start": START,
+                                    "gpu_hours": gpus * 96, "kind": kind, "gpus": gpus})
+    return {"scenario": "tiny", "as_of": START, "input_digest": "tiny",
+            "contract": asdict(ContractTerms()),
+            "periods": [{"start": START, "end": END}],
+            "clusters": [{"cluster": "c1", "gpu_type": "H100", "nodes": nodes,
+                          "gpus_per_node": 8, "rate": 1.0}],
+            "allocations": allocations,
+            "reservations": [{"request_id": f"r{i}", "project": p, "cluster": "c1",
+                              "nodes": n, "start": START, "end": END}
+                             for i, (p, n) in enumerate(reservations)]}
+
+
+class FixedPlan(KueueReplayPolicy):
+    """The Kueue replay of one fixed plan, applied at hour 0 (no solver)."""
+
+    def __init__(self, plan: dict, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.plan = plan
+
+    def refresh(self, sim, now: float) -> bool:
+        if now > 0:
+            return False
+        self._read_first_period(sim, self.plan, START)
+        self._reclass(sim)
+        return True
+
+
+def tiny(org: list[tuple], nodes: int = 1):
+    budgets = [(i, 100.0) for i, parent, _ in org if parent]
+    return scenario(clusters=[("c1", "H100", nodes, 8)], org=org, budgets=budgets,
+                    quarter_start="2026-10-01", quarter_end="2026-10-05", as_of="2026-10-01")
+
+
+TWO_TEAMS = [("ta", "", 1.0), ("a", "ta", 1.0), ("tb", "", 1.0), ("b", "tb", 1.0)]
+
+
+def tags(result) -> dict[tuple[int, float], str]:
+    return {(s.job, s.start): s.tag for s in result.segments}
+
+
+# -- a queue within its nominal quota ------------------------------------------------------
+
+
+def test_a_queue_within_nominal_is_admitted_and_nothing_beyond_its_quota():
+    # One node of 8 GPUs. a: nominal 4, borrowingLimit 0 (guaranteed 4, no
+    # opportunistic grant); b: nothing. The pool Cohort holds 8 − 4 = 4.
+    # t=0  A1 (a, 4 GPUs, 5 h) fits a's nominal 4: admitted at once, "nominal".
+    # t=0  A2 (a, 4 GPUs, 2 h): a's usage 4 + 4 > nominal 4 and it may borrow 0: it
+    #      waits, though 4 GPUs are idle (Kueue is not work-conserving past quotas).
+    # t=0  B (b, 1 GPU): b's ClusterQueue has no flavor for c1: inadmissible, never runs.
+    # t=5  A1 ends; A2 is admitted 5 → 7.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
+                ("B", "b", 0, 1, 1.0, 0.0)])
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)})))
+    assert runs(result, 0) == [(0.0, 5.0, DONE)]
+    assert runs(result, 1) == [(5.0, 7.0, DONE)]
+    assert runs(result, 2) == []
+    assert set(tags(result).values()) == {NOMINAL}
+
+
+# -- a borrower admitted into idle quota, then reclaimed by the lender -----------------------
+
+
+def test_a_borrower_is_reclaimed_by_the_lender_at_once():
+    # One node of 8 GPUs. a: nominal 0, borrowingLimit 8 (opportunistic 8); b: nominal 8
+    # (guaranteed 8), so the pool holds 0 and the root's subtree quota is b's 8.
+    # t=0  A (a, 8 GPUs, 10 h, min runtime 3 h): available(a) = root 8 − 0, within its
+    #      borrowingLimit 8: admitted, "borrowed" (a's usage 8 > nominal 0).
+    # t=1  B (b, 4 GPUs, 2 h): b's usage 0 + 4 ≤ nominal 8, but the root has 8 − 8 = 0
+    #      free: reclaimWithinCohort Any preempts the borrower. Kueue has no min
+    #      runtime, so A goes at 1, not at 3 (the `quota` policy would wait for 3).
+    #      B runs 1 → 3 "nominal".
+    # t=1  A (resumable, 9 h left) needs 8; available(a) = 8 − 4 = 4: waits.
+    # t=3  B ends; A is re-admitted 3 → 12.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A", "a", 0, 8, 10.0, 3.0), ("B", "b", 1, 4, 2.0, 1.0)])
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (0.0, 8.0), "b": (8.0, 0.0)})))
+    assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(result, 1) == [(1.0, 3.0, DONE)]
+    assert tags(result) == {(0, 0.0): BORROWED, (1, 1.0): NOMINAL, (0, 3.0): BORROWED}
+    assert result.protected_violations == 0
+
+
+def test_reclaim_takes_only_the_borrowed_excess():
+    # One node of 8. a: nominal 4, borrowingLimit 4; b: nominal 4. Pool 0.
+    # t=0  A1 (a, 4 GPUs, 10 h) nominal; A2 (a, 4 GPUs, 10 h, admitted after A1)
+    #      borrows b's idle 4: a's usage 8 > nominal 4.
+    # t=1  B (b, 4 GPUs, 2 h) reclaims: only a's excess (4 GPUs, the most recently
+    #      admitted: A2) is borrowed; A1 within a's nominal is never taken.
+    #      B 1 → 3; A2 back 3 → 12 (resumable, 9 h left).
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A1", "a", 0, 4, 10.0, 1.0), ("A2", "a", 0, 4, 10.0, 1.0),
+                ("B", "b", 1, 4, 2.0, 1.0)])
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 4.0), "b": (4.0, 0.0)})))
+    assert runs(result, 0) == [(0.0, 10.0, DONE)]
+    assert runs(result, 1) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(result, 2) == [(1.0, 3.0, DONE)]
+
+
+# -- a reservation: nominal quota with a lendingLimit -----------------------------------------
+
+
+def test_lending_limit_keeps_the_reserved_gpus():
+    # Two nodes, 16 GPUs. The plan reserves one node (8 GPUs) for b through the period:
+    # b's queue gets nominal 8, lendingLimit 0 (guaranteed 8, lent to nobody). a has an
+    # opportunistic grant of 16 (borrowingLimit 16, nominal 0). The pool holds 16 − 8.
+    # t=0  A1 (a, 8 GPUs, 10 h): the root's subtree quota is the pool's 8 + b's lendable
+    #      0 = 8: admitted, borrowed. A2 (a, 8 GPUs, 2 h): root 8 − 8 = 0: waits,
+    #      though a whole node is idle (the reserved one).
+    # t=5  Bj (b, 8 GPUs, 3 h) starts at once on the kept node, preempting nobody.
+    # t=8  Bj ends. t=10  A1 ends; A2 10 → 12.
+    sc = tiny(TWO_TEAMS, nodes=2)
+    plan = hand_plan(2, {"a": (0.0, 16.0)}, reservations=(("b", 1),))
+    objects = period_objects(plan, sc.tree, START, END)
+    (queue_b,) = [o for o in objects if o["kind"] == "ClusterQueue"
+                  and o["metadata"]["name"] == "b"]
+    assert queue_b["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0] == {
+        "name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 0, "lendingLimit": 0}
+    tr = trace([("A1", "a", 0, 8, 10.0, 1.0), ("A2", "a", 0, 8, 2.0, 1.0),
+                ("Bj", "b", 5, 8, 3.0, 1.0)])
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 10.0, DONE)]
+    assert runs(result, 1) == [(10.0, 12.0, DONE)]
+    assert runs(result, 2) == [(5.0, 8.0, DONE)]
+    assert result.preemptions.sum() == 0
+
+
+def test_a_planned_reservation_reaches_the_replay_through_the_solver():
+    # The scenario asks for one node for b for 48 h in the 4 days; with
+    # reservation_requests=True the replans keep the request, the plan places it (days
+    # 3–4) and the export turns it into b's quota with lendingLimit = nominal − 8 on the
+    # cluster: the replay's tree keeps those 8 GPUs for b (guaranteed, never lent).
+    sc = scenario(clusters=[("c1", "H100", 2, 8)], org=TWO_TEAMS,
+                  budgets=[("a", 500.0), ("b", 2000.0)],
+                  reservations=[("r1", "b", "c1", 1, 48.0, "2026-10-01", "2026-10-05")],
+                  quarter_start="2026-10-01", quarter_end="2026-10-05", as_of="2026-10-01")
+    tr = trace([("A", "a", 0, 8, 30.0, 1.0), ("B", "b", 0, 8, 30.0, 1.0)])
+    seen = []
+
+    class Recording(KueueReplayPolicy):
+        def _read_first_period(self, sim, body, first):
+            super()._read_first_period(sim, body, first)
+            seen.append((first, body["reservations"], self.objects,
+                         self.trees[0].nodes["b"].guaranteed))
+
+    replay(sc, tr, Recording(reservation_requests=True))
+    assert [(r["request_id"], r["nodes"]) for r in seen[0][1]] == [("r1", 1)]
+    # the replans whose first period the reservation runs in (days 3 and 4 here)
+    running = [s for s in seen if any(r["start"] <= s[0] < r["end"] for r in s[1])]
+    assert len(running) == 2
+    first, reservations, objects, kept = running[0]
+    (queue_b,) = [o for o in objects if o["kind"] == "ClusterQueue"
+                  and o["metadata"]["name"] == "b"]
+    resource = queue_b["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert resource["lendingLimit"] == resource["nominalQuota"] - 8
+    assert kept == 8
+
+
+# -- the cohort hierarchy decides who borrows first ---------------------------------------
+
+
+def test_fair_sharing_tournament_goes_down_the_cohort_tree():
+    # One node of 8, nobody holds nominal quota: the pool owns all 8 and every queue may
+    # borrow 8. Areas X (queues x1, x2) and Y (queue y1), weights 1.
+    # t=0  X1 (x1, 3 GPUs) and Y1 (y1, 2 GPUs) are admitted (long jobs): 3 GPUs free.
+    # t=1  X2 (x2, 2 GPUs) and Y2 (y1, 2 GPUs) arrive together; one fits.
+    #      Tournament at the root: X with X2 would borrow 3 + 2 = 5, Y with Y2 2 + 2 = 4
+    #      (÷ the root's 8, weights 1): Y wins, Y2 runs 1 → 3. A flat order by the
+    #      queues' own shares would pick x2 (2 borrowed against y1's 4).
+    # t=3  Y2 ends; X2 runs 3 → 5.
+    org = [("X", "", 1.0), ("x1", "X", 1.0), ("x2", "X", 1.0), ("Y", "", 1.0),
+           ("y1", "Y", 1.0)]
+    sc = tiny(org)
+    plan = hand_plan(1, {"x1": (0.0, 8.0), "x2": (0.0, 8.0), "y1": (0.0, 8.0)})
+    tr = trace([("X1", "x1", 0, 3, 20.0, 1.0), ("Y1", "y1", 0, 2, 20.0, 1.0),
+                ("X2", "x2", 1, 2, 2.0, 1.0), ("Y2", "y1", 1, 2, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, rows["Y2"]) == [(1.0, 3.0, DONE)]
+    assert runs(result, rows["X2"]) == [(3.0, 5.0, DONE)]
+    # without fair sharing Kueue orders by submit time alone: X2 (earlier row) first
+    flat = replay(sc, tr, FixedPlan(plan, fair_sharing=False))
+    assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
+
+
+def test_flavor_tree_arithmetic_by_hand():
+    # root (nominal 2) ← cohort T ← queues q1 (nominal 6, lendingLimit 2) and q2
+    # (nominal 0, borrowingLimit 5). q1 keeps 6 − 2 = 4 for itself; T's subtree quota is
+    # 2 (q1's lendable) + 0; the root's 2 + 2 = 4.
+    nodes = {"root": QuotaNode("root", None, 1.0, False, nominal=2),
+             "T": QuotaNode("T", "root", 1.0, False),
+             "q1": QuotaNode("q1", "T", 1.0, True, True, nominal=6, lending_limit=2),
+             "q2": QuotaNode("q2", "T", 1.0, True, True, nominal=0, borrowing_limit=5)}
+    tree = FlavorTree(nodes)
+    assert [tree.nodes[n].subtree for n in ("q1", "q2", "T", "root")] == [6, 0, 2, 4]
+    assert tree.available("q1") == 4 + 4 and tree.available("q2") == 4
+    tree.add_usage("q2", 3)  # borrowed: T's usage 3, root's 3
+    assert (tree.nodes["T"].usage, tree.nodes["root"].usage) == (3, 3)
+    assert tree.available("q2") == 1 and tree.available("q1") == 4 + 1
+    tree.add_usage("q1", 5)  # 4 from its own guaranteed, 1 up the tree
+    assert tree.nodes["root"].usage == 4 and tree.available("q1") == 0
+    tree.set_usage({"q1": 5, "q2": 3})  # recomputed from scratch: the same
+    assert (tree.nodes["T"].usage, tree.nodes["root"].usage) == (4, 4)
+
+
+# -- the replay's quotas are the exported YAML's -------------------------------------------
+
+
+def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
+    plan, org = sample_plan
+    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
+    files = export_kueue(plan, org)
+    docs = [d for d in yaml.safe_load_all(files[file_name(start)]) if d is not None]
+    from planner.inputs.org import OrgTree
+
+    tree = OrgTree.from_frame(org)
+    memory, queues, _ = quota_trees(period_objects(plan, tree, start, end))
+    written, _, _ = quota_trees(docs)
+    expected = project_quotas(plan, start, end)
+    assert any(q["reserved"] for cells in expected.values() for q in cells.values())
+    for cluster, flavor_tree in memory.items():
+        other = written[cluster]
+        assert set(flavor_tree.nodes) == set(other.nodes)
+        for name, node in flavor_tree.nodes.items():
+            twin = other.nodes[name]
+            assert (node.nominal, node.borrowing_limit, node.lending_limit, node.covers,
+                    node.parent, node.weight, node.subtree) == (
+                twin.nominal, twin.borrowing_limit, twin.lending_limit, twin.covers,
+                twin.parent, twin.weight, twin.subtree)
+        # and every queue's numbers are the plan's (floor of GPUs, reserved nodes)
+        for project, cells in expected.items():
+            node = flavor_tree.nodes[queues[project]]
+            q = cells.get(cluster)
+            if q is None:
+                assert not node.covers
+                continue
+            assert node.nominal == q["nominal"]
+            assert node.borrowing_limit == q["borrowing"]
+            assert node.lending_limit == (q["nominal"] - q["reserved"] if q["reserved"]
+                                          else None)
+            assert node.guaranteed == q["reserved"]
+        capacity = {c["cluster"]: c["nodes"] * c["gpus_per_node"] for c in plan["clusters"]}
+        pool = [n for n in flavor_tree.nodes.values() if n.parent is None]
+        assert len(pool) == 1
+        held = sum(flavor_tree.nodes[queues[p]].nominal for p in expected
+                   if cluster in expected[p])
+        assert pool[0].nominal + held == capacity[cluster]
+        assert pool[0].subtree == capacity[cluster] - sum(
+            q["reserved"] for cells in expected.values() for c, q in cells.items()
+            if c == cluster)
+        assert safe_name(cluster) in {f["name"] for d in docs if d["kind"] == "ClusterQueue"
+                                      for g in d["spec"]["resourceGroups"]
+                                      for f in g["flavors"]}
+
+
+# -- the solver in the loop, the CLI name ------------------------------------------------
+
+
+def test_planner_kueue_replans_and_runs_through_the_solver():
+    # Equal budgets, one node: the first replan sees A's 8-GPU job and grants a its
+    # budget pace as guaranteed (100 NGH ÷ 24 h → 4 GPUs nominal) and the rest of the
+    # node as opportunistic (borrowingLimit 4): A runs at once. B (b, submitted at 1 h)
+    # was not in the plan: b has no flavor until the replan at 24 h, where it is
+    # admitted within its new nominal quota (no paced class in Kueue).
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A", "a", 0, 8, 10.0, 3.0), ("B", "b", 1, 4, 2.0, 1.0)])
+    policy = make_policy("planner-kueue")
+    result = replay(sc, tr, policy)
+    assert result.replans == 4
+    assert runs(result, 0) == [(0.0, 10.0, DONE)]
+    assert runs(result, 1) == [(24.0, 26.0, DONE)]
+    assert tags(result)[(1, 24.0)] == NOMINAL
+    assert parse_policies("planner,planner-kueue") == ["planner", "planner-kueue"]
+    assert pd.Timestamp(START) == Q0
+
+
+# -- invariants over random traces and plans (hypothesis) ----------------------------------
+
+
+GRANT = st.tuples(st.integers(0, 16), st.integers(0, 16))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 30),
+                               st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.25, 10),
+                               st.booleans()), min_size=1, max_size=14),
+       grants=st.tuples(GRANT, GRANT), reserved=st.sampled_from([(), (("b", 1),)]))
+def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
+    # Two nodes (16 GPUs), a fixed plan whose guaranteed GPUs (plus b's reserved node)
+    # fit the cluster. After every scheduling pass: no queue above nominal +
+    # borrowingLimit, the pool not overdrawn, reserved GPUs never used by another queue;
+    # only borrowed work is ever preempted.
+    (ga, oa), (gb, ob) = grants
+    held = 8 * len(reserved)
+    ga = min(ga, 16 - held)
+    gb = min(gb, 16 - held - ga)
+    oa, ob = min(oa, 16 - ga - gb - held), min(ob, 16 - ga - gb - held)
+    plan = hand_plan(2, {"a": (float(ga), float(oa)), "b": (float(gb), float(ob))},
+                     reservations=reserved)
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), 1.0, r)
+            for i, (p, t, g, d, r) in enumerate(jobs)]
+    tr = trace(rows)
+    checks = []
+
+    class Checked(FixedPlan):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            tree = self.trees[c]
+            self._sync(sim, c, tree)
+            for q in ("a", "b"):
+                node = tree.nodes[q]
+                limit = node.nominal + (node.borrowing_limit or 0) if node.covers else 0
+                assert node.usage <= limit, (sim.now, q, node.usage, limit)
+            root = [n for n in tree.nodes.values() if n.parent is None][0]
+            assert root.usage <= root.subtree
+            if reserved:  # a may use at most what b does not keep
+                assert tree.nodes["a"].usage <= 16 - 8
+            checks.append(sim.now)
+
+    result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
+    assert all(s.tag == BORROWED for s in result.segments if s.ended == PREEMPTED)
+    assert checks or not len(tr)
