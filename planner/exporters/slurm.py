@@ -93,6 +93,8 @@ _SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 RUN = "run "  # the script's function that runs a mutating command, or prints it (dry run)
 OPPORTUNISTIC_QOS = "gp-opportunistic"
 GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0
+PRIORITY_WEIGHT_QOS = 100000  # the QOS term decides before fair share ...
+PRIORITY_WEIGHT_FAIRSHARE = 10000  # ... which orders jobs within a QOS (Fair Tree)
 SLURM_CONF_LINES = (
     "GresTypes=gpu                # GPUs are generic resources (gres.conf lists them)",
     "AccountingStorageType=accounting_storage/slurmdbd   # accounts and QOS live in slurmdbd",
@@ -101,7 +103,10 @@ SLURM_CONF_LINES = (
     "PreemptMode=REQUEUE          # preempted jobs go back to the queue",
     "AccountingStorageEnforce=associations,limits,qos   # the budgets bind",
     "PriorityType=priority/multifactor",
-    "PriorityWeightQOS=100000     # any weight > 0: QOS priority orders pending jobs",
+    f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}     # any weight > 0: QOS priority orders "
+    "pending jobs",
+    f"PriorityWeightFairshare={PRIORITY_WEIGHT_FAIRSHARE}   # below the QOS weight: Fair Tree "
+    "orders jobs within a QOS",
 )
 
 
@@ -177,6 +182,8 @@ class OpportunisticQos:
     priority: int = 0
     preempt_mode: str = "requeue"
     usage_factor: float = 0.0
+    #: PreemptExemptTime: the contract's protected minimum runtime (min_runtime_cap_hours)
+    preempt_exempt_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,11 @@ def slurm_accounts(tree: OrgTree, nodes: list[str]) -> tuple[SlurmAccount, ...]:
     return tuple(out)
 
 
+def exempt_hours(plan: dict[str, Any]) -> float:
+    """The protected minimum runtime of opportunistic jobs: the plan's contract's cap."""
+    return float((plan.get("contract") or {}).get("min_runtime_cap_hours", 0.0))
+
+
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring)."""
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
@@ -254,18 +266,29 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree) -> SlurmState
                          end=r["end"])
         for r in sorted(plan["reservations"], key=lambda r: r["request_id"]))
     return SlurmState(as_of=plan["as_of"], accounts=slurm_accounts(tree, by_depth(tree, tree.ids)),
-                      opportunistic=OpportunisticQos(), budgets=budgets,
+                      opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan)),
+                      budgets=budgets,
                       reservations=reservations)
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
     """``sacctmgr modify qos`` settings, and how ``sacctmgr -n -P show qos`` prints them.
 
-    The show reads ``format=priority,preemptmode,usagefactor``.
+    The show reads ``format=priority,preemptmode,usagefactor,preemptexempttime``
+    (the exempt time as ``[D-]HH:MM:SS``).
     """
     factor = f"{qos.usage_factor:g}"
-    return (f"Priority={qos.priority} PreemptMode={qos.preempt_mode} UsageFactor={factor}",
-            f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}")
+    exempt = _clock(round(qos.preempt_exempt_hours * 3600))
+    return (f"Priority={qos.priority} PreemptMode={qos.preempt_mode} UsageFactor={factor} "
+            f"PreemptExemptTime={exempt}",
+            f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}|{exempt}")
+
+
+def _clock(seconds: int) -> str:
+    """Slurm's time string: ``HH:MM:SS``, with ``D-`` from a day on."""
+    days, rest = divmod(seconds, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
 
 
 def _slurm_time(stamp: str) -> str:
@@ -331,7 +354,8 @@ def _opportunistic_lines(qos: OpportunisticQos) -> list[str]:
     # no usage anywhere (QOS or fair share); requeued when a budget QOS needs the GPUs
     q, (settings, shown) = qos.name, opportunistic_settings(qos)
     return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
-            f"sacctmgr -n -P show qos {_q(q)} format=priority,preemptmode,usagefactor | "
+            f"sacctmgr -n -P show qos {_q(q)} "
+            "format=priority,preemptmode,usagefactor,preemptexempttime | "
             f"grep -qx {_q(shown)} || {RUN}sacctmgr -i modify qos {_q(q)} set "
             + _q(*settings.split())]
 

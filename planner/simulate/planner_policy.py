@@ -165,7 +165,7 @@ class PlannerPolicy(AdmissionPolicy):
         for i, (a, b) in enumerate(cuts):
             if b <= a:
                 continue
-            used = sim.used[:, :, a:b].sum(axis=2)
+            used = self._booked(sim)[:, :, a:b].sum(axis=2)
             for p, k in zip(*np.nonzero(used > 1e-9), strict=True):
                 rows.append((f"sim-{i}-{p}-{k}", sim.projects[p], sim.cluster_ids[k],
                              used[p, k] / (b - a), a, b))
@@ -178,6 +178,10 @@ class PlannerPolicy(AdmissionPolicy):
                                dtype="datetime64[ns, UTC]"),
             "end": pd.Series([start + r[5] * _HOUR for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"job_id": object, "project": object, "cluster": object})
+
+    def _booked(self, sim) -> np.ndarray:
+        """(P, K, H) GPU-hours the executor's accounting reports: everything that ran."""
+        return sim.used
 
     def _demand(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         jobs = sim.jobs

@@ -23,10 +23,13 @@ from planner.simulate.engine import ReplayResult, replay
 from planner.simulate.metrics import PolicyMetrics, compute_metrics, trace_figures
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.policies import POLICIES as _BASELINES
+from planner.simulate.slurm_replay import SlurmReplayPolicy
 from planner.times import iso
 
-POLICIES = {**_BASELINES, "planner": PlannerPolicy}
+POLICIES = {**_BASELINES, "planner": PlannerPolicy, "planner-slurm": SlurmReplayPolicy}
 POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner")
+#: every policy ``--policy`` takes; ``POLICY_NAMES`` are the ones run by default
+KNOWN_POLICIES = (*POLICY_NAMES, "planner-slurm")
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,14 @@ def parse_policies(text: str) -> list[str]:
     if unknown or not names:
         raise InputError([InputProblem("--policy", None, None,
                                        f"unknown policy {', '.join(unknown) or '(none)'}; "
-                                       f"choose from {', '.join(POLICY_NAMES)}")])
+                                       f"choose from {', '.join(KNOWN_POLICIES)}")])
     return list(dict.fromkeys(names))
 
 
 def make_policy(name: str, model: ModelConfig | None = None):
     """A fresh policy ``name``; ``planner`` plans with ``model`` (default: ``default``)."""
-    if name == "planner":
-        return PlannerPolicy(model=model)
+    if name in ("planner", "planner-slurm"):
+        return POLICIES[name](model=model)
     return POLICIES[name]()
 
 
