@@ -8,8 +8,11 @@ What it sets:
   (the plan's ``opportunistic`` grants: preemptible, reclaimed first), with no
   ``GrpTRESMins`` (bound by no budget), ``UsageFactor=0`` (its jobs add no usage: not to any
   budget QOS, whose usage is per QOS anyway, nor to the account's fair-share usage; ``sacct``
-  still records each job with its QOS), ``Priority=0`` (below the budget QOS) and
-  ``PreemptMode=requeue`` (a preempted job goes back to the queue). Every project account
+  still records each job with its QOS), ``Priority=0`` (below the budget QOS),
+  ``PreemptMode=requeue`` (a preempted job goes back to the queue) and
+  ``PreemptExemptTime`` = the plan contract's ``min_runtime_cap_hours`` (a job runs that long
+  before a budget job may requeue it: the protected minimum runtime; Slurm 22.05 honours
+  a QOS's exempt time for ``PreemptMode=REQUEUE``). Every project account
   may use it (``--qos=gp-opportunistic``);
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
@@ -26,6 +29,10 @@ What it sets:
   the plans it is given), whole nodes (``NodeCnt`` in ``PartitionName=<cluster>``),
   ``Accounts=<project account>``, ``Flags=IGNORE_JOBS`` (created even while jobs still run
   on the nodes it will take).
+
+**Data first.** :func:`slurm_state` turns the plan into a :class:`SlurmState` (accounts,
+budget QOS, ``gp-opportunistic``, reservations), which :func:`export_slurm` renders and
+:mod:`planner.simulate.slurm_replay` replays: the script and the simulator read one record.
 
 **Every id is hostile.** Every value interpolated into the script goes through
 :func:`shlex.quote` (names, descriptions, times, the guards' ``grep`` patterns), and the
@@ -49,7 +56,8 @@ script's header repeats it): ``GresTypes=gpu`` (GPUs as generic resources),
 ``AccountingStorageEnforce=associations,limits,qos`` for the budgets to bind,
 ``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for the preemption, and
 ``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS priorities
-to order pending jobs (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
+to order pending jobs and a smaller ``PriorityWeightFairshare`` for Fair Tree to order jobs
+within a QOS (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
 named as the cluster (the header lists them).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
