@@ -779,3 +779,18 @@ def test_a_sites_own_reservation_named_like_a_request_is_never_touched(tmp_path)
     dropped["reservations"] = []
     after = slurm.apply(export_slurm(dropped, ORG, previous=PLAN))
     assert after["reservation"] == own
+
+
+@pytest.mark.parametrize(("cap", "shown"), [(8.0, "08:00:00"), (4.0, "04:00:00"),
+                                             (0.5, "00:30:00"), (36.0, "1-12:00:00"),
+                                             (0.0, "00:00:00")])
+def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, shown):
+    # PreemptExemptTime (Slurm's [D-]HH:MM:SS) is the plan's min_runtime_cap_hours: 4 h under
+    # strict-budgets, 8 h by default; the guard reads it back in the same form
+    plan = plan_copy()
+    plan["contract"]["min_runtime_cap_hours"] = cap
+    line = next(line for line in commands(export_slurm(plan, ORG))
+                if "modify qos gp-opportunistic" in line)
+    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
+    assert f"grep -qx '0|requeue|0.000000|{shown}'" in line
+    assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap
