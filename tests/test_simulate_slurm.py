@@ -201,3 +201,27 @@ def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_
     assert np.all(np.isnan(policy.limit_hours) == [p not in state.minutes()
                                                    for p in sim.tree.leaves])
     json.dumps(held)  # the fake's state is plain data
+
+
+def test_planner_slurm_on_the_command_line_protects_for_the_models_cap(tmp_path):
+    # `planner simulate --policy planner-slurm --model M`: U (b, unallocated, 8 GPUs, 30 h)
+    # takes the node at 0 under gp-opportunistic; A (a, allocated, 4 GPUs, limit 2 h:
+    # 8 GPU-hours of a's 100) queues at 1 under gp-a and requeues U once U's exempt time,
+    # the model's min_runtime_cap_hours, has passed: at 8 h by default, 4 h under
+    # strict-budgets.
+    from planner.cli import main
+    from tests.test_simulate_cli import HEADER, two_team_folder
+
+    folder = two_team_folder(tmp_path / "sc")
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + "U,b,c1,2026-10-01T00:00:00Z,8,30,0,true\n"
+                              "A,a,c1,2026-10-01T01:00:00Z,4,2,1,true\n")
+    starts = {}
+    for model in ("default", "strict-budgets"):
+        out = tmp_path / model
+        assert main(["simulate", str(folder), "--trace", str(trace), "--policy",
+                     "planner-slurm", "--model", model, "--out", str(out)]) == 0
+        jobs = (out / "planner-slurm-jobs.csv").read_text().splitlines()
+        starts[model] = next(line.split(",")[5] for line in jobs if line.startswith("A,"))
+    assert starts == {"default": "2026-10-01T08:00:00Z",
+                      "strict-budgets": "2026-10-01T04:00:00Z"}
