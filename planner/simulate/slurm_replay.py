@@ -100,7 +100,11 @@ class SlurmReplayPolicy(PlannerPolicy):
         # GPU-hours of budget-QOS jobs per project, cluster and hour: what `planner ingest`
         # reads from sacct (it skips gp-opportunistic jobs), so what the replans see as usage
         self.budget_used = np.zeros_like(sim.used)
-        self.budget_jobs: list[dict[int, None]] = [{} for _ in range(n_p)]
+        # Σ GPUs × expected end (start + time limit) of each project's running budget-QOS
+        # jobs, and each such job's expected end: Slurm reserves GPUs × limit left, which is
+        # ends − now × GPUs (a job never outlives its limit: the trace checks limit ≥ duration)
+        self.end_sum = np.zeros(n_p)
+        self.job_end: dict[int, float] = {}
         self.accrued_to = 0.0
         self.seen = 0  # segments already accounted
         self.exempt_hours = 0.0
@@ -191,7 +195,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_gpus[p] -= seg.gpus
             self.run_ngh[p] -= seg.gpus * rate[seg.cluster]
             self.run_by_cluster[p, seg.cluster] -= seg.gpus
-            self.budget_jobs[p].pop(seg.job, None)
+            self.end_sum[p] -= seg.gpus * self.job_end.pop(seg.job)
         self.seen = len(segments)
         step = sim.now - since
         if step > 0:
@@ -206,9 +210,8 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def committed_hours(self, sim, p: int) -> float:
         """GPU-hours the budget QOS of ``p`` counts now: usage plus running jobs' limits left."""
-        reserved = sum(sim.jobs.gpus[j] * (sim.expected_end(j) - sim.now)
-                       for j in self.budget_jobs[p])
-        return float(self.qos_used[p]) + reserved
+        reserved = self.end_sum[p] - sim.now * self.run_gpus[p]
+        return float(self.qos_used[p] + reserved)
 
     def qos_of(self, sim, p: int, job: int) -> str:
         """The QOS a waiting job runs under now: its budget QOS if the limit admits it."""
@@ -279,7 +282,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         if qos == BUDGET:
             sim.start(job, BUDGET, blocked)
             c = sim.jobs.cluster[job]
-            self.budget_jobs[p][job] = None
+            end = self.job_end[job] = sim.expected_end(job)
+            self.end_sum[p] += sim.jobs.gpus[job] * end
             self.run_gpus[p] += sim.jobs.gpus[job]
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
