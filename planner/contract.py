@@ -192,6 +192,19 @@ def min_runtime_cap(plan: dict[str, Any]) -> float:
     return float(plan["contract"]["min_runtime_cap_hours"])
 
 
+def preemptible_protection(plan: dict[str, Any]) -> float:
+    """Hours opportunistic and fill work is protected once started.
+
+    min(``min_runtime_cap_hours``, ``fill_slice_hours``) of the plan's contract (a plan
+    written before the fill slice existed: the cap). The ``planner`` executor protects
+    such a job for min(its own min runtime, this); Slurm's ``gp-opportunistic`` QOS
+    carries it as ``PreemptExemptTime``; Kueue has no such protection.
+    """
+    terms = plan["contract"]
+    cap = float(terms["min_runtime_cap_hours"])
+    return min(cap, float(terms.get("fill_slice_hours", cap)))
+
+
 def reservations(plan: dict[str, Any]) -> tuple[Reserved, ...]:
     """Every reservation of the plan, typed, in the plan's order."""
     gpn = {c["cluster"]: int(c["gpus_per_node"]) for c in plan.get("clusters", [])}

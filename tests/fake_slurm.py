@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 QOS_DEFAULTS = {"priority": "0", "preempt": "", "preemptmode": "cluster",
-                "usagefactor": "1.000000"}
+                "usagefactor": "1.000000", "preemptexempttime": ""}
 
 
 def _pairs(words: list[str]) -> dict[str, str]:

@@ -22,8 +22,10 @@ from planner.exporters.slurm import (
     budget_minutes,
     description,
     export_slurm,
+    opportunistic_settings,
     qos_name,
     reservation_name,
+    slurm_state,
 )
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
 from tests.real_slurm import until
@@ -65,9 +67,12 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     assert lines[12:14] == [
         "sacctmgr -n show qos gp-opportunistic | grep -q . || "
         "run sacctmgr -i add qos gp-opportunistic",
-        "sacctmgr -n -P show qos gp-opportunistic format=priority,preemptmode,usagefactor | "
-        "grep -qx '0|requeue|0.000000' || run sacctmgr -i modify qos gp-opportunistic set "
-        "Priority=0 PreemptMode=requeue UsageFactor=0"]
+        "sacctmgr -n -P show qos gp-opportunistic "
+        "format=priority,preemptmode,usagefactor,preemptexempttime | "
+        "grep -qx '0|requeue|0.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
+        "set Priority=0 PreemptMode=requeue UsageFactor=0 PreemptExemptTime=08:00:00"]
+    # an opportunistic job runs at least the contract's protected minimum runtime
+    # (min_runtime_cap_hours, 8 h in PLAN) before a budget job may requeue it
     assert "GrpTRESMins" not in " ".join(lines[12:14])
     # what slurm.conf must hold is in the header, as comments
     header = script[:script.index("set -eu")]
@@ -232,10 +237,12 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
                                      "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
                                     "priority": "100", "preempt": "gp-opportunistic",
-                                    "preemptmode": "cluster", "usagefactor": "1.000000"}
+                                    "preemptmode": "cluster", "usagefactor": "1.000000",
+                                    "preemptexempttime": ""}
     assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000"}
+                                               "usagefactor": "0.000000",
+                                               "preemptexempttime": "08:00:00"}
     assert once["reservation"]["gp-r2"] == {
         "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
@@ -278,7 +285,8 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert state["qos"][own]["preempt"] == OPPORTUNISTIC_QOS
     assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000"}
+                                               "usagefactor": "0.000000",
+                                               "preemptexempttime": "08:00:00"}
     assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
     assert state["account"]["opportunistic"]["defaultqos"] == own
 
@@ -293,7 +301,8 @@ def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
     settings = [line.split()[0] for line in SLURM_CONF_LINES]
     assert [s.split("=")[0] for s in settings] == [
         "GresTypes", "AccountingStorageType", "AccountingStorageTRES", "PreemptType",
-        "PreemptMode", "AccountingStorageEnforce", "PriorityType", "PriorityWeightQOS"]
+        "PreemptMode", "AccountingStorageEnforce", "PriorityType", "PriorityWeightQOS",
+        "PriorityWeightFairshare"]
     # the README's block and the script's header hold the very lines, comments included
     readme_lines = [line.strip() for line in readme.splitlines()]
     start = readme_lines.index(SLURM_CONF_LINES[0])
@@ -414,12 +423,15 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
     # budgets: one QOS per project, the limit, attached to the account and its default, above
     # and preempting the shared opportunistic QOS, which every project account may use
     minutes = budget_minutes(plan)
+    # PreemptExemptTime: the plan's protected minimum runtime, as sacctmgr prints it
+    exempt = opportunistic_settings(slurm_state(plan, ORG).opportunistic)[1].split("|")[3]
     settings = {q["name"]: q for q in state["qos"]}
     qos = {name: q["grptresmins"] for name, q in settings.items()}
     assert len(qos) == len(state["qos"]) == 1 + 1 + 3  # normal, opportunistic, per project
     assert settings[OPPORTUNISTIC_QOS] == {
         "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
-        "preemptmode": "requeue", "usagefactor": "0.000000"}
+        "preemptmode": "requeue", "usagefactor": "0.000000",
+        "preemptexempttime": exempt}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
     for project, acct in projects.items():
         assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
@@ -632,6 +644,7 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     5 minutes); a requeued job pends with reason ``BeginTime`` before it may start again.
     """
     plan = future_plan()
+    plan["contract"]["min_runtime_cap_hours"] = 0.0  # no exempt time: preempted at once
     p2 = next(b for b in plan["budgets"] if b["project"] == "p2")
     p2["used"] = p2["budget"]
     assert budget_minutes(plan)["p2"] == 0
@@ -766,3 +779,18 @@ def test_a_sites_own_reservation_named_like_a_request_is_never_touched(tmp_path)
     dropped["reservations"] = []
     after = slurm.apply(export_slurm(dropped, ORG, previous=PLAN))
     assert after["reservation"] == own
+
+
+@pytest.mark.parametrize(("cap", "shown"), [(8.0, "08:00:00"), (4.0, "04:00:00"),
+                                             (0.5, "00:30:00"), (36.0, "1-12:00:00"),
+                                             (0.0, "00:00:00")])
+def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, shown):
+    # PreemptExemptTime (Slurm's [D-]HH:MM:SS) is the plan's min_runtime_cap_hours: 4 h under
+    # strict-budgets, 8 h by default; the guard reads it back in the same form
+    plan = plan_copy()
+    plan["contract"]["min_runtime_cap_hours"] = cap
+    line = next(line for line in commands(export_slurm(plan, ORG))
+                if "modify qos gp-opportunistic" in line)
+    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
+    assert f"grep -qx '0|requeue|0.000000|{shown}'" in line
+    assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap

@@ -8,8 +8,11 @@ What it sets:
   (the plan's ``opportunistic`` grants: preemptible, reclaimed first), with no
   ``GrpTRESMins`` (bound by no budget), ``UsageFactor=0`` (its jobs add no usage: not to any
   budget QOS, whose usage is per QOS anyway, nor to the account's fair-share usage; ``sacct``
-  still records each job with its QOS), ``Priority=0`` (below the budget QOS) and
-  ``PreemptMode=requeue`` (a preempted job goes back to the queue). Every project account
+  still records each job with its QOS), ``Priority=0`` (below the budget QOS),
+  ``PreemptMode=requeue`` (a preempted job goes back to the queue) and
+  ``PreemptExemptTime`` = the plan contract's ``min_runtime_cap_hours`` (a job runs that long
+  before a budget job may requeue it: the protected minimum runtime; Slurm 22.05 honours
+  a QOS's exempt time for ``PreemptMode=REQUEUE``). Every project account
   may use it (``--qos=gp-opportunistic``);
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
@@ -26,6 +29,10 @@ What it sets:
   the plans it is given), whole nodes (``NodeCnt`` in ``PartitionName=<cluster>``),
   ``Accounts=<project account>``, ``Flags=IGNORE_JOBS`` (created even while jobs still run
   on the nodes it will take).
+
+**Data first.** :func:`slurm_state` turns the plan into a :class:`SlurmState` (accounts,
+budget QOS, ``gp-opportunistic``, reservations), which :func:`export_slurm` renders and
+:mod:`planner.simulate.slurm_replay` replays: the script and the simulator read one record.
 
 **Every id is hostile.** Every value interpolated into the script goes through
 :func:`shlex.quote` (names, descriptions, times, the guards' ``grep`` patterns), and the
@@ -49,7 +56,8 @@ script's header repeats it): ``GresTypes=gpu`` (GPUs as generic resources),
 ``AccountingStorageEnforce=associations,limits,qos`` for the budgets to bind,
 ``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for the preemption, and
 ``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS priorities
-to order pending jobs (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
+to order pending jobs and a smaller ``PriorityWeightFairshare`` for Fair Tree to order jobs
+within a QOS (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
 named as the cluster (the header lists them).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
@@ -78,11 +86,13 @@ import hashlib
 import math
 import re
 import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from planner.contract import Reserved, planned_guaranteed, reservations
+from planner.contract import planned_guaranteed, preemptible_protection, reservations
 from planner.exporters.common import by_depth, safe_name
 from planner.inputs.org import OrgTree
 
@@ -92,8 +102,8 @@ _SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 RUN = "run "  # the script's function that runs a mutating command, or prints it (dry run)
 OPPORTUNISTIC_QOS = "gp-opportunistic"
 GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0
-# as `sacctmgr -n -P show qos format=priority,preemptmode,usagefactor` prints the settings
-OPPORTUNISTIC_SETTINGS = ("Priority=0 PreemptMode=requeue UsageFactor=0", "0|requeue|0.000000")
+PRIORITY_WEIGHT_QOS = 100000  # the QOS term decides before fair share ...
+PRIORITY_WEIGHT_FAIRSHARE = 10000  # ... which orders jobs within a QOS (Fair Tree)
 SLURM_CONF_LINES = (
     "GresTypes=gpu                # GPUs are generic resources (gres.conf lists them)",
     "AccountingStorageType=accounting_storage/slurmdbd   # accounts and QOS live in slurmdbd",
@@ -102,7 +112,10 @@ SLURM_CONF_LINES = (
     "PreemptMode=REQUEUE          # preempted jobs go back to the queue",
     "AccountingStorageEnforce=associations,limits,qos   # the budgets bind",
     "PriorityType=priority/multifactor",
-    "PriorityWeightQOS=100000     # any weight > 0: QOS priority orders pending jobs",
+    f"PriorityWeightQOS={PRIORITY_WEIGHT_QOS}     # any weight > 0: QOS priority orders "
+    "pending jobs",
+    f"PriorityWeightFairshare={PRIORITY_WEIGHT_FAIRSHARE}   # below the QOS weight: Fair Tree "
+    "orders jobs within a QOS",
 )
 
 
@@ -159,6 +172,135 @@ def comment(text: str) -> str:
                    for ch in text)
 
 
+@dataclass(frozen=True)
+class SlurmAccount:
+    """One account of the org tree: ``sacctmgr add account NAME parent= fairshare=``."""
+
+    node: str  # the org id
+    name: str  # account(node)
+    parent: str  # the parent's account, ``root`` at the top
+    fairshare: int  # fairshare(weight)
+    description: str  # description(node)
+
+
+@dataclass(frozen=True)
+class OpportunisticQos:
+    """The shared QOS for work beyond a budget (and work with none)."""
+
+    name: str = OPPORTUNISTIC_QOS
+    priority: int = 0
+    preempt_mode: str = "requeue"
+    usage_factor: float = 0.0
+    #: PreemptExemptTime: the contract's protected minimum runtime (min_runtime_cap_hours)
+    preempt_exempt_hours: float = 0.0
+
+
+@dataclass(frozen=True)
+class BudgetQos:
+    """A project's budget QOS, its account's ``DefaultQOS``."""
+
+    project: str  # the org id
+    name: str  # qos_name(project)
+    account: str  # account(project)
+    minutes: int  # GrpTRESMins=gres/gpu=<minutes>: remaining budget, raw GPU-minutes
+    priority: int = GUARANTEED_PRIORITY
+    preempt: str = OPPORTUNISTIC_QOS  # the QOS whose jobs it may requeue
+
+
+@dataclass(frozen=True)
+class SlurmReservation:
+    """A plan reservation as ``scontrol create reservation`` holds it."""
+
+    request_id: str
+    name: str  # reservation_name(request_id)
+    project: str
+    account: str  # Accounts=
+    partition: str  # PartitionName= (the cluster id)
+    nodes: int  # NodeCnt=
+    start: str  # ISO, UTC, with ``Z`` (the plan's)
+    end: str
+    flags: str = FLAGS
+
+    def key(self) -> tuple:
+        """What makes a replan touch it: project, cluster, node count, window."""
+        return (self.project, self.partition, self.nodes, self.start, self.end)
+
+
+@dataclass(frozen=True)
+class SlurmState:
+    """What a plan makes Slurm hold: the data :func:`export_slurm` renders into its script.
+
+    The replay of what ships (:mod:`planner.simulate.slurm_replay`) reads the same
+    record, so the script and the simulator cannot disagree on a value.
+    """
+
+    as_of: str
+    accounts: tuple[SlurmAccount, ...]  # parents before children
+    opportunistic: OpportunisticQos
+    budgets: tuple[BudgetQos, ...]  # by project id
+    reservations: tuple[SlurmReservation, ...]  # by request id
+
+    def minutes(self) -> dict[str, int]:
+        """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
+        return {b.project: b.minutes for b in self.budgets}
+
+
+def slurm_accounts(tree: OrgTree, nodes: list[str]) -> tuple[SlurmAccount, ...]:
+    """The accounts of ``nodes`` (in that order)."""
+    out = []
+    for node in nodes:
+        up = tree.parent_of(node)
+        out.append(SlurmAccount(node=node, name=account(node),
+                                parent=account(up) if up else "root",
+                                fairshare=fairshare(tree.weight_of(node)),
+                                description=description(node)))
+    return tuple(out)
+
+
+def exempt_hours(plan: dict[str, Any]) -> float:
+    """``PreemptExemptTime`` of gp-opportunistic: the contract's protection of such work.
+
+    :func:`planner.contract.preemptible_protection` (0 for a plan without a contract).
+    """
+    return preemptible_protection(plan) if "contract" in plan else 0.0
+
+
+def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree) -> SlurmState:
+    """The Slurm state a plan asks for (see the module docstring)."""
+    tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
+    minutes = budget_minutes(plan)
+    budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
+                              minutes=minutes[p]) for p in sorted(minutes))
+    held = tuple(
+        SlurmReservation(request_id=r.request_id, name=reservation_name(r.request_id),
+                         project=r.project, account=account(r.project),
+                         partition=r.cluster, nodes=r.nodes, start=r.start, end=r.end)
+        for r in sorted(reservations(plan), key=lambda r: r.request_id))
+    return SlurmState(as_of=plan["as_of"], accounts=slurm_accounts(tree, by_depth(tree, tree.ids)),
+                      opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan)),
+                      budgets=budgets, reservations=held)
+
+
+def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
+    """``sacctmgr modify qos`` settings, and how ``sacctmgr -n -P show qos`` prints them.
+
+    The show reads ``format=priority,preemptmode,usagefactor,preemptexempttime``
+    (the exempt time as ``[D-]HH:MM:SS``).
+    """
+    factor = f"{qos.usage_factor:g}"
+    exempt = _clock(round(qos.preempt_exempt_hours * 3600))
+    return (f"Priority={qos.priority} PreemptMode={qos.preempt_mode} UsageFactor={factor} "
+            f"PreemptExemptTime={exempt}",
+            f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}|{exempt}")
+
+
+def _clock(seconds: int) -> str:
+    """Slurm's time string: ``HH:MM:SS``, with ``D-`` from a day on."""
+    days, rest = divmod(seconds, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
 def _slurm_time(stamp: str) -> str:
     return stamp.rstrip("Z")
 
@@ -191,18 +333,16 @@ def _q(*words: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
+def _account_lines(accounts: Iterable[SlurmAccount]) -> list[str]:
     # `sacctmgr modify` that changes nothing exits 1 ("Nothing modified"), which would stop
     # the script under `set -e`: modify only when the account's association differs
     lines = []
-    for node in nodes:
-        up = tree.parent_of(node)
-        name, parent = account(node), account(up) if up else "root"
-        share = fairshare(tree.weight_of(node))
+    for a in accounts:
+        name, parent, share = a.name, a.parent, a.fairshare
         lines.append(f"sacctmgr -n show account {_q(name)} | grep -q . || "
                      f"{RUN}sacctmgr -i add account "
                      + _q(name, f"parent={parent}", f"fairshare={share}",
-                          f"Description={description(node)}"))
+                          f"Description={a.description}"))
         lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
                      f"format=user,parentname,share | grep -qx {_q(f'|{parent}|{share}')} || "
                      f"{RUN}sacctmgr -i modify account "
@@ -210,17 +350,18 @@ def _account_lines(tree: OrgTree, nodes: list[str]) -> list[str]:
     return lines
 
 
-def _opportunistic_lines() -> list[str]:
+def _opportunistic_lines(qos: OpportunisticQos) -> list[str]:
     # no GrpTRESMins: beyond-budget work is bound by no budget; UsageFactor=0: its jobs add
     # no usage anywhere (QOS or fair share); requeued when a budget QOS needs the GPUs
-    q, (settings, shown) = OPPORTUNISTIC_QOS, OPPORTUNISTIC_SETTINGS
+    q, (settings, shown) = qos.name, opportunistic_settings(qos)
     return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
-            f"sacctmgr -n -P show qos {_q(q)} format=priority,preemptmode,usagefactor | "
+            f"sacctmgr -n -P show qos {_q(q)} "
+            "format=priority,preemptmode,usagefactor,preemptexempttime | "
             f"grep -qx {_q(shown)} || {RUN}sacctmgr -i modify qos {_q(q)} set "
             + _q(*settings.split())]
 
 
-def _qos_lines(project: str, minutes: int) -> list[str]:
+def _qos_lines(budget: BudgetQos) -> list[str]:
     # a new limit starts from zero usage (the limit nets out the usage so far); re-applying the
     # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
     # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
@@ -228,12 +369,12 @@ def _qos_lines(project: str, minutes: int) -> list[str]:
     # must exist: sacctmgr refuses a Preempt naming an unknown QOS). DefaultQOS makes the
     # budget bind the account's jobs that name no --qos; the account may also use
     # gp-opportunistic for work beyond its budget.
-    q, acct, tres = qos_name(project), account(project), f"gres/gpu={minutes}"
-    opp = OPPORTUNISTIC_QOS
+    q, acct, tres = budget.name, budget.account, f"gres/gpu={budget.minutes}"
+    opp, priority = budget.preempt, budget.priority
     return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
             f"sacctmgr -n -P show qos {_q(q)} format=priority,preempt | grep -qx "
-            f"{_q(f'{GUARANTEED_PRIORITY}|{opp}')} || {RUN}sacctmgr -i modify qos "
-            + _q(q, "set", f"Priority={GUARANTEED_PRIORITY}", f"Preempt={opp}"),
+            f"{_q(f'{priority}|{opp}')} || {RUN}sacctmgr -i modify qos "
+            + _q(q, "set", f"Priority={priority}", f"Preempt={opp}"),
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
@@ -259,15 +400,15 @@ def _has(name: str, *fields: str) -> str:
     return f"resv_has {_q(name, f'ReservationName={name}', *fields)}"
 
 
-def _reservation_line(r: Reserved, as_of: str) -> str:
-    name = reservation_name(r.request_id)
-    acct, nodes = f"Accounts={account(r.project)}", f"NodeCnt={r.nodes}"
+def _reservation_line(r: SlurmReservation, as_of: str) -> str:
+    name = r.name
+    acct, nodes = f"Accounts={r.account}", f"NodeCnt={r.nodes}"
     common = _q(acct, nodes)
     start, end = _slurm_time(r.start), _slurm_time(r.end)
     create = f"{RUN}scontrol create reservation {_q(f'ReservationName={name}')}"
     update = f"{RUN}scontrol update {_q(f'ReservationName={name}')}"
-    partition = f"PartitionName={r.cluster}"
-    tail = f"{common} {_q(partition, f'Flags={FLAGS}')}"
+    partition = f"PartitionName={r.partition}"
+    tail = f"{common} {_q(partition, f'Flags={r.flags}')}"
     # an existing reservation is updated only where it differs, so that a converged Slurm
     # sees no change (and a dry run prints none).
     # running: its start cannot move any more (Slurm: "Reservation already started"), only
@@ -275,7 +416,7 @@ def _reservation_line(r: Reserved, as_of: str) -> str:
     running = (f"if {_has(name)}; then {_has(name, f'EndTime={end}', nodes, acct)} || "
                f"{update} {_q(f'EndTime={end}')} {common}; "
                f"else {create} StartTime=now {_q(f'EndTime={end}')} {tail}; fi")
-    if r.start < as_of:  # begun before the plan's as_of (the contract's rule 6)
+    if r.start < as_of:
         return running
     window = _q(f"StartTime={start}", f"Duration={_duration(r.start, r.end)}")
     same = _has(name, f"StartTime={start}", f"EndTime={end}", nodes, acct)
@@ -285,8 +426,8 @@ def _reservation_line(r: Reserved, as_of: str) -> str:
     return f"if [[ $now < {_q(start)} ]]; then {ahead}; else {running}; fi"
 
 
-def _delete_line(request_id: str) -> str:
-    name = reservation_name(request_id)
+def _delete_line(r: SlurmReservation) -> str:
+    name = r.name
     return (f"if {_has(name)}; then {RUN}scontrol delete "
             f"{_q(f'ReservationName={name}')}; fi")
 
@@ -297,10 +438,6 @@ def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
         return nodes
     return [n for n in nodes if n not in before
             or (before.parent_of(n), before.weight_of(n)) != (tree.parent_of(n), tree.weight_of(n))]
-
-
-def _reservation_key(r: Reserved) -> tuple:
-    return (r.project, r.cluster, r.nodes, r.start, r.end)
 
 
 def _header(plan: dict[str, Any]) -> list[str]:
@@ -343,29 +480,35 @@ def _header(plan: dict[str, Any]) -> list[str]:
 
 def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, Any] | None = None,
                  previous_org: pd.DataFrame | None = None) -> str:
-    """The bash script that makes Slurm hold what the plan says (see the module docstring)."""
+    """The bash script that makes Slurm hold what the plan says (see the module docstring).
+
+    It renders :func:`slurm_state` of the plan (and, with ``previous``, only what differs
+    from the previous plan's state).
+    """
     tree = OrgTree.from_frame(org)
+    state = slurm_state(plan, tree)
     head = ["#!/usr/bin/env bash", *_header(plan), ""]
     lines: list[str] = []
     if previous is None or previous_org is not None:
         before = OrgTree.from_frame(previous_org) if previous_org is not None else None
-        accounts = _account_lines(tree, _changed_nodes(tree, before))
+        changed = set(_changed_nodes(tree, before))
+        accounts = _account_lines(a for a in state.accounts if a.node in changed)
         if accounts:
             lines += ["# accounts: the org tree, fairshare from the weights", *accounts, ""]
-    minutes = budget_minutes(plan)
-    old_minutes = budget_minutes(previous) if previous is not None else {}
-    qos = [line for p in sorted(minutes) if old_minutes.get(p) != minutes[p]
-           for line in _qos_lines(p, minutes[p])]
+    old = slurm_state(previous, tree) if previous is not None else None
+    old_minutes = old.minutes() if old is not None else {}
+    qos = [line for b in state.budgets if old_minutes.get(b.project) != b.minutes
+           for line in _qos_lines(b)]
     if qos:  # the budget QOS name gp-opportunistic: it comes first
         lines += ["# opportunistic work: beyond budget, preemptible, charged to no budget",
-                  *_opportunistic_lines(), ""]
+                  *_opportunistic_lines(state.opportunistic), ""]
         lines += ["# budgets: remaining GPU-minutes per project; they preempt opportunistic "
                   "work", *qos, ""]
-    old = {r.request_id: r for r in (reservations(previous) if previous is not None else ())}
-    new = {r.request_id: r for r in reservations(plan)}
-    changes = [_reservation_line(new[i], plan["as_of"]) for i in sorted(new)
-               if i not in old or _reservation_key(old[i]) != _reservation_key(new[i])]
-    changes += [_delete_line(i) for i in sorted(set(old) - set(new))]
+    gone = {r.request_id: r for r in old.reservations} if old is not None else {}
+    changes = [_reservation_line(r, state.as_of) for r in state.reservations
+               if r.request_id not in gone or gone[r.request_id].key() != r.key()]
+    new_ids = {r.request_id for r in state.reservations}
+    changes += [_delete_line(gone[i]) for i in sorted(set(gone) - new_ids)]
     if changes:
         lines += ["# reservations: whole nodes for their accounts", *changes, ""]
     if not lines:

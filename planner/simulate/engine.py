@@ -350,8 +350,10 @@ class Replay:
 
     # -- placement -----------------------------------------------------------------------
 
-    def fits(self, c: int, gpus: int) -> bool:
-        """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now."""
+    def fits(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()) -> bool:
+        """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now, off ``blocked``."""
+        if blocked:
+            return self._place(c, gpus, blocked) is not None
         gpn = self.gpn[c]
         buckets = self.buckets[c]
         held = self.held_nodes[c]

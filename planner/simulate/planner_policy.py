@@ -114,7 +114,7 @@ import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig, load_model
-from planner.contract import PREEMPTS, JobClass, in_force
+from planner.contract import PREEMPTS, JobClass, in_force, preemptible_protection
 from planner.fairshare import water_fill
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
@@ -202,6 +202,7 @@ class PlannerPolicy(AdmissionPolicy):
         sim.plan_seconds += time.perf_counter() - began
         sim.replans += 1
         self.previous = {**body, "reservations": []}
+        self.fill_slice = preemptible_protection(body)
         self._read_first_period(sim, body, iso(as_of))
         self._reclass(sim)
         self.hold_reservations(sim, body)
@@ -309,7 +310,7 @@ class PlannerPolicy(AdmissionPolicy):
         for i, (a, b) in enumerate(cuts):
             if b <= a:
                 continue
-            used = sim.used[:, :, a:b].sum(axis=2)
+            used = self._booked(sim)[:, :, a:b].sum(axis=2)
             for p, k in zip(*np.nonzero(used > 1e-9), strict=True):
                 rows.append((f"sim-{i}-{p}-{k}", sim.projects[p], sim.cluster_ids[k],
                              used[p, k] / (b - a), a, b))
@@ -322,6 +323,10 @@ class PlannerPolicy(AdmissionPolicy):
                                dtype="datetime64[ns, UTC]"),
             "end": pd.Series([start + r[5] * _HOUR for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"job_id": object, "project": object, "cluster": object})
+
+    def _booked(self, sim) -> np.ndarray:
+        """(P, K, H) GPU-hours the executor's accounting reports: everything that ran."""
+        return sim.used
 
     def _demand(self, sim, as_of: pd.Timestamp, asked: set[int] = frozenset()
                 ) -> pd.DataFrame:

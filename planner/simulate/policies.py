@@ -469,13 +469,15 @@ class FairTreePolicy(Policy):
         return best[0], frozenset((best[1],))
 
 
-def fair_tree_ranks(tree, usage: np.ndarray) -> list[int]:
+def fair_tree_ranks(tree, usage: np.ndarray, shares: np.ndarray | None = None) -> list[int]:
     """Fair Tree: rank of each project (0 = first) by depth-first level fairshare.
 
     Among siblings, level fairshare = (w_i / Σ w) / (U_i / Σ U), U the subtree's
     decayed usage (∞ when the siblings have used nothing, ties in org order); the
-    siblings are visited in decreasing level fairshare, each subtree whole.
+    siblings are visited in decreasing level fairshare, each subtree whole. ``shares``
+    ((N,) by tree node) replaces the org weights as w (Slurm's integer fairshare).
     """
+    weight = tree.weight if shares is None else shares
     node_usage = tree.subtree_sum(usage)
     ranks = [0] * len(tree.leaves)
     leaf_pos = {int(n): i for i, n in enumerate(tree.leaf_nodes)}
@@ -483,7 +485,7 @@ def fair_tree_ranks(tree, usage: np.ndarray) -> list[int]:
 
     def visit(siblings: tuple[int, ...]) -> None:
         nonlocal counter
-        weights = np.array([tree.weight[s] for s in siblings])
+        weights = np.array([weight[s] for s in siblings], dtype=float)
         used = np.array([node_usage[s] for s in siblings])
         total_u = used.sum()
         share = weights / weights.sum()

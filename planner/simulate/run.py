@@ -24,10 +24,15 @@ from planner.simulate.kueue_replay import KueueReplayPolicy
 from planner.simulate.metrics import PolicyMetrics, compute_metrics, trace_figures
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.policies import POLICIES as _BASELINES
+from planner.simulate.slurm_replay import SlurmReplayPolicy
 from planner.times import iso
 
-POLICIES = {**_BASELINES, "planner": PlannerPolicy, "planner-kueue": KueueReplayPolicy}
-POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner", "planner-kueue")
+POLICIES = {**_BASELINES, "planner": PlannerPolicy, "planner-kueue": KueueReplayPolicy,
+            "planner-slurm": SlurmReplayPolicy}
+POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner", "planner-kueue",
+                "planner-slurm")
+#: every policy ``--policy`` takes (all run by default)
+KNOWN_POLICIES = POLICY_NAMES
 
 
 @dataclass(frozen=True)
@@ -47,16 +52,16 @@ def parse_policies(text: str) -> list[str]:
     if unknown or not names:
         raise InputError([InputProblem("--policy", None, None,
                                        f"unknown policy {', '.join(unknown) or '(none)'}; "
-                                       f"choose from {', '.join(POLICY_NAMES)}")])
+                                       f"choose from {', '.join(KNOWN_POLICIES)}")])
     return list(dict.fromkeys(names))
 
 
 def make_policy(name: str, model: ModelConfig | None = None):
-    """A fresh policy ``name``; ``planner`` and ``planner-kueue`` plan with ``model``.
+    """A fresh policy ``name``; the three ``planner`` ones plan with ``model``.
 
     (``model`` default: ``default``.)
     """
-    if name in ("planner", "planner-kueue"):
+    if name in ("planner", "planner-kueue", "planner-slurm"):
         return POLICIES[name](model=model)
     return POLICIES[name]()
 

@@ -1,0 +1,346 @@
+"""``planner-slurm``: the rolling replan, run as the exported script makes Slurm 22.05 run it.
+
+The replan is the ``planner`` policy's (:class:`~planner.simulate.planner_policy.PlannerPolicy`:
+``refresh``, ``_usage``, ``_demand``, ``_forecast``, inherited, not copied). Its executor is
+replaced by what :func:`planner.exporters.slurm.export_slurm` ships: at every replan the
+plan's :class:`~planner.exporters.slurm.SlurmState` (the record the script is rendered
+from) is applied as the script would apply it, and jobs are scheduled as Slurm schedules
+with that state.
+
+**Applying a state** (a replan):
+
+- each budget QOS ``gp-<project>`` gets its ``GrpTRESMins=gres/gpu=`` GPU-minutes; where
+  the limit changed, its accrued usage is reset (``RawUsage=0``, as the script does; the
+  GPU-minutes still reserved by running jobs are not usage and stay counted);
+- reservations are created, moved and deleted: each holds ``NodeCnt`` whole nodes of its
+  partition (the cluster) for its account over [start, end). A reservation kept from the
+  previous state keeps its nodes; a new or resized one takes the highest-numbered nodes
+  no overlapping reservation holds (Slurm picks the nodes; the engine packs gangs onto the
+  lowest-numbered ones, so this keeps clear of them where it can). ``Flags=IGNORE_JOBS``:
+  jobs running on them keep running.
+
+**Scheduling** (Slurm 22.05, ``priority/multifactor``, ``preempt/qos``, the slurm.conf
+lines the script's header asks for):
+
+- *QOS of a job* (the user behaviour assumed, written in the README): an allocated job is
+  submitted under its account's ``DefaultQOS``, the project's budget QOS. It may start
+  there only while the QOS's GPU-minutes — usage accrued (decayed, see below) plus what
+  Slurm reserves for its running jobs (GPUs × time limit left) plus this job's GPUs × its
+  time limit — stay within ``GrpTRESMins``; otherwise it would pend with reason
+  ``QOSGrpGRESMinutes``, and a site wrapper moves it to ``--qos=gp-opportunistic`` (and
+  back, while it waits, once a new limit admits it). Unallocated jobs, and jobs of
+  projects with no budget QOS, run under ``gp-opportunistic``. A job keeps its QOS while
+  it runs.
+- *priority*: ``PriorityWeightQOS`` × QOS priority ÷ the highest (budget 100, opportunistic
+  0) + ``PriorityWeightFairshare`` × the Fair Tree factor, the QOS weight larger than the
+  fair-share one, so every budget job comes before every opportunistic one and Fair Tree
+  orders within each (``fair_tree_ranks`` with the accounts' integer ``fairshare``);
+  ``PriorityWeightAge`` is 0: submit order within an account. Fair-share usage is the NGH
+  of budget-QOS jobs (``UsageFactor=0`` keeps opportunistic jobs out), decayed with
+  ``PriorityDecayHalfLife`` (Slurm's default, 7 days); the QOS usage decays the same way
+  (the budget QOS has no ``NoDecay`` flag), both every hour here.
+- *main pass*: jobs in priority order start where they fit; a budget job that does not
+  fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
+  least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
+  ends the pass.
+- *backfill*: with requested time limits, one reservation for that first blocked job
+  (the nodes that free first; :meth:`FairTreePolicy._reservation`): a later job starts if
+  it ends before then or stays off those nodes (Slurm's backfill reserves for every
+  higher job it tests; this reserves for the first only, as ``fairtree`` does).
+- *reservations*: a job of the reservation's account runs inside it (the wrapper adds
+  ``--reservation``) where its time limit ends before the reservation does; every other
+  job stays off reserved nodes while the reservation is active, and off a future one's
+  nodes if its time limit would reach the reservation's start.
+
+Deviations of the model, each bounded: preemption exemption ends are acted on at the next
+event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import pandas as pd
+
+from planner.exporters.slurm import SlurmReservation, SlurmState, slurm_state
+from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.policies import HOURS_PER_WEEK, FairTreePolicy, fair_tree_ranks
+
+BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic"
+_EPS = 1e-9
+
+
+class SlurmReplayPolicy(PlannerPolicy):
+    """``planner-slurm``: see the module docstring."""
+
+    name = "planner-slurm"
+    work_conserving = False  # backfill leaves GPUs idle ahead of a blocked job
+
+    def __init__(self, model=None, check_every: int = 30,
+                 half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500) -> None:
+        super().__init__(model=model, check_every=check_every)
+        self.decay = 0.5 ** (1.0 / half_life_hours)
+        self.bf_max_job_test = bf_max_job_test
+
+    # -- state ---------------------------------------------------------------------------
+
+    def prepare(self, sim) -> None:
+        """The replan's set-up, then an empty Slurm (no limits, reservations or usage)."""
+        super().prepare(sim)
+        n_p = len(sim.projects)
+        self.state: SlurmState | None = None
+        self.limit_hours = np.full(n_p, np.nan)  # GrpTRESMins ÷ 60; NaN: no budget QOS
+        self.qos_used = np.zeros(n_p)  # raw GPU-hours accrued in the budget QOS (decayed)
+        self.fs_usage = np.zeros(n_p)  # NGH of budget-QOS jobs, decayed (fair share)
+        self.run_gpus = np.zeros(n_p)  # GPUs of running budget-QOS jobs
+        self.run_ngh = np.zeros(n_p)  # ... and their NGH per hour
+        self.run_by_cluster = np.zeros((n_p, len(sim.cluster_ids)))  # ... their GPUs per cluster
+        # GPU-hours of budget-QOS jobs per project, cluster and hour: what `planner ingest`
+        # reads from sacct (it skips gp-opportunistic jobs), so what the replans see as usage
+        self.budget_used = np.zeros_like(sim.used)
+        # Σ GPUs × expected end (start + time limit) of each project's running budget-QOS
+        # jobs, and each such job's expected end: Slurm reserves GPUs × limit left, which is
+        # ends − now × GPUs (a job never outlives its limit: the trace checks limit ≥ duration)
+        self.end_sum = np.zeros(n_p)
+        self.job_end: dict[int, float] = {}
+        self.accrued_to = 0.0
+        self.seen = 0  # segments already accounted
+        self.exempt_hours = 0.0
+        self.exempt_ends: list[tuple[float, int, float]] = []  # (end, job, run start)
+        self.rank_of = list(range(n_p))
+        self.shares = np.array(sim.tree.weight, dtype=float)
+        # per cluster: (start, end, project, nodes) of every reservation in force or ahead
+        self.reserved: list[list[tuple[float, float, int, frozenset[int]]]] = [
+            [] for _ in sim.cluster_ids]
+        self.nodes_of: dict[str, tuple[int, int, frozenset[int]]] = {}  # name → (c, n, nodes)
+
+    def refresh(self, sim, now: float) -> bool:
+        """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
+        self._accrue(sim)
+        if now >= 1.0 - _EPS:
+            self.qos_used *= self.decay
+            self.fs_usage *= self.decay
+        super().refresh(sim, now)
+        self._end_exemptions(sim)
+        self.rank_of = fair_tree_ranks(sim.tree, self.fs_usage, self.shares)
+        return True
+
+    def _read_first_period(self, sim, body: dict, first: str) -> None:
+        """Apply the plan's Slurm state as its script would (the module docstring)."""
+        state = slurm_state(body, sim.tree)
+        old = self.state.minutes() if self.state is not None else {}
+        index = sim.tree.leaf_index
+        for b in state.budgets:
+            p = index[b.project]
+            if old.get(b.project) != b.minutes:
+                self.qos_used[p] = 0.0  # RawUsage=0 with the new limit
+            self.limit_hours[p] = b.minutes / 60.0
+        shares = np.array(sim.tree.weight, dtype=float)
+        for a in state.accounts:
+            shares[sim.tree.index[a.node]] = a.fairshare
+        self.shares = shares
+        self.exempt_hours = state.opportunistic.preempt_exempt_hours
+        self._apply_reservations(sim, state.reservations)
+        self.state = state
+
+    def _reclass(self, sim) -> None:
+        """Nothing: a running job keeps the QOS it started under."""
+
+    def _apply_reservations(self, sim, reservations: tuple[SlurmReservation, ...]) -> None:
+        start = sim.scenario.config.quarter_start
+        hour = pd.Timedelta(hours=1)
+        kept: dict[str, tuple[int, int, frozenset[int]]] = {}
+        self.reserved = [[] for _ in sim.cluster_ids]
+        windows = []
+        for r in reservations:
+            c = sim.cluster_index[r.partition]
+            a = (pd.Timestamp(r.start) - start) / hour
+            b = (pd.Timestamp(r.end) - start) / hour
+            windows.append((r, c, float(a), float(b)))
+        # kept ones first (they hold their nodes), then new ones in name order
+        windows.sort(key=lambda w: (w[0].name not in self.nodes_of, w[0].name))
+        for r, c, a, b in windows:
+            if b <= sim.now + _EPS:
+                continue
+            prior = self.nodes_of.get(r.name)
+            if prior is not None and prior[:2] == (c, r.nodes):
+                nodes = prior[2]
+            else:
+                taken = set().union(*(n for s, e, _, n in self.reserved[c] if s < b and a < e))
+                free = [n for n in range(sim.nodes[c] - 1, -1, -1) if n not in taken]
+                nodes = frozenset(free[:r.nodes])
+            kept[r.name] = (c, r.nodes, nodes)
+            self.reserved[c].append((a, b, sim.tree.leaf_index[r.project], nodes))
+        self.nodes_of = kept
+
+    # -- accounting ----------------------------------------------------------------------
+
+    def _accrue(self, sim) -> None:
+        """Book budget-QOS usage up to ``sim.now`` (QOS usage and fair-share usage)."""
+        since = self.accrued_to  # (since, now] lies in one hour: refresh runs every hour
+        hour = min(int(since + _EPS), sim.n_hours - 1)
+        segments = sim.segments
+        rate = sim.rate
+        for seg in segments[self.seen:]:
+            if seg.tag != BUDGET:
+                continue
+            p = seg.project
+            ran = seg.end - max(seg.start, since)
+            if ran > 0:
+                self.qos_used[p] += seg.gpus * ran
+                self.fs_usage[p] += seg.gpus * ran * rate[seg.cluster]
+                self.budget_used[p, seg.cluster, hour] += seg.gpus * ran
+            self.run_gpus[p] -= seg.gpus
+            self.run_ngh[p] -= seg.gpus * rate[seg.cluster]
+            self.run_by_cluster[p, seg.cluster] -= seg.gpus
+            self.end_sum[p] -= seg.gpus * self.job_end.pop(seg.job)
+        self.seen = len(segments)
+        step = sim.now - since
+        if step > 0:
+            self.qos_used += self.run_gpus * step
+            self.fs_usage += self.run_ngh * step
+            self.budget_used[:, :, hour] += self.run_by_cluster * step
+        self.accrued_to = sim.now
+
+    def _booked(self, sim) -> np.ndarray:
+        """What the replans see as usage: budget-QOS GPU-hours (sacct less gp-opportunistic)."""
+        return self.budget_used
+
+    def committed_hours(self, sim, p: int) -> float:
+        """GPU-hours the budget QOS of ``p`` counts now: usage plus running jobs' limits left."""
+        reserved = self.end_sum[p] - sim.now * self.run_gpus[p]
+        return float(self.qos_used[p] + reserved)
+
+    def qos_of(self, sim, p: int, job: int) -> str:
+        """The QOS a waiting job runs under now: its budget QOS if the limit admits it."""
+        limit = self.limit_hours[p]
+        if not sim.jobs.allocated[job] or math.isnan(limit):
+            return OPPORTUNISTIC
+        ask = sim.jobs.gpus[job] * sim.requested_hours(job)
+        return BUDGET if self.committed_hours(sim, p) + ask <= limit + 1e-6 else OPPORTUNISTIC
+
+    def _end_exemptions(self, sim) -> None:
+        """Opportunistic jobs past ``PreemptExemptTime`` become preemptable."""
+        ends = self.exempt_ends
+        while ends and ends[0][0] <= sim.now + _EPS:
+            _, job, began = heapq.heappop(ends)
+            if sim.state[job] == 2 and sim.run_start[job] == began and sim.tag[job] == EXEMPT:
+                sim.retag(job, OPPORTUNISTIC)
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def priority(self, qos: str, p: int, key: tuple) -> tuple:
+        """Multifactor order (smaller first): QOS, then Fair Tree rank, then submit order.
+
+        PriorityWeightQOS > PriorityWeightFairshare: the QOS term decides alone.
+        """
+        return (0 if qos == BUDGET else 1, self.rank_of[p], *key)
+
+    def _blocked(self, sim, c: int, p: int, job: int, inside: bool) -> frozenset[int] | None:
+        """Nodes ``job`` may not use (inside its account's reservation or outside all).
+
+        None when it cannot run inside one (no active reservation of its account that
+        outlasts its time limit).
+        """
+        now = sim.now
+        end = now + sim.requested_hours(job)
+        if inside:
+            mine = [n for s, e, q, n in self.reserved[c] if q == p and s <= now + _EPS
+                    and end <= e + _EPS]
+            if not mine:
+                return None
+            allowed = frozenset().union(*mine)
+            return frozenset(range(sim.nodes[c])) - allowed
+        return frozenset().union(*(n for s, e, _, n in self.reserved[c]
+                                   if s < end - _EPS and e > now + _EPS))
+
+    def _try_start(self, sim, c: int, p: int, job: int, qos: str, preempt: bool,
+                   shadow: float = math.inf, held: frozenset[int] = frozenset()) -> bool:
+        """Start ``job`` inside its reservation or outside, preempting if allowed."""
+        g = sim.jobs.gpus[job]
+        ends_in_time = sim.now + sim.requested_hours(job) <= shadow + _EPS
+        for inside in (True, False):
+            blocked = self._blocked(sim, c, p, job, inside)
+            if blocked is None:
+                continue
+            if not ends_in_time:
+                blocked = blocked | held
+            if sim.fits(c, g, blocked) or (preempt and sim.preempt_for(
+                    job, self._victims(sim), blocked)):
+                self._start(sim, p, job, qos, blocked)
+                return True
+        return False
+
+    def _victims(self, sim) -> list[tuple[int, str]]:
+        """Preemptable ``gp-opportunistic`` jobs, lowest priority (worst Fair Tree rank) first."""
+        order = sorted(range(len(sim.projects)), key=lambda q: -self.rank_of[q])
+        return [(q, OPPORTUNISTIC) for q in order]
+
+    def _start(self, sim, p: int, job: int, qos: str, blocked: frozenset[int]) -> None:
+        if qos == BUDGET:
+            sim.start(job, BUDGET, blocked)
+            c = sim.jobs.cluster[job]
+            end = self.job_end[job] = sim.expected_end(job)
+            self.end_sum[p] += sim.jobs.gpus[job] * end
+            self.run_gpus[p] += sim.jobs.gpus[job]
+            self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
+            self.run_by_cluster[p, c] += sim.jobs.gpus[job]
+        elif self.exempt_hours > 0:
+            sim.start(job, EXEMPT, blocked)
+            heapq.heappush(self.exempt_ends, (sim.now + self.exempt_hours, job, sim.now))
+        else:
+            sim.start(job, OPPORTUNISTIC, blocked)
+
+    def schedule(self, sim, c: int) -> None:
+        """Slurm's main pass in priority order, then backfill (the module docstring)."""
+        self._accrue(sim)
+        self._end_exemptions(sim)
+        if not sim.any_fits(c) and not sim.expired_held[c]:
+            return
+        heap = []
+        for p in sim.waiting_projects(c):
+            job = sim.head(c, p)
+            qos = self.qos_of(sim, p, job)
+            heap.append((self.priority(qos, p, sim.key[job]), p, job, qos))
+        heapq.heapify(heap)
+        head = None
+        while heap:
+            key, p, job, qos = heapq.heappop(heap)
+            now_qos = self.qos_of(sim, p, job)
+            if now_qos != qos:  # a start in this pass used up the budget: requeue it
+                heapq.heappush(heap, (self.priority(now_qos, p, sim.key[job]), p, job, now_qos))
+                continue
+            if self._try_start(sim, c, p, job, qos, preempt=qos == BUDGET):
+                nxt = sim.head(c, p)
+                if nxt is not None:
+                    q = self.qos_of(sim, p, nxt)
+                    heapq.heappush(heap, (self.priority(q, p, sim.key[nxt]), p, nxt, q))
+                continue
+            head = job
+            heapq.heappush(heap, (key, p, job, qos))
+            break
+        if head is None or not sim.any_fits(c):
+            return
+        self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)])
+
+    def _backfill(self, sim, c: int, head: int, order: list[int]) -> None:
+        """Later jobs that end before the blocked head's start or stay off its nodes."""
+        shadow, held = FairTreePolicy._reservation(sim, c, head)
+        tested = 0
+        for p in order:
+            while tested < self.bf_max_job_test:
+                job = sim.head_fit(c, p)
+                if job is None:
+                    break
+                tested += 1
+                if sim.now + sim.requested_hours(job) > shadow + _EPS:  # must stay off
+                    job = sim.head_fit(c, p, held)  # the head's nodes
+                    if job is None or sim.now + sim.requested_hours(job) <= shadow + _EPS:
+                        break
+                if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
+                                       preempt=False, shadow=shadow, held=held):
+                    break
+            if not sim.any_fits(c) or tested >= self.bf_max_job_test:
+                return

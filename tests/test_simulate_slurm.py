@@ -1,0 +1,245 @@
+"""``planner-slurm``: the replay of what the exported Slurm script makes Slurm do, by hand.
+
+Every case is one node of 8 GPUs (or two) over three days; the replans at 0, 24 and 48 h
+plan with the bundled default model with a fill slice of 8 h (``EIGHT``: the cap on
+protected runtime is 8 h, and opportunistic work is protected for min(cap, fill slice),
+so ``PreemptExemptTime=08:00:00`` on ``gp-opportunistic``; the bundled 1 h slice is
+tested on the command line below). Jobs without a
+``time_limit_hours`` ask for their duration rounded up to a power of two hours.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import planner
+from planner.config import load_model
+from planner.exporters.slurm import account, export_slurm, qos_name, slurm_state
+from planner.inputs import load_scenario
+from planner.run import plan_scenario
+from planner.simulate.engine import PREEMPTED, Replay, replay
+from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.slurm_replay import BUDGET, EXEMPT, OPPORTUNISTIC, SlurmReplayPolicy
+from tests.test_simulate import Q0, first_starts, trace, two_teams
+
+_DEFAULT = load_model("default")
+EIGHT = replace(_DEFAULT, contract=replace(_DEFAULT.contract, fill_slice_hours=8.0))
+
+
+def tags(tr: pd.DataFrame, result) -> dict[str, set[str]]:
+    """The QOS (tag) of each job's runs, by job id."""
+    out: dict[str, set[str]] = {}
+    for s in result.segments:
+        out.setdefault(tr["job_id"].iat[s.job], set()).add(s.tag)
+    return out
+
+
+def test_a_spent_budget_qos_sends_the_next_job_to_gp_opportunistic():
+    # a's budget is 40 NGH on H100 (rate 1): the plan at t=0 has used 0, so gp-a gets
+    # GrpTRESMins=gres/gpu=2400 (40 GPU-hours). At t=0, in submit order:
+    #   a1: 4 GPUs × limit 8 h = 32 GPU-h; 0 + 32 ≤ 40: runs under gp-a;
+    #   a2: 1 GPU × 8 h = 8; Slurm counts a1's limit left (32) + 8 = 40 ≤ 40: gp-a;
+    #   a3: 1 GPU × 8 h; 32 + 8 + 8 = 48 > 40: it would pend on QOSGrpGRESMinutes, so the
+    #       wrapper sends it to gp-opportunistic, where it runs at once (6 of 8 GPUs used),
+    #       exempt from preemption for its first 8 h.
+    # (the `planner` executor runs all three at once too, but charges a3 to the budget.)
+    sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 0.0)))
+    tr = trace([("a1", "a", 0, 4, 8.0, 8.0), ("a2", "a", 0, 1, 8.0, 8.0),
+                ("a3", "a", 0, 1, 8.0, 8.0)])
+    policy = SlurmReplayPolicy(EIGHT)
+    result = replay(sc, tr, policy)
+    assert first_starts(tr, result) == {"a1": 0.0, "a2": 0.0, "a3": 0.0}
+    assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "a3": {EXEMPT}}
+    # the replan at 24 h sees only the budget QOS's 40 GPU-hours as used (sacct less
+    # gp-opportunistic, as `planner ingest` reads it): 40 − 40 = 0 minutes left
+    assert policy.state.minutes() == {"a": 0, "b": 0}
+    assert policy.budget_used.sum() == pytest.approx(40.0)
+
+
+def test_with_the_budget_spent_a_job_pends_behind_budget_work_then_runs_opportunistic():
+    # a's budget 40 NGH (2400 GPU-minutes), b's 400. t=0: a1 (8 GPUs × 4 h = 32 GPU-h)
+    # runs under gp-a and fills the node. t=1: a2 (1 GPU, 4 h: 32 + 4 = 36 ≤ 40) and b1
+    # (1 GPU, 4 h, under gp-b) queue; t=2: a3 (2 GPUs × 4 h: 32 + 4 + 8 = 44 > 40) goes
+    # opportunistic. At t=4 a1 ends: the budget jobs come first (QOS priority 100 over 0),
+    # a2 and b1 start under their budget QOS; a3 follows under gp-opportunistic in the GPUs
+    # left.
+    sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 400.0)))
+    tr = trace([("a1", "a", 0, 8, 4.0, 4.0), ("a2", "a", 1, 1, 4.0, 4.0),
+                ("b1", "b", 1, 1, 4.0, 4.0), ("a3", "a", 2, 2, 4.0, 4.0)])
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    assert first_starts(tr, result) == {"a1": 0.0, "a2": 4.0, "b1": 4.0, "a3": 4.0}
+    assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "b1": {BUDGET},
+                                "a3": {EXEMPT}}
+
+
+def test_an_opportunistic_job_is_requeued_by_a_budget_job_only_after_its_exempt_time():
+    # t=0: b's eight unallocated one-GPU jobs (30 h, resumable) fill the node under
+    # gp-opportunistic. t=1: a submits four allocated one-GPU jobs (20 h, limit 32 h, min
+    # runtime 8 h); the plan at 0 saw no demand of a, so gp-a's limit is a's whole budget,
+    # 500 GPU-hours ≥ 4 × 32: they are budget-QOS jobs, Preempt=gp-opportunistic. But b's
+    # jobs are exempt (PreemptExemptTime 8 h) until t=8: a's jobs wait, and at t=8 each
+    # requeues one of b's (4 preemptions; b's jobs resume later with their work left).
+    # The `planner` executor, whose unallocated work has no protected runtime, starts a's
+    # four at t=1 (its test_planner_work_the_plan_did_not_see_runs_paced_at_once).
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    rows += [(f"a{i}", "a", 1, 1, 20.0, 8.0) for i in range(4)]
+    tr = trace(rows)
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    starts = first_starts(tr, result)
+    assert [starts[f"a{i}"] for i in range(4)] == [8.0] * 4
+    assert result.preemptions.sum() == 4
+    cut = [s for s in result.segments if s.ended == PREEMPTED]
+    assert {(s.start, s.end, s.tag) for s in cut} == {(0.0, 8.0, OPPORTUNISTIC)}
+    assert {tr["project"].iat[s.job] for s in cut} == {"b"}
+    assert replay(sc, tr, PlannerPolicy()).first_start[8:].tolist() == [1.0] * 4
+
+
+def test_fair_tree_puts_the_account_that_used_less_first():
+    # a and b are siblings of equal fairshare (100), each with a budget QOS. t=0: b1 takes
+    # the node (8 GPUs, 10 h). t=1: b2 (8 GPUs) queues; t=2: a1 (8 GPUs) queues. At t=10 b1
+    # ends: both waiting jobs are budget-QOS jobs (same QOS priority), so Fair Tree
+    # decides: b has used 80 GPU-hours (decayed), a none, so a's level fairshare is
+    # infinite and a1 goes first though b2 was submitted earlier; b2 follows at 20.
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)), same_team=True)
+    tr = trace([("b1", "b", 0, 8, 10.0, 8.0), ("b2", "b", 1, 8, 10.0, 8.0),
+                ("a1", "a", 2, 8, 10.0, 8.0)])
+    result = replay(sc, tr, SlurmReplayPolicy())
+    assert first_starts(tr, result) == {"b1": 0.0, "a1": 10.0, "b2": 20.0}
+    # FIFO (the order without fair share) would have started b2 at 10
+    assert tags(tr, result) == {"b1": {BUDGET}, "b2": {BUDGET}, "a1": {BUDGET}}
+
+
+class _OneReservation(SlurmReplayPolicy):
+    """Every plan holds one node of c1 for a over its first period (request r1).
+
+    Stands in for the reservation requests the replans will carry (gang jobs waiting);
+    the replay applies whatever reservations the plan has.
+    """
+
+    def _read_first_period(self, sim, body: dict, first: str) -> None:
+        end = (pd.Timestamp(first) + pd.Timedelta(hours=24)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        held = {"request_id": "r1", "project": "a", "cluster": "c1", "nodes": 1,
+                "start": first, "end": end}
+        super()._read_first_period(sim, {**body, "reservations": [held]}, first)
+
+
+def test_a_reservations_nodes_run_only_its_accounts_jobs():
+    # Two nodes; gp-r1 holds one (the highest numbered, node 1) for account a from 0 to
+    # 24 h. t=0: b's sixteen one-GPU jobs (4 h) can use node 0 only: eight start, eight
+    # wait although node 1 is idle. t=1: a's 8-GPU job (2 h) runs inside the reservation,
+    # on node 1, at once. At 4 b's first eight end and the other eight start on node 0.
+    sc = two_teams(nodes=2, days=3, budgets=(("a", 500.0), ("b", 500.0)))
+    rows = [(f"b{i:02d}", "b", 0, 1, 4.0, 0.0) for i in range(16)]
+    rows += [("a1", "a", 1, 8, 2.0, 2.0)]
+    tr = trace(rows)
+    result = replay(sc, tr, _OneReservation())
+    starts = first_starts(tr, result)
+    assert sorted(starts[f"b{i:02d}"] for i in range(16)) == [0.0] * 8 + [4.0] * 8
+    assert starts["a1"] == 1.0
+    nodes = {tr["job_id"].iat[s.job]: s.nodes for s in result.segments}
+    assert nodes["a1"] == (1,)
+    assert {nodes[f"b{i:02d}"] for i in range(16)} == {(0,)}
+    # without the reservation all sixteen start at once
+    free = replay(sc, tr, SlurmReplayPolicy())
+    assert sorted(first_starts(tr, free)[f"b{i:02d}"] for i in range(16)) == [0.0] * 16
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_path):
+    # The sample's plan, exported and applied to the fake Slurm: every budget QOS limit,
+    # account share, the exempt time and every reservation (account, node count, window)
+    # the script sets is what the replay applied from the same plan.
+    from tests.test_export_slurm import FakeSlurm
+
+    scenario = load_scenario("data/sample")
+    plan = plan_scenario(scenario, EIGHT).plan.body
+    first = plan["periods"][0]["start"]
+    clusters = [c["cluster"] for c in plan["clusters"]]
+    slurm = FakeSlurm(tmp_path, partitions=clusters)
+    held = slurm.apply(export_slurm(plan, scenario.org), now=first.rstrip("Z"))
+
+    trace_one = pd.DataFrame({
+        "job_id": ["j"], "project": [scenario.tree.leaves[0]], "cluster": [clusters[0]],
+        "submit": pd.Series([Q0], dtype="datetime64[ns, UTC]"), "gpus": [1],
+        "duration_hours": [1.0], "min_runtime_hours": [0.0], "resumable": [True]})
+    policy = SlurmReplayPolicy(EIGHT)
+    sim = Replay(scenario, trace_one, policy)
+    policy.prepare(sim)
+    sim.now = (pd.Timestamp(first) - scenario.config.quarter_start) / pd.Timedelta(hours=1)
+    policy._read_first_period(sim, plan, first)
+
+    state = slurm_state(plan, scenario.org)
+    assert len(state.budgets) == len(plan["budgets"]) > 0
+    for b in state.budgets:
+        minutes = int(held["qos"][qos_name(b.project)]["grptresmins"].split("=")[1])
+        p = sim.tree.leaf_index[b.project]
+        assert policy.limit_hours[p] * 60 == pytest.approx(minutes)
+        assert held["account"][account(b.project)]["defaultqos"] == qos_name(b.project)
+    for node in scenario.tree.ids:
+        share = int(held["account"][account(node)]["fairshare"])
+        assert policy.shares[scenario.tree.index[node]] == share
+    h, m, s = held["qos"]["gp-opportunistic"]["preemptexempttime"].split(":")
+    assert policy.exempt_hours * 3600 == int(h) * 3600 + int(m) * 60 + int(s) == 8 * 3600
+    assert held["qos"]["gp-opportunistic"]["priority"] == "0"
+    # reservations: the same ones, each on as many nodes, for the same account and window
+    assert state.reservations and set(held["reservation"]) == set(policy.nodes_of)
+    q0 = scenario.config.quarter_start
+    for r in state.reservations:
+        row = held["reservation"][r.name]
+        c, count, nodes = policy.nodes_of[r.name]
+        assert sim.cluster_ids[c] == row["PartitionName"]
+        assert count == len(nodes) == int(row["NodeCnt"])
+        assert row["Accounts"] == account(r.project)
+        start = (pd.Timestamp(r.start) - q0) / pd.Timedelta(hours=1)
+        end = (pd.Timestamp(r.end) - q0) / pd.Timedelta(hours=1)
+        assert (start, end, sim.tree.leaf_index[r.project], nodes) in policy.reserved[c]
+    # reservations overlapping in time never share a node
+    for held_c in policy.reserved:
+        for i, (a0, a1, _, na) in enumerate(held_c):
+            for b0, b1, _, nb in held_c[i + 1:]:
+                assert not (a0 < b1 and b0 < a1 and na & nb)
+    assert np.all(np.isnan(policy.limit_hours) == [p not in state.minutes()
+                                                   for p in sim.tree.leaves])
+    json.dumps(held)  # the fake's state is plain data
+
+
+def test_planner_slurm_on_the_command_line_protects_for_the_models_cap(tmp_path):
+    # `planner simulate --policy planner-slurm --model M`: U (b, unallocated, 8 GPUs, 30 h)
+    # takes the node at 0 under gp-opportunistic; A (a, allocated, 4 GPUs, limit 2 h:
+    # 8 GPU-hours of a's 100) queues at 1 under gp-a and requeues U once U's exempt time,
+    # the contract's protection of opportunistic work, min(min_runtime_cap_hours,
+    # fill_slice_hours), has passed: at 1 h with the bundled models (their 1 h fill slice
+    # binds); with the slice widened to 24 h, the cap: at 8 h from the default model, 4 h
+    # from strict-budgets.
+    from planner.cli import main
+    from tests.test_simulate_cli import HEADER, two_team_folder
+
+    folder = two_team_folder(tmp_path / "sc")
+    trace = tmp_path / "trace.csv"
+    trace.write_text(HEADER + "U,b,c1,2026-10-01T00:00:00Z,8,30,0,true\n"
+                              "A,a,c1,2026-10-01T01:00:00Z,4,2,1,true\n")
+    models = {"default": "default"}
+    for name in ("default", "strict-budgets"):
+        bundled = (Path(planner.__file__).parent / "models" / f"{name}.toml").read_text()
+        assert bundled.count("fill_slice_hours = 1.0") == 1
+        wide = tmp_path / f"{name}-wide-slice.toml"
+        wide.write_text(bundled.replace("fill_slice_hours = 1.0", "fill_slice_hours = 24.0"))
+        models[f"{name}-wide-slice"] = str(wide)
+    starts = {}
+    for label, model in models.items():
+        out = tmp_path / label
+        assert main(["simulate", str(folder), "--trace", str(trace), "--policy",
+                     "planner-slurm", "--model", model, "--out", str(out)]) == 0
+        jobs = (out / "planner-slurm-jobs.csv").read_text().splitlines()
+        starts[label] = next(line.split(",")[5] for line in jobs if line.startswith("A,"))
+    assert starts == {"default": "2026-10-01T01:00:00Z",
+                      "default-wide-slice": "2026-10-01T08:00:00Z",
+                      "strict-budgets-wide-slice": "2026-10-01T04:00:00Z"}
