@@ -785,8 +785,9 @@ def test_a_sites_own_reservation_named_like_a_request_is_never_touched(tmp_path)
                                              (0.5, "00:30:00"), (36.0, "1-12:00:00"),
                                              (0.0, "00:00:00")])
 def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, shown):
-    # PreemptExemptTime (Slurm's [D-]HH:MM:SS) is the plan's min_runtime_cap_hours: 4 h under
-    # strict-budgets, 8 h by default; the guard reads it back in the same form
+    # PreemptExemptTime (Slurm's [D-]HH:MM:SS) is the plan's min_runtime_cap_hours when its
+    # contract has no fill slice (a plan written before it); the guard reads it back in the
+    # same form
     plan = plan_copy()
     plan["contract"]["min_runtime_cap_hours"] = cap
     line = next(line for line in commands(export_slurm(plan, ORG))
@@ -794,3 +795,20 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, sho
     assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
     assert f"grep -qx '0|requeue|0.000000|{shown}'" in line
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap
+
+
+@pytest.mark.parametrize(("cap", "fill_slice", "shown"), [
+    (8.0, 1.0, "01:00:00"), (4.0, 1.0, "01:00:00"), (4.0, 12.0, "04:00:00"),
+    (8.0, 0.25, "00:15:00")])
+def test_gp_opportunistic_is_exempt_for_the_contracts_fill_slice_under_its_cap(
+        cap, fill_slice, shown):
+    # with a fill slice, work beyond its grant is protected for min(cap, slice) (the
+    # contract's preemptible_protection): the bundled models' 1 h under an 8 h or 4 h cap;
+    # a slice longer than the cap gives the cap
+    plan = plan_copy()
+    plan["contract"]["min_runtime_cap_hours"] = cap
+    plan["contract"]["fill_slice_hours"] = fill_slice
+    line = next(line for line in commands(export_slurm(plan, ORG))
+                if "modify qos gp-opportunistic" in line)
+    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
+    assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == min(cap, fill_slice)
