@@ -219,7 +219,7 @@ def test_model_file_with_nan_inf_or_a_gap_of_7_is_refused(tmp_path: Path, capsys
     assert_refused(["run", str(write_scenario(tmp_path / "sc")), "--out", str(out),
                     "--model", str(model)], out, capsys,
                    "m.toml, column mip_gap", "m.toml, row 19, column half_life_days",
-                   "m.toml, row 27, column time_limit_seconds")
+                   "m.toml, row 28, column time_limit_seconds")
 
 
 SPECIAL_KINDS = ["folder", "fifo", "dangling link", "/dev/null"]
