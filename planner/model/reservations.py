@@ -27,7 +27,7 @@ L_r periods with n_r integral nodes.
 Decomposition (:func:`independent_parts`). A reservation uses one cluster, so (R1)
 couples only requests on the same cluster; across clusters, only a project's budget
 row (R2) couples them, and only when it can bind (Σ c_r > H_p; a row that cannot bind
-is left out). Clusters joined by binding budget rows form one part; parts share no row
+is left free). Clusters joined by binding budget rows form one part; parts share no row
 and the objective is a sum over requests, so the parts are solved one after the other
 as separate MIPs and nothing is lost: the whole problem's optimum is the sum of the
 parts' optima, the sum of their objectives is a placement's value, and the sum of
