@@ -243,3 +243,30 @@ def test_planner_slurm_on_the_command_line_protects_for_the_models_cap(tmp_path)
     assert starts == {"default": "2026-10-01T01:00:00Z",
                       "default-wide-slice": "2026-10-01T08:00:00Z",
                       "strict-budgets-wide-slice": "2026-10-01T04:00:00Z"}
+
+
+def test_planned_reservations_become_slurm_reservations_not_engine_holds():
+    # A plan placing a reservation for a's waiting 8-GPU job G: the Slurm replay holds the
+    # node as a Slurm reservation for a's account (its own bookkeeping), and makes no
+    # engine hold (the planner executor's drain is not what Slurm does; an engine hold
+    # that nothing starts would keep the node idle until its end).
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    tr = trace([("G", "a", 0, 8, 5.0, 1.0)])
+    policy = SlurmReplayPolicy(EIGHT)
+    sim = Replay(sc, tr, policy)
+    policy.prepare(sim)
+    policy.request_job = {"G": 0}
+    body = {"reservations": [{"request_id": "G", "project": "a", "cluster": "c1", "nodes": 1,
+                              "start": "2026-10-01T00:00:00Z",
+                              "end": "2026-10-01T08:00:00Z"}]}
+    policy.hold_reservations(sim, body)
+    assert sim.holds == {}
+    # the same call on the planner executor holds the node for G
+    planner = PlannerPolicy(EIGHT)
+    sim2 = Replay(sc, tr, planner)
+    planner.prepare(sim2)
+    planner.request_job = {"G": 0}
+    sim2._enqueue(0)  # G submitted: waiting at 0
+    assert sim2.is_waiting(0)
+    planner.hold_reservations(sim2, body)
+    assert [h.job for h in sim2.holds.values()] == [0]

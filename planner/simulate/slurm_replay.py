@@ -145,6 +145,15 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._apply_reservations(sim, state.reservations)
         self.state = state
 
+    def hold_reservations(self, sim, body: dict) -> None:
+        """No engine holds: the plan's reservations are Slurm reservations here.
+
+        :meth:`_read_first_period` applied them (``_apply_reservations``) as the script
+        would; the ``planner`` executor's holds and drains are not what Slurm does, and
+        this policy's :meth:`schedule` never starts a held job, so a hold would only keep
+        its nodes idle.
+        """
+
     def _reclass(self, sim) -> None:
         """Nothing: a running job keeps the QOS it started under."""
 
