@@ -472,8 +472,3 @@ class PlannerPolicy(AdmissionPolicy):
     def fill_tag_of(self, sim, job: int) -> str:
         """Fill for allocated work, unallocated otherwise."""
         return FILL if sim.jobs.allocated[job] else UNALLOCATED
-
-
-def _outstanding_jobs(sim) -> list[int]:
-    """Waiting and running jobs, in job order (:meth:`Replay.outstanding_jobs`)."""
-    return sim.outstanding_jobs()
