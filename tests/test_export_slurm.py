@@ -388,6 +388,16 @@ def future_plan() -> dict:
     return shifted(PLAN, pd.Timestamp.now(tz="UTC").floor("D") + pd.Timedelta(days=2))
 
 
+def replanned(plan: dict) -> dict:
+    """A replan of ``plan``: r1 dropped, r2 moved a day later, p1 has used 300 NGH."""
+    moved = copy.deepcopy(plan)
+    r2 = moved["reservations"][1]
+    moved["reservations"] = [r2 | {"start": r2["end"], "end": _stamp(
+        pd.Timestamp(r2["end"]) + pd.Timedelta(days=1))}]
+    moved["budgets"][0]["used"] = 300.0
+    return moved
+
+
 def slurm_time(stamp: str) -> str:
     """How scontrol prints a plan time (UTC, as the test runs with TZ=UTC)."""
     return stamp.rstrip("Z")
@@ -506,18 +516,15 @@ def test_real_slurm_follows_a_replan(real_slurm):
     real_slurm.bash(export_slurm(plan, ORG))  # converges whatever ran before
     before = real_slurm.state()
     # replan: r1 dropped, r2 moved a day later, p1 has used 300 NGH
-    moved = copy.deepcopy(plan)
-    r2 = moved["reservations"][1]
-    moved["reservations"] = [r2 | {"start": r2["end"], "end": _stamp(
-        pd.Timestamp(r2["end"]) + pd.Timedelta(days=1))}]
-    moved["budgets"][0]["used"] = 300.0
+    moved = replanned(plan)
     script = export_slurm(moved, ORG, previous=plan)
     assert "sacctmgr -n show account" not in script  # accounts untouched by a replan
     real_slurm.bash(script)
     after = real_slurm.state()
     assert_slurm_holds(real_slurm, moved, after)
     assert set(after["reservations"]) == {"gp-r2"}
-    assert after["reservations"]["gp-r2"]["StartTime"] == slurm_time(r2["end"])
+    moved_start = slurm_time(moved["reservations"][0]["start"])  # r2's old end
+    assert after["reservations"]["gp-r2"]["StartTime"] == moved_start
     # p1 without r1: 1700 NGH left, all planned on c1 at rate 1 -> 102000 GPU-minutes
     assert {q["name"]: q["grptresmins"] for q in after["qos"]}["gp-p1"] == "gres/gpu=102000"
     assert (after["accounts"], after["assocs"], after["sshare"]) == \
@@ -708,17 +715,13 @@ def test_real_slurm_dry_run_lists_the_changes_and_makes_none(real_slurm):
     assert real_slurm.run("bash", "-s", "--", "--dry-run", stdin=export_slurm(plan, ORG),
                           timeout=120).stdout == ""
     # a replan: r2 a day later, r1 dropped, p1 has used 300 NGH
-    moved = copy.deepcopy(plan)
-    r2 = moved["reservations"][1]
-    moved["reservations"] = [r2 | {"start": r2["end"], "end": _stamp(
-        pd.Timestamp(r2["end"]) + pd.Timedelta(days=1))}]
-    moved["budgets"][0]["used"] = 300.0
+    moved = replanned(plan)
     script = export_slurm(moved, ORG, previous=plan)
     done = real_slurm.run("bash", "-s", "--", "--dry-run", stdin=script, timeout=120)
     assert real_slurm.state() == before  # nothing changed
     printed = done.stdout.splitlines()
     assert all(line.startswith("would run: ") for line in printed), printed
-    start = slurm_time(r2["end"])
+    start = slurm_time(moved["reservations"][0]["start"])
     assert f"would run: scontrol update ReservationName=gp-r2 StartTime={start} " \
            "Duration=1-00:00:00 Accounts=p2 NodeCnt=1" in printed
     assert "would run: scontrol delete ReservationName=gp-r1" in printed
