@@ -144,10 +144,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="scenario folder or .xlsx workbook (default: data/philly if "
                                "present, else the bundled sample)")
     simulate.add_argument("--trace", required=True, help="the trace CSV")
-    simulate.add_argument("--policy", default="priority,fairtree,quota,lookback,planner",
-                          help="comma-separated policies (default: the five above; "
-                               "planner-kueue, the plan replayed through its Kueue export, "
-                               "on request)")
+    simulate.add_argument("--policy", default=None,
+                          help="comma-separated policies (default: all seven: priority, "
+                               "fairtree, quota, lookback, planner, planner-kueue, "
+                               "planner-slurm)")
     simulate.add_argument("--out", required=True, help="output folder")
     simulate.add_argument("--model", default="default",
                           help="planning model of the planner policy: a name in models/ or a "
@@ -449,10 +449,16 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.plan.write import write_files
-    from planner.simulate.run import output_files, parse_policies, simulate, table_rows
+    from planner.simulate.run import (
+        POLICY_NAMES,
+        output_files,
+        parse_policies,
+        simulate,
+        table_rows,
+    )
     from planner.simulate.trace import read_trace
 
-    names = parse_policies(args.policy)
+    names = list(POLICY_NAMES) if args.policy is None else parse_policies(args.policy)
     model = load_model(args.model)
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))

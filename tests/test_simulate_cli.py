@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from planner.cli import main
 
 PHILLY = Path(__file__).resolve().parent.parent / "data" / "philly"
@@ -170,3 +172,25 @@ def test_simulate_unknown_model_exits_2_and_writes_nothing(tmp_path, capsys):
                  "--model", "no-such-model", "--out", str(out)]) == 2
     assert "no such planning model" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_simulate_without_policy_replays_all_seven_and_the_help_names_them(tmp_path, capsys,
+                                                                          monkeypatch):
+    from planner.simulate.run import POLICY_NAMES
+
+    scenario = short_quarter(tmp_path)
+    trace = write_trace(tmp_path, JOBS)
+    assert main(["simulate", str(scenario), "--trace", str(trace),
+                 "--out", str(tmp_path / "all")]) == 0
+    body = json.loads((tmp_path / "all" / "metrics.json").read_text())
+    assert sorted(body["policies"]) == sorted(POLICY_NAMES) and len(POLICY_NAMES) == 7
+    for figures in body["policies"].values():
+        assert figures["jobs"] == 5
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "400")  # argparse would break a name at its hyphen
+    with pytest.raises(SystemExit) as stop:
+        main(["simulate", "--help"])
+    assert stop.value.code == 0
+    helptext = " ".join(capsys.readouterr().out.split())
+    for name in POLICY_NAMES:
+        assert name in helptext
