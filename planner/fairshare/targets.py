@@ -63,24 +63,28 @@ def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
     n_past = past_usage.shape[1]
     # usage by period on one axis: the H past periods, then the T planning periods
     usage = np.concatenate([past_usage, planned_usage], axis=1)
-    targets = np.zeros(demand.shape)
+    # one (P, K) block a period, contiguous: slicing [:, :, t] of a (P, K, T) array would
+    # gather with a stride of T over the whole array each period (free when ``demand`` is
+    # already a (P, K, T) view of a (T, P, K) array, as the planner passes it)
+    by_period = np.ascontiguousarray(np.moveaxis(demand, 2, 0))
+    targets = np.zeros((n_periods, n_projects, n_clusters))
     for t in range(n_periods):
         now = n_past + t
         omega = lookback.weights(usage_ages(t, n_past, positions))
         seen = np.flatnonzero(omega)
         offset = usage[:, seen] @ omega[seen]  # (1)
-        capped = np.minimum(demand[:, :, t], remaining[:, None])  # (2)
+        capped = np.minimum(by_period[t], remaining[:, None])  # (2)
         grant = hierarchical_water_fill(tree, available[:, t], capped, offset)  # (3)
         spent = grant.sum(axis=1)
         over = np.flatnonzero(spent > remaining)
         if over.size:  # (4)
             grant[over] *= (remaining[over] / spent[over])[:, None]
             spent[over] = grant[over].sum(axis=1)
-        targets[:, :, t] = grant
+        targets[t] = grant
         usage[:, now] += spent
         # (5); the floor only absorbs rounding of (4): spent ≤ remaining up to an ulp
         remaining = np.maximum(remaining - spent, 0.0)
-    return targets
+    return np.moveaxis(targets, 0, 2)
 
 
 def usage_ages(t: int, n_past: int, positions: np.ndarray | None) -> np.ndarray:

@@ -76,10 +76,23 @@ def elastic_inputs(problem: Problem, placed: dict[str, int]
     headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
     rate = problem.rate
     targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
-                                     problem.dem * rate[None, :, None], headroom,
+                                     demand_ngh_by_period(problem), headroom,
                                      problem.past, reserved_ngh, problem.lookback,
                                      problem.positions)
-    return available, headroom, targets_ngh / rate[None, :, None]
+    targets_ngh /= rate[None, :, None]  # in place: its own array, now in GPU-hours
+    return available, headroom, targets_ngh
+
+
+def demand_ngh_by_period(problem: Problem) -> np.ndarray:
+    """d_pkt · r_k as a (P, K, T) view of a (T, P, K) array, each period's block contiguous.
+
+    :func:`fair_share_targets` reads one period at a time; a (P, K, T) array would make
+    each read a stride-|T| gather over the whole array.
+    """
+    n_projects, n_clusters, n_periods = problem.shape
+    out = np.empty((n_periods, n_projects, n_clusters))
+    np.multiply(np.moveaxis(problem.dem, 2, 0), problem.rate, out=out)
+    return np.moveaxis(out, 0, 2)
 
 
 def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = None) -> Solution:
@@ -161,7 +174,16 @@ def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroo
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
-    """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6)."""
-    out = np.round(values, 6)
-    out[np.abs(out) < 1e-6] = 0.0
+    """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6).
+
+    In place (``values`` is this stage's own array): a fresh (P, K, T) array costs a page
+    fault a 4 kB page, seconds at 28×. Only the entries that are not +0.0 are touched
+    (under 1 % of the array has demand): the same numbers as rounding the whole array.
+    """
+    out = values
+    flat = out.reshape(-1)
+    written = np.flatnonzero((flat != 0.0) | np.signbit(flat))
+    kept = np.round(flat[written], 6)
+    kept[np.abs(kept) < 1e-6] = 0.0
+    flat[written] = kept
     return out

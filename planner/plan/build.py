@@ -105,10 +105,22 @@ def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
     return out
 
 
+def _ngh_by_project(values: np.ndarray, rate: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """Σ_{k,t} values[p, k, t] · r_k per project, ``chunk`` projects at a time.
+
+    Each project's sum is the one ``(values * rate).sum(axis=(1, 2))`` gives, bit for bit
+    (its own contiguous (K, T) block, reduced alike); the chunks only spare a temporary
+    the size of the whole (P, K, T) array.
+    """
+    out = np.empty(values.shape[0])
+    for lo in range(0, values.shape[0], chunk):
+        out[lo:lo + chunk] = (values[lo:lo + chunk] * rate[None, :, None]).sum(axis=(1, 2))
+    return out
+
+
 def _budgets(problem: Problem, solution: Solution) -> list[dict]:
-    rate = problem.rate[None, :, None]
-    elastic = (solution.guaranteed * rate).sum(axis=(1, 2))
-    opportunistic = (solution.opportunistic * rate).sum(axis=(1, 2))
+    elastic = _ngh_by_project(solution.guaranteed, problem.rate)
+    opportunistic = _ngh_by_project(solution.opportunistic, problem.rate)
     reserved = reserved_load(problem, solution.reservation_start)[1].sum(axis=1)
     return [{"project": name, "budget": num(problem.budget[p]), "used": num(problem.used[p]),
              "planned": num(elastic[p] + reserved[p]), "planned_reserved": num(reserved[p]),
