@@ -59,7 +59,7 @@ import numpy as np
 from planner.model.backends import solve_matrix
 from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
-from planner.model.result import SolverStatus, StageResult
+from planner.model.result import CellValues, SolverStatus, StageResult
 
 
 @dataclass
@@ -225,7 +225,8 @@ def add_budget(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> n
     return projects
 
 
-def add_fair_share(lp: LpBuilder, problem: Problem, e, g, targets: np.ndarray) -> None:
+def add_fair_share(lp: LpBuilder, problem: Problem, e, g,
+                   targets: CellValues | np.ndarray) -> None:
     """(F) Shortfall below the hierarchical fair-share target is penalised."""
     tau = targets[e]
     has = np.nonzero(tau > 1e-9)[0]
@@ -284,7 +285,7 @@ def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
 
 
 def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.ndarray,
-                        targets: np.ndarray, e=None) -> ElasticModel:
+                        targets: CellValues | np.ndarray, e=None) -> ElasticModel:
     """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours).
 
     ``e``: the triples to model (one group of :func:`split_triples`); default all of E.

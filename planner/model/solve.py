@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from planner.errors import SolverError
-from planner.fairshare.targets import fair_share_targets
+from planner.fairshare.targets import fair_share_targets_at
 from planner.model.elastic import (
     ElasticModel,
     build_elastic_model,
@@ -33,7 +33,7 @@ from planner.model.reservations import (
     fixed_nodes,
     solve_reservation_model,
 )
-from planner.model.result import Solution, SolverStatus, StageResult, relative_gap
+from planner.model.result import CellValues, Solution, SolverStatus, StageResult, relative_gap
 
 
 def reserved_load(problem: Problem, placed: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,35 +64,24 @@ def budget_headroom(problem: Problem) -> np.ndarray:
 
 
 def elastic_inputs(problem: Problem, placed: dict[str, int]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, CellValues]:
     """What stage 2 needs once reservations are placed: A_kt, H_p and the targets τ.
 
     A_kt is the capacity reservations (kept and placed) leave, in GPU-hours; H_p what
     usage and all reservations leave of the budget (NGH); τ the fair-share targets in
-    GPU-hours (computed in NGH, then divided by the cluster's rate).
+    GPU-hours (computed in NGH, then divided by the cluster's rate), kept at the cells
+    with demand only (zero elsewhere): no (P, K, T) array is made for them.
     """
     reserved_gpu_hours, reserved_ngh = reserved_load(problem, placed)
     available = np.maximum(problem.cap - reserved_gpu_hours, 0.0)
     headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
     rate = problem.rate
-    targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
-                                     demand_ngh_by_period(problem), headroom,
-                                     problem.past, reserved_ngh, problem.lookback,
-                                     problem.positions)
-    targets_ngh /= rate[None, :, None]  # in place: its own array, now in GPU-hours
-    return available, headroom, targets_ngh
-
-
-def demand_ngh_by_period(problem: Problem) -> np.ndarray:
-    """d_pkt · r_k as a (P, K, T) view of a (T, P, K) array, each period's block contiguous.
-
-    :func:`fair_share_targets` reads one period at a time; a (P, K, T) array would make
-    each read a stride-|T| gather over the whole array.
-    """
-    n_projects, n_clusters, n_periods = problem.shape
-    out = np.empty((n_periods, n_projects, n_clusters))
-    np.multiply(np.moveaxis(problem.dem, 2, 0), problem.rate, out=out)
-    return np.moveaxis(out, 0, 2)
+    e = elastic_triples(problem)
+    targets_ngh = fair_share_targets_at(problem.tree, available * rate[:, None], e,
+                                        problem.dem[e] * rate[e[1]], problem.shape, headroom,
+                                        problem.past, reserved_ngh, problem.lookback,
+                                        problem.positions)
+    return available, headroom, CellValues.at(problem.shape, e, targets_ngh / rate[e[1]])
 
 
 def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = None) -> Solution:
@@ -143,7 +132,7 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
 
 
 def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
-                  targets: np.ndarray, deadline: float
+                  targets: CellValues, deadline: float
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult, float]:
     """One LP a group of clusters (they share no row), built and solved one after another.
 
