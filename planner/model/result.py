@@ -144,6 +144,10 @@ class CellValues:
             out[found] = self.values[slot[found]] if out.ndim else self.values[slot]
         return float(out) if out.ndim == 0 else out
 
+    def sum(self) -> float:
+        """Σ of every value (the dense array's sum, up to rounding)."""
+        return float(self.values.sum())
+
     def __array__(self, dtype=None, copy=None) -> np.ndarray:  # noqa: ARG002 (numpy's protocol)
         dense = np.zeros(self.shape, dtype=dtype or np.float64)
         dense.reshape(-1)[self.codes] = self.values
@@ -155,8 +159,8 @@ class Solution:
     """The solved plan in arrays, before it is written out."""
 
     reservation_start: dict[str, int]  # request_id → start period of placed requests
-    guaranteed: np.ndarray  # (P, K, T) GPU-hours
-    opportunistic: np.ndarray  # (P, K, T) GPU-hours
+    guaranteed: CellValues  # (P, K, T) GPU-hours, kept at the cells with demand
+    opportunistic: CellValues  # (P, K, T) GPU-hours, kept at the cells with demand
     targets: CellValues | np.ndarray  # (P, K, T) fair-share targets, GPU-hours
     budget_dual: np.ndarray  # (P,) objective value of one more NGH of budget
     stages: tuple[StageResult, ...]

@@ -116,58 +116,77 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
         remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
         guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
                                                                        remaining)
+        cells = elastic_model.e
     else:
         build += time.perf_counter() - tick
         if on_built is not None:  # the whole LP, as written by --write-model
             on_built(build_elastic_model(problem, available, elastic_headroom, targets))
-        guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
+        cells, guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
             problem, groups, available, elastic_headroom, targets,
             started + opts.time_limit_seconds)
         build += group_build
     if stage2.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {stage2.status}; no plan written")
     total = time.perf_counter() - started
-    return Solution(placed, _clean(guaranteed), _clean(opportunistic), targets, duals,
+    return Solution(placed, _cell_values(problem, cells, guaranteed),
+                    _cell_values(problem, cells, opportunistic), targets, duals,
                     (stage1, stage2), build, total - build)
+
+
+def _cell_values(problem: Problem, cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 values: np.ndarray) -> CellValues:
+    """The grants at ``cells`` (any order, each once), cleaned, as (P, K, T) cell values."""
+    codes = np.ravel_multi_index(cells, problem.shape)
+    order = np.argsort(codes, kind="stable")
+    return CellValues(problem.shape, codes[order], _clean(values[order]))
 
 
 def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
                   targets: CellValues, deadline: float
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult, float]:
+                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray,
+                             np.ndarray, StageResult, float]:
     """One LP a group of clusters (they share no row), built and solved one after another.
 
     The stage's objective and bound are the sums of the groups' as each solver reported
     them, its gap :func:`relative_gap` of those sums, its status the worst group's (the
-    first that is not optimal stops the others: no plan is written then). Returns g, o,
-    duals, the outcome and the seconds spent building.
+    first that is not optimal stops the others: no plan is written then). Returns the
+    triples solved (the groups' one after another), g and o at them, the budget duals,
+    the outcome and the seconds spent building.
     """
-    shape = problem.shape
-    into = (np.zeros(shape), np.zeros(shape), np.zeros(shape[0]))
+    duals = np.zeros(problem.shape[0])
+    cells: list[tuple[np.ndarray, ...]] = []
+    grants: list[tuple[np.ndarray, np.ndarray]] = []
     objective = bound = seconds = build = 0.0
     stage = None
     for e in groups:
         tick = time.perf_counter()
         model = build_elastic_model(problem, available, headroom, targets, e)
         build += time.perf_counter() - tick
-        _, _, _, stage = solve_elastic_model(model, problem,
-                                             max(1.0, deadline - time.perf_counter()), into)
+        g, o, _, stage = solve_elastic_model(model, problem,
+                                             max(1.0, deadline - time.perf_counter()), duals)
+        cells.append(model.e)
+        grants.append((g, o))
         seconds += stage.seconds
         if stage.status is not SolverStatus.OPTIMAL:
-            return (*into, replace(stage, seconds=seconds), build)
+            break
         objective += stage.objective
         bound += stage.bound
     assert stage is not None
+    solved = tuple(np.concatenate([e[i] for e in cells]) for i in range(3))
+    g, o = (np.concatenate([pair[i] for pair in grants]) for i in range(2))
+    if stage.status is not SolverStatus.OPTIMAL:
+        return solved, g, o, duals, replace(stage, seconds=seconds), build
     gap = relative_gap(objective, bound)
-    return (*into, StageResult(stage.solver, SolverStatus.OPTIMAL, objective, bound, gap,
-                               seconds), build)
+    return solved, g, o, duals, StageResult(stage.solver, SolverStatus.OPTIMAL, objective,
+                                            bound, gap, seconds), build
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
     """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6).
 
-    In place (``values`` is this stage's own array): a fresh (P, K, T) array costs a page
-    fault a 4 kB page, seconds at 28×. Only the entries that are not +0.0 are touched
-    (under 1 % of the array has demand): the same numbers as rounding the whole array.
+    In place (``values`` is this stage's own array). Only the entries that are not +0.0
+    are touched: on a mostly-zero array, the same numbers as rounding it whole, without
+    its dense passes.
     """
     out = values
     flat = out.reshape(-1)
