@@ -1,8 +1,8 @@
-"""The planner's array shortcuts give the numbers of the plain dense code they replace.
+"""The planner's speed shortcuts give the numbers of the plain code they replace.
 
-Each shortcut (cells with demand instead of (P, K, T) arrays, sums in chunks, demand by
-``np.bincount``) is compared bit for bit with the dense expression it replaced, kept
-here as the reference, on small hand cases and on random arrays.
+Each shortcut (cells with demand instead of (P, K, T) arrays, sums in chunks, the
+elastic LP's groups solved on two threads) is compared bit for bit with the code it
+replaced, kept here as the reference, on small hand cases and on random arrays.
 """
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.config import load_model
+from planner.inputs.load import load_scenario
+from planner.model.elastic import elastic_triples, split_triples
+from planner.model.problem import build_problem
+from planner.model.reservations import build_reservation_model, solve_reservation_model
 from planner.model.result import CellValues
-from planner.model.solve import _clean
+from planner.model.solve import _clean, _solve_groups, budget_headroom, elastic_inputs
+from planner.paths import SAMPLE
 from planner.plan.build import _ngh_by_project
 
 PROPERTY = settings(deadline=None, max_examples=100,
@@ -116,3 +122,30 @@ def test_ngh_by_project_is_the_dense_sum_bit_for_bit(values, chunk):
     rate = np.linspace(0.3, 1.7, values.shape[1])
     expected = (values * rate[None, :, None]).sum(axis=(1, 2))
     np.testing.assert_array_equal(_ngh_by_project(as_cells(values), rate, chunk), expected)
+
+
+# ------------------------------------------------------------------------------ LP groups
+
+def test_groups_solved_on_two_threads_are_the_groups_solved_one_by_one():
+    # solving the groups' LPs two at a time must give the very same grants, duals and
+    # outcome as one after another. The sample's clusters form one group, so its triples
+    # are cut per cluster here: each block is still an LP of its own (its rows restricted
+    # to the block), which is all the comparison needs
+    problem = build_problem(load_scenario(SAMPLE), load_model("default"))
+    placed, _ = solve_reservation_model(build_reservation_model(problem,
+                                                                budget_headroom(problem)),
+                                        30, 0.005, problem.model.solver.threads, 0)
+    available, headroom, targets = elastic_inputs(problem, placed)
+    e = elastic_triples(problem)
+    assert len(split_triples(problem, e)) == 1
+    groups = [tuple(index[e[1] == k] for index in e) for k in np.unique(e[1])]
+    assert len(groups) > 2
+    one = _solve_groups(problem, groups, available, headroom, targets, 1e18, workers=1)
+    two = _solve_groups(problem, groups, available, headroom, targets, 1e18, workers=2)
+    for got, expected in zip(two[0], one[0], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    for got, expected in zip(two[1:4], one[1:4], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert two[1].any()  # something was granted
+    assert (two[4].status, two[4].objective, two[4].bound) == (
+        one[4].status, one[4].objective, one[4].bound)
