@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import numpy as np
@@ -181,6 +181,10 @@ def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroo
             model = build_elastic_model(problem, available, headroom, targets, e)
             build += time.perf_counter() - tick
             pending.append((model.e, pool.submit(solve_one, model)))
+            del model  # the queue holds it until solved: at most ``workers`` more wait
+            running = [future for _, future in pending if not future.done()]
+            if len(running) > workers:
+                wait(running, return_when=FIRST_COMPLETED)
         for e, future in pending:
             g, o, _, stage = future.result()
             cells.append(e)
