@@ -1,13 +1,18 @@
 """One planning run in its own process, timed by phase; prints a JSON line.
 
-    python benchmarks/one_run.py SCENARIO [MODEL] [LP_SOLVER]
+    python benchmarks/one_run.py SCENARIO [MODEL] [LP_SOLVER] [--as-of DATE]
+                                 [--time-limit SECONDS]
 
 Used by bench.py and solvers_bench.py so that each run's peak memory is its own
-(ru_maxrss of this process).
+(ru_maxrss of this process). ``cpu_s`` is the process's user + system CPU seconds
+(HiGHS's threads included), which a loaded machine inflates less than wall time.
+``--as-of`` plans from another date (``--as-of`` of ``planner run``; the quarter's
+start plans the full quarter), ``--time-limit`` overrides the model's.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import sys
@@ -18,16 +23,21 @@ from pathlib import Path
 
 from planner.config import load_model
 from planner.inputs.load import load_scenario
-from planner.run import plan_scenario, write_outputs
+from planner.run import parse_as_of, plan_scenario, write_outputs
 
 
-def main(scenario: str, model: str, lp_solver: str | None = None) -> None:
-    """Plan ``scenario`` and report phase times, gap and peak memory."""
+def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | None = None,
+         time_limit: float | None = None) -> None:
+    """Plan ``scenario`` and report phase times, CPU seconds, gap and peak memory."""
     config = load_model(model)
     if lp_solver:
         config = replace(config, solver=replace(config.solver, lp_solver=lp_solver))
+    if time_limit:
+        config = replace(config, solver=replace(config.solver, time_limit_seconds=time_limit))
     started = time.perf_counter()
     sc = load_scenario(scenario)
+    if as_of:
+        sc = sc.with_as_of(parse_as_of(as_of, sc))
     loaded = time.perf_counter()
     run = plan_scenario(sc, config)
     planned = time.perf_counter()
@@ -35,6 +45,7 @@ def main(scenario: str, model: str, lp_solver: str | None = None) -> None:
         write_outputs(run, Path(out))
     done = time.perf_counter()
     s = run.solution
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({
         "load_s": loaded - started, "build_s": s.build_seconds, "solve_s": s.solve_seconds,
         "check_s": planned - loaded - s.build_seconds - s.solve_seconds,
@@ -42,7 +53,9 @@ def main(scenario: str, model: str, lp_solver: str | None = None) -> None:
         "status": str(s.status), "gap": s.mip_gap,
         "stages": [{"name": x.solver, "seconds": x.seconds, "gap": x.gap, "status": str(x.status),
                     "objective": x.objective} for x in s.stages],
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
+        "sys_s": usage.ru_stime, "as_of": str(sc.config.as_of.date()),
+        "peak_mb": usage.ru_maxrss / 1024,
         "projects": len(run.problem.projects), "clusters": len(run.problem.clusters),
         "periods": len(run.problem.hours), "requests": len(run.problem.requests),
         "allocations": len(run.plan.allocations),
@@ -51,5 +64,11 @@ def main(scenario: str, model: str, lp_solver: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "default",
-         sys.argv[3] if len(sys.argv) > 3 else None)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario")
+    parser.add_argument("model", nargs="?", default="default")
+    parser.add_argument("lp_solver", nargs="?", default=None)
+    parser.add_argument("--as-of", dest="as_of", default=None)
+    parser.add_argument("--time-limit", dest="time_limit", type=float, default=None)
+    args = parser.parse_args(sys.argv[1:])
+    main(args.scenario, args.model, args.lp_solver, args.as_of, args.time_limit)

@@ -12,6 +12,7 @@ from planner.fairshare import (
     Lookback,
     OrgTree,
     fair_share_targets,
+    fair_share_targets_at,
     hierarchical_water_fill,
     water_fill,
 )
@@ -602,3 +603,40 @@ def test_targets_in_the_simple_case_are_the_hierarchical_water_filling(instance)
                              Lookback(window_periods=4))
     np.testing.assert_allclose(got[:, :, 0], hierarchical_water_fill(tree, capacity, demand),
                                rtol=0, atol=EXACT)
+
+
+# ---------------------------------------------------------------------------------------
+# Targets at the cells with demand only (what the planner computes; no (P, K, T) array)
+# ---------------------------------------------------------------------------------------
+
+def test_targets_at_cells_by_hand():
+    # the budget case above read at its six cells with demand, in (p, k, t) order:
+    # p1 c0 t0 = 30, p1 c0 t1 = 0 (p1's budget is spent in t0), p1 c1 t0 = 30,
+    # p1 c1 t1 = 0, p2 c0 t0 = 50, p2 c0 t1 = 70
+    tree = org(TWO_TEAMS)
+    demand = np.zeros((2, 2, 2))
+    demand[0] = 50.0
+    demand[1, 0] = 70.0
+    cells = np.nonzero(demand > 0)
+    got = fair_share_targets_at(tree, np.full((2, 2), 100.0), cells, demand[cells],
+                                demand.shape, np.array([60.0, BIG]), *no_usage(tree, 2),
+                                Lookback.none())
+    np.testing.assert_allclose(got, [30.0, 0.0, 30.0, 0.0, 50.0, 70.0], rtol=0, atol=EXACT)
+    with pytest.raises(ValueError):
+        fair_share_targets_at(tree, np.full((2, 2), 100.0), cells, demand[cells][:-1],
+                              demand.shape, np.array([60.0, BIG]), *no_usage(tree, 2),
+                              Lookback.none())
+
+
+@PROPERTY
+@given(target_instances(), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.5, 0.9]))
+def test_targets_at_cells_are_the_dense_targets_bit_for_bit(instance, seed, sparsity):
+    # the planner's sparse path must give the LP the very numbers the dense function gives
+    tree, available, demand, headroom, past, planned, lookback = instance
+    demand = demand * (np.random.default_rng(seed).random(demand.shape) >= sparsity)
+    dense = fair_share_targets(tree, available, demand, headroom, past, planned, lookback)
+    cells = np.nonzero(demand > 0)
+    got = fair_share_targets_at(tree, available, cells, demand[cells], demand.shape, headroom,
+                                past, planned, lookback)
+    np.testing.assert_array_equal(got, dense[cells])
+    assert not dense[demand == 0].any()  # nothing is lost outside the cells

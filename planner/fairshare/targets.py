@@ -30,6 +30,8 @@ share unassigned in t; the LP, not the targets, decides who uses it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 
 from planner.fairshare.lookback import Lookback
@@ -51,7 +53,61 @@ def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
     demand = np.asarray(demand, dtype=np.float64)
     if demand.ndim != 3 or demand.shape[0] != len(tree.leaves):
         raise ValueError(f"demand must be ({len(tree.leaves)}, K, T), got shape {demand.shape}")
-    n_projects, n_clusters, n_periods = demand.shape
+    # one (P, K) block a period, contiguous: slicing [:, :, t] of a (P, K, T) array would
+    # gather with a stride of T over the whole array each period
+    by_period = np.ascontiguousarray(np.moveaxis(demand, 2, 0))
+    targets = np.zeros(by_period.shape)
+    for t, grant in _period_grants(tree, available, by_period.__getitem__, demand.shape,
+                                   headroom, past_usage, planned_usage, lookback, positions):
+        targets[t] = grant
+    return np.moveaxis(targets, 0, 2)
+
+
+def fair_share_targets_at(tree: OrgTree, available: np.ndarray,
+                          cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+                          demand: np.ndarray, shape: tuple[int, int, int],
+                          headroom: np.ndarray, past_usage: np.ndarray,
+                          planned_usage: np.ndarray, lookback: Lookback,
+                          positions: np.ndarray | None = None) -> np.ndarray:
+    """:func:`fair_share_targets` read at ``cells`` only, without a (P, K, T) array.
+
+    ``cells`` (p, k, t) index arrays hold every cell with demand > 0 of the (P, K, T)
+    ``shape``, ``demand`` (NGH) theirs; the demand elsewhere is 0, so are the targets
+    there (a grant never exceeds its demand). Each period's (P, K) block is filled from
+    the cells and water-filled exactly as the dense function does it, so the targets
+    at ``cells`` are the same numbers, bit for bit.
+    """
+    p, k, t = (np.asarray(index, dtype=np.int64) for index in cells)
+    demand = np.asarray(demand, dtype=np.float64)
+    if len(shape) != 3 or shape[0] != len(tree.leaves):
+        raise ValueError(f"shape must be ({len(tree.leaves)}, K, T), got {shape}")
+    if not (len(p) == len(k) == len(t) == len(demand)):
+        raise ValueError("cells and demand must have one length")
+    order = np.argsort(t, kind="stable")
+    bounds = np.searchsorted(t[order], np.arange(shape[2] + 1))
+    block = np.zeros(shape[:2])
+    out = np.zeros(len(demand))
+
+    def period_block(period: int) -> np.ndarray:
+        block.fill(0.0)
+        at = order[bounds[period]:bounds[period + 1]]
+        block[p[at], k[at]] = demand[at]
+        return block
+
+    for period, grant in _period_grants(tree, available, period_block, shape, headroom,
+                                        past_usage, planned_usage, lookback, positions):
+        at = order[bounds[period]:bounds[period + 1]]
+        out[at] = grant[p[at], k[at]]
+    return out
+
+
+def _period_grants(tree: OrgTree, available: np.ndarray,
+                   period_demand: Callable[[int], np.ndarray], shape: tuple[int, int, int],
+                   headroom: np.ndarray, past_usage: np.ndarray, planned_usage: np.ndarray,
+                   lookback: Lookback, positions: np.ndarray | None
+                   ) -> Iterator[tuple[int, np.ndarray]]:
+    """(t, τ_··t) for t = 0, 1, …: steps (1)–(5); ``period_demand(t)`` is d_··t (P, K)."""
+    n_projects, n_clusters, n_periods = shape
     available = _shaped(available, (n_clusters, n_periods), "available")
     remaining = _shaped(headroom, (n_projects,), "headroom").copy()
     planned_usage = _shaped(planned_usage, (n_projects, n_periods), "planned_usage")
@@ -63,24 +119,22 @@ def fair_share_targets(tree: OrgTree, available: np.ndarray, demand: np.ndarray,
     n_past = past_usage.shape[1]
     # usage by period on one axis: the H past periods, then the T planning periods
     usage = np.concatenate([past_usage, planned_usage], axis=1)
-    targets = np.zeros(demand.shape)
     for t in range(n_periods):
         now = n_past + t
         omega = lookback.weights(usage_ages(t, n_past, positions))
         seen = np.flatnonzero(omega)
         offset = usage[:, seen] @ omega[seen]  # (1)
-        capped = np.minimum(demand[:, :, t], remaining[:, None])  # (2)
+        capped = np.minimum(period_demand(t), remaining[:, None])  # (2)
         grant = hierarchical_water_fill(tree, available[:, t], capped, offset)  # (3)
         spent = grant.sum(axis=1)
         over = np.flatnonzero(spent > remaining)
         if over.size:  # (4)
             grant[over] *= (remaining[over] / spent[over])[:, None]
             spent[over] = grant[over].sum(axis=1)
-        targets[:, :, t] = grant
+        yield t, grant
         usage[:, now] += spent
         # (5); the floor only absorbs rounding of (4): spent ≤ remaining up to an ulp
         remaining = np.maximum(remaining - spent, 0.0)
-    return targets
 
 
 def usage_ages(t: int, n_past: int, positions: np.ndarray | None) -> np.ndarray:

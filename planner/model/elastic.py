@@ -59,7 +59,7 @@ import numpy as np
 from planner.model.backends import solve_matrix
 from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
-from planner.model.result import SolverStatus, StageResult
+from planner.model.result import CellValues, SolverStatus, StageResult
 
 
 @dataclass
@@ -225,7 +225,8 @@ def add_budget(lp: LpBuilder, problem: Problem, e, g, headroom: np.ndarray) -> n
     return projects
 
 
-def add_fair_share(lp: LpBuilder, problem: Problem, e, g, targets: np.ndarray) -> None:
+def add_fair_share(lp: LpBuilder, problem: Problem, e, g,
+                   targets: CellValues | np.ndarray) -> None:
     """(F) Shortfall below the hierarchical fair-share target is penalised."""
     tau = targets[e]
     has = np.nonzero(tau > 1e-9)[0]
@@ -284,7 +285,7 @@ def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
 
 
 def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.ndarray,
-                        targets: np.ndarray, e=None) -> ElasticModel:
+                        targets: CellValues | np.ndarray, e=None) -> ElasticModel:
     """The LP (1)–(6): ``available`` A_kt, ``headroom`` H_p, ``targets`` τ (GPU-hours).
 
     ``e``: the triples to model (one group of :func:`split_triples`); default all of E.
@@ -303,18 +304,20 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     return ElasticModel(lp, e, g, o, budget_projects)
 
 
-def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float, into=None
+def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float,
+                        duals: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
     """Solve with the model's LP solver (HiGHS by default, or any PuLP reaches).
 
-    Returns g, o (P, K, T), the budget duals (P,) and the outcome as the solver
-    reported it; values are read only from an optimal solve. ``into``: (g, o, duals)
-    arrays to write this model's values into (one group's LP of several).
+    Returns g and o at the triples ``built.e`` (one value a triple: no (P, K, T) array),
+    the budget duals (P,) and the outcome as the solver reported it; values are read
+    only from an optimal solve (zeros otherwise). ``duals``: a (P,) array to write this
+    model's duals into (one group's LP of several).
     """
     opts = problem.model.solver
-    shape = problem.shape
-    guaranteed, opportunistic, duals = into if into is not None else (
-        np.zeros(shape), np.zeros(shape), np.zeros(shape[0]))
+    n_triples = len(built.e[0])
+    guaranteed, opportunistic = np.zeros(n_triples), np.zeros(n_triples)
+    duals = np.zeros(problem.shape[0]) if duals is None else duals
     if built.lp.n_cols == 0:
         return guaranteed, opportunistic, duals, StageResult(opts.lp_solver, SolverStatus.OPTIMAL,
                                                              0.0, 0.0, 0.0, 0.0)
@@ -324,8 +327,8 @@ def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
     stage = result.stage()
     if result.status is not SolverStatus.OPTIMAL or result.x is None:
         return guaranteed, opportunistic, duals, stage
-    guaranteed[built.e] = result.x[built.g]
-    opportunistic[built.e] = result.x[built.o]
+    guaranteed = result.x[built.g]
+    opportunistic = result.x[built.o]
     if result.row_dual is not None:
         duals[built.budget_projects] = np.abs(result.row_dual[built.lp.rows["budget"]])
     return guaranteed, opportunistic, duals, stage

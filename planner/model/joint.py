@@ -38,6 +38,7 @@ from planner.model.elastic import (
 from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
 from planner.model.reservations import fixed_nodes, reference_start
+from planner.model.result import CellValues
 from planner.model.solve import budget_headroom
 
 
@@ -50,7 +51,7 @@ class JointModel:
     y: np.ndarray
 
 
-def build_joint_model(problem: Problem, targets: np.ndarray, pace_headroom: np.ndarray,
+def build_joint_model(problem: Problem, targets: CellValues | np.ndarray, pace_headroom: np.ndarray,
                       weight: float) -> JointModel:
     """The joint MIP; ``targets`` and ``pace_headroom`` come from the split's run."""
     n_projects, n_clusters, n_periods = problem.shape

@@ -113,13 +113,55 @@ def highs_outcome(highs: Any, name: str, seconds: float) -> StageResult:
 
 
 @dataclass(frozen=True)
+class CellValues:
+    """Values of a (P, K, T) array that is zero outside a few cells, kept as those cells.
+
+    ``codes`` are the cells' flat indices p·K·T + k·T + t, ascending and unique. Read
+    like the dense array: ``values[p, k, t]`` with index arrays or integers (a cell not
+    kept reads 0), ``np.asarray(values)`` for the whole array.
+    """
+
+    shape: tuple[int, int, int]
+    codes: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def at(cls, shape: tuple[int, int, int], cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+           values: np.ndarray) -> CellValues:
+        """From (p, k, t) index arrays in (p, k, t) order (as ``np.nonzero`` gives them)."""
+        codes = np.ravel_multi_index(tuple(np.asarray(i, dtype=np.int64) for i in cells), shape)
+        if len(codes) > 1 and not np.all(np.diff(codes) > 0):
+            raise ValueError("cells must be unique and in (p, k, t) order")
+        return cls(shape, codes, np.asarray(values, dtype=np.float64))
+
+    def __getitem__(self, index: tuple) -> np.ndarray | float:
+        codes = np.ravel_multi_index(tuple(np.asarray(i, dtype=np.int64) for i in index),
+                                     self.shape)
+        out = np.zeros(np.shape(codes))
+        if len(self.codes):
+            slot = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
+            found = self.codes[slot] == codes
+            out[found] = self.values[slot[found]] if out.ndim else self.values[slot]
+        return float(out) if out.ndim == 0 else out
+
+    def sum(self) -> float:
+        """Σ of every value (the dense array's sum, up to rounding)."""
+        return float(self.values.sum())
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:  # noqa: ARG002 (numpy's protocol)
+        dense = np.zeros(self.shape, dtype=dtype or np.float64)
+        dense.reshape(-1)[self.codes] = self.values
+        return dense
+
+
+@dataclass(frozen=True)
 class Solution:
     """The solved plan in arrays, before it is written out."""
 
     reservation_start: dict[str, int]  # request_id → start period of placed requests
-    guaranteed: np.ndarray  # (P, K, T) GPU-hours
-    opportunistic: np.ndarray  # (P, K, T) GPU-hours
-    targets: np.ndarray  # (P, K, T) fair-share targets, GPU-hours
+    guaranteed: CellValues  # (P, K, T) GPU-hours, kept at the cells with demand
+    opportunistic: CellValues  # (P, K, T) GPU-hours, kept at the cells with demand
+    targets: CellValues | np.ndarray  # (P, K, T) fair-share targets, GPU-hours
     budget_dual: np.ndarray  # (P,) objective value of one more NGH of budget
     stages: tuple[StageResult, ...]
     build_seconds: float

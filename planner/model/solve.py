@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import numpy as np
 
 from planner.errors import SolverError
-from planner.fairshare.targets import fair_share_targets
+from planner.fairshare.targets import fair_share_targets_at
+from planner.model.backends import DEFAULT_SOLVER
 from planner.model.elastic import (
     ElasticModel,
     build_elastic_model,
@@ -33,7 +35,7 @@ from planner.model.reservations import (
     fixed_nodes,
     solve_reservation_model,
 )
-from planner.model.result import Solution, SolverStatus, StageResult, relative_gap
+from planner.model.result import CellValues, Solution, SolverStatus, StageResult, relative_gap
 
 
 def reserved_load(problem: Problem, placed: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,22 +66,24 @@ def budget_headroom(problem: Problem) -> np.ndarray:
 
 
 def elastic_inputs(problem: Problem, placed: dict[str, int]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, CellValues]:
     """What stage 2 needs once reservations are placed: A_kt, H_p and the targets τ.
 
     A_kt is the capacity reservations (kept and placed) leave, in GPU-hours; H_p what
     usage and all reservations leave of the budget (NGH); τ the fair-share targets in
-    GPU-hours (computed in NGH, then divided by the cluster's rate).
+    GPU-hours (computed in NGH, then divided by the cluster's rate), kept at the cells
+    with demand only (zero elsewhere): no (P, K, T) array is made for them.
     """
     reserved_gpu_hours, reserved_ngh = reserved_load(problem, placed)
     available = np.maximum(problem.cap - reserved_gpu_hours, 0.0)
     headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
     rate = problem.rate
-    targets_ngh = fair_share_targets(problem.tree, available * rate[:, None],
-                                     problem.dem * rate[None, :, None], headroom,
-                                     problem.past, reserved_ngh, problem.lookback,
-                                     problem.positions)
-    return available, headroom, targets_ngh / rate[None, :, None]
+    e = elastic_triples(problem)
+    targets_ngh = fair_share_targets_at(problem.tree, available * rate[:, None], e,
+                                        problem.dem[e] * rate[e[1]], problem.shape, headroom,
+                                        problem.past, reserved_ngh, problem.lookback,
+                                        problem.positions)
+    return available, headroom, CellValues.at(problem.shape, e, targets_ngh / rate[e[1]])
 
 
 def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = None) -> Solution:
@@ -114,54 +118,105 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
         remaining = max(1.0, opts.time_limit_seconds - (time.perf_counter() - started))
         guaranteed, opportunistic, duals, stage2 = solve_elastic_model(elastic_model, problem,
                                                                        remaining)
+        cells = elastic_model.e
     else:
         build += time.perf_counter() - tick
         if on_built is not None:  # the whole LP, as written by --write-model
             on_built(build_elastic_model(problem, available, elastic_headroom, targets))
-        guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
+        cells, guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
             problem, groups, available, elastic_headroom, targets,
             started + opts.time_limit_seconds)
         build += group_build
     if stage2.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {stage2.status}; no plan written")
     total = time.perf_counter() - started
-    return Solution(placed, _clean(guaranteed), _clean(opportunistic), targets, duals,
+    return Solution(placed, _cell_values(problem, cells, guaranteed),
+                    _cell_values(problem, cells, opportunistic), targets, duals,
                     (stage1, stage2), build, total - build)
 
 
-def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
-                  targets: np.ndarray, deadline: float
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult, float]:
-    """One LP a group of clusters (they share no row), built and solved one after another.
+def _cell_values(problem: Problem, cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 values: np.ndarray) -> CellValues:
+    """The grants at ``cells`` (any order, each once), cleaned, as (P, K, T) cell values."""
+    codes = np.ravel_multi_index(cells, problem.shape)
+    order = np.argsort(codes, kind="stable")
+    return CellValues(problem.shape, codes[order], _clean(values[order]))
 
-    The stage's objective and bound are the sums of the groups' as each solver reported
+
+def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
+                  targets: CellValues, deadline: float, workers: int | None = None
+                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray,
+                             np.ndarray, StageResult, float]:
+    """One LP a group of clusters (they share no row), each solved as soon as it is built.
+
+    ``workers`` LPs are solved at once (default ``solver.threads`` with HiGHS, 1 with a
+    PuLP solver): HiGHS releases the GIL while it solves, so on two cores one group
+    solves while the next is built or solved. Each group's LP and its solution are the
+    same whichever thread solves it; the results are read back in group order. The
+    stage's objective and bound are the sums of the groups' as each solver reported
     them, its gap :func:`relative_gap` of those sums, its status the worst group's (the
-    first that is not optimal stops the others: no plan is written then). Returns g, o,
-    duals, the outcome and the seconds spent building.
+    first that is not optimal stops the others: no plan is written then). Returns the
+    triples solved (the groups' one after another), g and o at them, the budget duals,
+    the outcome and the seconds spent building.
     """
-    shape = problem.shape
-    into = (np.zeros(shape), np.zeros(shape), np.zeros(shape[0]))
+    duals = np.zeros(problem.shape[0])
+    opts = problem.model.solver
+    if workers is None:  # PuLP's solvers run one at a time (PuLP sets process-wide state)
+        workers = opts.threads if opts.lp_solver == DEFAULT_SOLVER else 1
+    workers = max(1, min(workers, len(groups)))
+
+    def solve_one(model: ElasticModel) -> tuple:
+        # the time left when the solve starts, not when it was queued
+        return solve_elastic_model(model, problem, max(1.0, deadline - time.perf_counter()),
+                                   duals)  # groups write disjoint projects' duals
+
+    cells: list[tuple[np.ndarray, ...]] = []
+    grants: list[tuple[np.ndarray, np.ndarray]] = []
     objective = bound = seconds = build = 0.0
     stage = None
-    for e in groups:
-        tick = time.perf_counter()
-        model = build_elastic_model(problem, available, headroom, targets, e)
-        build += time.perf_counter() - tick
-        _, _, _, stage = solve_elastic_model(model, problem,
-                                             max(1.0, deadline - time.perf_counter()), into)
-        seconds += stage.seconds
-        if stage.status is not SolverStatus.OPTIMAL:
-            return (*into, replace(stage, seconds=seconds), build)
-        objective += stage.objective
-        bound += stage.bound
+    with ThreadPoolExecutor(workers, thread_name_prefix="elastic-lp") as pool:
+        pending = []
+        for e in groups:
+            tick = time.perf_counter()
+            model = build_elastic_model(problem, available, headroom, targets, e)
+            build += time.perf_counter() - tick
+            pending.append((model.e, pool.submit(solve_one, model)))
+            del model  # the queue holds it until solved: at most ``workers`` more wait
+            running = [future for _, future in pending if not future.done()]
+            if len(running) > workers:
+                wait(running, return_when=FIRST_COMPLETED)
+        for e, future in pending:
+            g, o, _, stage = future.result()
+            cells.append(e)
+            grants.append((g, o))
+            seconds += stage.seconds
+            if stage.status is not SolverStatus.OPTIMAL:
+                for _, later in pending:
+                    later.cancel()
+                break
+            objective += stage.objective
+            bound += stage.bound
     assert stage is not None
+    solved = tuple(np.concatenate([e[i] for e in cells]) for i in range(3))
+    g, o = (np.concatenate([pair[i] for pair in grants]) for i in range(2))
+    if stage.status is not SolverStatus.OPTIMAL:
+        return solved, g, o, duals, replace(stage, seconds=seconds), build
     gap = relative_gap(objective, bound)
-    return (*into, StageResult(stage.solver, SolverStatus.OPTIMAL, objective, bound, gap,
-                               seconds), build)
+    return solved, g, o, duals, StageResult(stage.solver, SolverStatus.OPTIMAL, objective,
+                                            bound, gap, seconds), build
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
-    """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6)."""
-    out = np.round(values, 6)
-    out[np.abs(out) < 1e-6] = 0.0
+    """Round solver noise to the micro-GPU-hour (not a repair: |noise| ≤ 1e-6).
+
+    In place (``values`` is this stage's own array). Only the entries that are not +0.0
+    are touched: on a mostly-zero array, the same numbers as rounding it whole, without
+    its dense passes.
+    """
+    out = values
+    flat = out.reshape(-1)
+    written = np.flatnonzero((flat != 0.0) | np.signbit(flat))
+    kept = np.round(flat[written], 6)
+    kept[np.abs(kept) < 1e-6] = 0.0
+    flat[written] = kept
     return out

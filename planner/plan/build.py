@@ -9,7 +9,7 @@ import numpy as np
 
 from planner import __version__
 from planner.model.problem import Problem
-from planner.model.result import Solution, SolverStatus
+from planner.model.result import CellValues, Solution, SolverStatus
 from planner.model.solve import budget_headroom, reserved_load
 from planner.times import iso
 
@@ -49,8 +49,9 @@ def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
     out = []
     for kind, values in (("guaranteed", solution.guaranteed),
                          ("opportunistic", solution.opportunistic)):
-        ps, ks, ts = np.nonzero(values > 0)
-        gpu_hours = values[ps, ks, ts]
+        positive = values.values > 0  # codes ascend: (p, k, t) order, as np.nonzero's
+        ps, ks, ts = np.unravel_index(values.codes[positive], values.shape)
+        gpu_hours = values.values[positive]
         gpus = gpu_hours / np.asarray(problem.hours, dtype=np.float64)[ts]
         for p, k, t, h, g in zip(ps.tolist(), ks.tolist(), ts.tolist(), gpu_hours.tolist(),
                                  gpus.tolist(), strict=True):
@@ -105,10 +106,32 @@ def _unplaced(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
     return out
 
 
+def _ngh_by_project(values: CellValues, rate: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """Σ_{k,t} values[p, k, t] · r_k per project, ``chunk`` projects at a time.
+
+    Each project's sum is the one ``(dense * rate).sum(axis=(1, 2))`` gives on the dense
+    (P, K, T) array, bit for bit: its (K, T) block is laid out densely again (zeros
+    included, so numpy's pairwise summation adds in the same order); only a chunk's
+    blocks exist at once.
+    """
+    n_projects, n_clusters, n_periods = values.shape
+    block = n_clusters * n_periods
+    out = np.empty(n_projects)
+    buffer = np.zeros(min(chunk, n_projects) * block)
+    for lo in range(0, n_projects, chunk):
+        hi = min(lo + chunk, n_projects)
+        first, last = np.searchsorted(values.codes, [lo * block, hi * block])
+        dense = buffer[:(hi - lo) * block]
+        dense.fill(0.0)
+        dense[values.codes[first:last] - lo * block] = values.values[first:last]
+        out[lo:hi] = (dense.reshape(hi - lo, n_clusters, n_periods)
+                      * rate[None, :, None]).sum(axis=(1, 2))
+    return out
+
+
 def _budgets(problem: Problem, solution: Solution) -> list[dict]:
-    rate = problem.rate[None, :, None]
-    elastic = (solution.guaranteed * rate).sum(axis=(1, 2))
-    opportunistic = (solution.opportunistic * rate).sum(axis=(1, 2))
+    elastic = _ngh_by_project(solution.guaranteed, problem.rate)
+    opportunistic = _ngh_by_project(solution.opportunistic, problem.rate)
     reserved = reserved_load(problem, solution.reservation_start)[1].sum(axis=1)
     return [{"project": name, "budget": num(problem.budget[p]), "used": num(problem.used[p]),
              "planned": num(elastic[p] + reserved[p]), "planned_reserved": num(reserved[p]),
