@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
-from planner.model.lp import INF, LpBuilder, new_highs
+from planner.model.lp import INF, LpBuilder, MatrixForm, new_highs
 from planner.model.problem import Problem, Request
 from planner.model.result import (
     SolverStatus,
@@ -76,6 +76,11 @@ from planner.model.result import (
 SCALE = 100  # the objective in integer units: GPU-hours × SCALE
 MIN_PART_SECONDS = 0.5  # the least time a part gets (HiGHS needs its presolve and root)
 STAGE = "highs-mip"  # the stage's solver name in plan.json
+LNS_SHARE = 0.5  # of a part's time: local search before branch and cut (improve_placement)
+LNS_ROUNDS = 3  # local search rounds at most over every neighbourhood
+NEIGHBOURHOOD = 20  # requests a local search sub-MIP re-places together
+SUB_MIP_NODES = 200  # branch-and-bound nodes a sub-MIP may take (a deterministic work limit)
+SUB_MIP_SECONDS = 0.5  # and its time (a guard)
 
 def fixed_nodes(problem: Problem) -> np.ndarray:
     """F_kt: nodes held by reservations kept from the previous plan, (K, T)."""
@@ -415,11 +420,126 @@ def _warm_vector(part: ReservationPart) -> np.ndarray:
     return x
 
 
+def _fits(form: MatrixForm, x: np.ndarray) -> bool:
+    """Whether column values ``x`` (0/1) keep every row of ``form`` within its bounds."""
+    if not np.all((x == 0) | (x == 1)):
+        return False
+    rows = np.repeat(np.arange(form.n_rows), np.diff(form.start))
+    activity = np.bincount(rows, weights=form.value * x[form.index], minlength=form.n_rows)
+    return bool(np.all(activity <= form.row_upper + 1e-6)
+                and np.all(activity >= form.row_lower - 1e-6))
+
+
+def neighbourhoods(part: ReservationPart) -> list[np.ndarray]:
+    """The request sets local search re-solves (:func:`improve_placement`), in order.
+
+    Cluster by cluster (the part's order), the cluster's requests sorted by first
+    allowed start (then input order), in runs of :data:`NEIGHBOURHOOD` that overlap by
+    half: requests that compete for the same nodes at the same time are re-placed
+    together, a few at a time, while the others stay where they are.
+    """
+    step = max(1, NEIGHBOURHOOD // 2)
+    out = []
+    for k in part.clusters:
+        mine = sorted((r.starts[0], i) for i, r in enumerate(part.requests) if r.cluster == k)
+        order = np.array([i for _, i in mine], dtype=np.int64)
+        for first in range(0, max(1, order.size - step), step):
+            out.append(order[first:first + NEIGHBOURHOOD])
+    return out
+
+
+def improve_placement(part: ReservationPart, deadline: float, threads: int, seed: int
+                      ) -> tuple[dict[str, int], int]:
+    """Local search from the warm start: each neighbourhood re-solved, the rest fixed.
+
+    For each request set of :func:`neighbourhoods`, HiGHS solves the part's MIP with every
+    other request's columns fixed at the incumbent (a MIP of some twenty requests, their
+    nodes and budget what the others leave), from the incumbent; a placement worth more
+    that keeps every row (:func:`_fits`) becomes the incumbent. Rounds repeat until one
+    finds nothing better, :data:`LNS_ROUNDS` are done, or ``deadline``
+    (``time.perf_counter()``) passes. Each sub-MIP stops at :data:`SUB_MIP_NODES` nodes (a
+    work limit: the same inputs give the same result) and, as a guard, at
+    :data:`SUB_MIP_SECONDS`. Returns the placement ({request_id: start}) and its value.
+    """
+    form = part.lp.matrix(maximize=True)
+    lp = part.lp.to_highs(maximize=True)
+    coefficient = np.concatenate(part.values)
+    x = _warm_vector(part)
+    value = int(coefficient @ x)
+    columns = np.concatenate([[0], np.cumsum([len(r.starts) for r in part.requests])])
+    for _ in range(LNS_ROUNDS):
+        better = False
+        for hood in neighbourhoods(part):
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return _placement(part, x), value
+            free = np.zeros(x.size, dtype=bool)
+            for i in hood:
+                free[columns[i]:columns[i + 1]] = True
+            lp.col_lower_ = np.where(free, 0.0, x)
+            lp.col_upper_ = np.where(free, 1.0, x)
+            highs = new_highs(threads, seed, min(SUB_MIP_SECONDS, left))
+            highs.setOptionValue("mip_rel_gap", 0.0)
+            highs.setOptionValue("mip_max_nodes", SUB_MIP_NODES)
+            highs.passModel(lp)
+            start = highspy.HighsSolution()
+            start.col_value = x.tolist()
+            start.value_valid = True
+            highs.setSolution(start)
+            highs.run()
+            solution = highs.getSolution()
+            if not solution.value_valid:
+                continue
+            y = np.round(np.asarray(solution.col_value))
+            if y.size == x.size and int(coefficient @ y) > value and _fits(form, y):
+                x, value, better = y, int(coefficient @ y), True
+        if not better:
+            break
+    return _placement(part, x), value
+
+
+def _placement(part: ReservationPart, x: np.ndarray) -> dict[str, int]:
+    """Column values as a placement: {request_id: start period} of the chosen starts."""
+    chosen = x > 0.5
+    return {part.requests[int(i)].request_id: int(s)
+            for i, s in zip(part.request_of[chosen], part.start[chosen], strict=True)}
+
+
+def relaxation_bound(part: ReservationPart, threads: int, seed: int) -> float:
+    """The part's LP relaxation value (× SCALE), a bound of its MIP; inf when not solved."""
+    lp = part.lp.to_highs(maximize=True)
+    lp.integrality_ = []  # no integrality: the LP relaxation
+    highs = new_highs(threads, seed)
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return INF
+    return float(highs.getInfo().objective_function_value)
+
+
 def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads: int,
                seed: int) -> tuple[dict[str, int], StageResult]:
-    """One part by HiGHS from its warm start: its placement and outcome (× SCALE units)."""
+    """One part: local search from its warm start, then HiGHS; its placement and outcome.
+
+    When the warm start is further than ``mip_gap`` from the part's LP relaxation value,
+    :func:`improve_placement` gets :data:`LNS_SHARE` of ``time_limit`` and its placement
+    becomes the warm start; HiGHS's branch and cut then gets the rest (at least
+    :data:`MIN_PART_SECONDS`) for a better placement and the bound. The bound is the
+    lower of HiGHS's ``mip_dual_bound`` and the LP relaxation's value (both true bounds:
+    a HiGHS stopped before its root has only a loose one). Outcome in × SCALE units.
+    """
     started = time.perf_counter()
-    highs = new_highs(threads, seed, max(MIN_PART_SECONDS, time_limit))
+    relaxed = INF
+    if part.warm_source != "greedy" or len(part.warm) < len(part.requests):
+        relaxed = relaxation_bound(part, threads, seed)
+        warm_value = placement_value(part.requests, part.values, part.warm)
+        if relaxed > warm_value * (1 + mip_gap) and LNS_SHARE > 0:
+            deadline = started + LNS_SHARE * time_limit
+            improved, value = improve_placement(part, deadline, threads, seed)
+            if value > warm_value:
+                part.warm, part.warm_source = improved, f"{part.warm_source}+local-search"
+    left = time_limit - (time.perf_counter() - started)
+    highs = new_highs(threads, seed, max(MIN_PART_SECONDS, left))
     highs.setOptionValue("mip_rel_gap", float(mip_gap))
     highs.passModel(part.lp.to_highs(maximize=True))
     warm = highspy.HighsSolution()
@@ -428,54 +548,77 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
     highs.setSolution(warm)
     highs.run()
     outcome = highs_outcome(highs, STAGE, time.perf_counter() - started)
+    warm_value = placement_value(part.requests, part.values, part.warm)
     if outcome.status is SolverStatus.TIME_LIMIT:
-        # stopped before it took even the warm start: placing none of the part is valid;
-        # its bound is then each request's best start value, summed (said, not hidden)
-        trivial = float(sum(max(0, int(v.max())) for v in part.values))
-        return {}, StageResult(STAGE, SolverStatus.FEASIBLE, 0.0, trivial, 1.0,
-                               outcome.seconds)
+        # stopped before it took even the warm start: the warm start is valid; the bound
+        # is the LP relaxation's, or each request's best start value summed (said, not hidden)
+        trivial = min(relaxed, float(sum(max(0, int(v.max())) for v in part.values)))
+        gap = 1.0 if warm_value == 0 < trivial else relative_gap(warm_value, trivial, floor=1.0)
+        return dict(part.warm), StageResult(STAGE, status_from_gap(gap), float(warm_value),
+                                            trivial, gap, outcome.seconds)
     if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         return {}, outcome
-    chosen = np.asarray(highs.getSolution().col_value) > 0.5
-    placed = {part.requests[int(i)].request_id: int(s)
-              for i, s in zip(part.request_of[chosen], part.start[chosen], strict=True)}
-    warm_value = placement_value(part.requests, part.values, part.warm)
+    placed = _placement(part, np.asarray(highs.getSolution().col_value))
+    bound = min(outcome.bound, relaxed)
     if warm_value > outcome.objective:
         # HiGHS maps the warm start into its presolved space, where dual fixings can cost
         # it value ("MIP start solution is feasible in the reduced space" at less than it
         # was), and may stop before it finds better: the warm start is then the placement,
         # its value the objective (the same integer coefficients HiGHS has), the bound
-        # still HiGHS's, the gap recomputed from the two
-        gap = relative_gap(warm_value, outcome.bound, floor=1.0)
+        # still HiGHS's (or the LP's), the gap recomputed from the two
+        gap = relative_gap(warm_value, bound, floor=1.0)
         return dict(part.warm), StageResult(STAGE, status_from_gap(gap), float(warm_value),
-                                            outcome.bound, gap, outcome.seconds)
+                                            bound, gap, outcome.seconds)
+    if bound < outcome.bound:
+        gap = relative_gap(outcome.objective, bound, floor=1.0)
+        return placed, StageResult(STAGE, status_from_gap(gap), outcome.objective, bound, gap,
+                                   outcome.seconds)
     return placed, outcome
+
+
+def part_time_limit(left: float, columns: int, queued_columns: int) -> float:
+    """The time limit of the next part: its share of the time left, by columns.
+
+    ``left``: seconds to the stage's deadline; ``columns``: the part's columns,
+    ``queued_columns``: those of every part not started yet, this one included. The
+    share is ``left × columns ÷ queued_columns``, at least :data:`MIN_PART_SECONDS`; as it
+    is taken when the part starts, what a part leaves (stopping at its gap, or after its
+    local search found everything at its best) goes to the parts after it.
+    """
+    return max(MIN_PART_SECONDS, left * columns / max(1, queued_columns))
 
 
 def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap: float,
                             threads: int, seed: int) -> tuple[dict[str, int], StageResult]:
     """Solve part by part; return {request_id: start period} of placed requests, the outcome.
 
-    Parts go smallest first; each gets the time left in proportion to its columns (at
-    least :data:`MIN_PART_SECONDS`), so what a small part leaves goes to the larger ones.
-    Each stops at ``mip_gap`` (HiGHS's ``mip_rel_gap``) or its limit. The stage's
-    objective and bound are the sums of the parts' (each HiGHS's
-    ``objective_function_value`` and ``mip_dual_bound``), ÷ SCALE; the gap is computed from
-    those sums, and the stage is ``optimal`` only when it is closed.
+    Parts go smallest first; each gets, when it starts, its share (by columns) of the
+    time left (:func:`part_time_limit`, at least :data:`MIN_PART_SECONDS`), so what a
+    part that stops early leaves goes to the larger ones. Each part runs a local search
+    from its warm start, then HiGHS (:func:`solve_part`); each stops at ``mip_gap``
+    (HiGHS's ``mip_rel_gap``) or its limit. The stage's objective and bound are the sums
+    of the parts' (each HiGHS's ``objective_function_value`` and ``mip_dual_bound``, or
+    the LP relaxation's value where that is lower), ÷ SCALE, summed in part order; the
+    gap is computed from those sums, and the stage is ``optimal`` only when it is closed.
     """
     started = time.perf_counter()
     order = sorted(range(len(built.parts)), key=lambda j: (built.parts[j].start.size, j))
-    left_columns = sum(part.start.size for part in built.parts)
+    queued = sum(part.start.size for part in built.parts)
+    done: dict[int, tuple[dict[str, int], StageResult]] = {}
+    for j in order:
+        columns = built.parts[j].start.size
+        limit = part_time_limit(time_limit - (time.perf_counter() - started), columns, queued)
+        queued -= columns
+        done[j] = solve_part(built.parts[j], limit, mip_gap, threads, seed)
+        if done[j][1].status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            break
     placed: dict[str, int] = {}
     objective = bound = 0.0
-    built.outcomes = [None] * len(built.parts)
-    for j in order:
-        part = built.parts[j]
-        share = part.start.size / max(1, left_columns)
-        left_columns -= part.start.size
-        budget = (time_limit - (time.perf_counter() - started)) * share
-        mine, outcome = solve_part(part, budget, mip_gap, threads, seed)
-        built.outcomes[j] = outcome
+    built.outcomes = [done[j][1] if j in done else None for j in range(len(built.parts))]
+    for j in range(len(built.parts)):
+        if j not in done:
+            continue
+        mine, outcome = done[j]
         if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             return {}, StageResult(STAGE, outcome.status, float("nan"), float("nan"),
                                    float("inf"), time.perf_counter() - started)
