@@ -176,7 +176,9 @@ class ReservationPart:
 
     ``lp`` is the part's MIP (R1)–(R3) with the objective (R4); column c is the start
     ``start[c]`` of request ``requests[request_of[c]]``. ``warm`` is the warm start, a valid
-    placement of the part's requests ({request_id: start period}), from ``warm_source``.
+    placement of the part's requests ({request_id: start period}), from ``warm_source``
+    (``+local-search`` once :func:`solve_part` improved it); ``relaxed`` the value of the
+    LP relaxation the warm start rounded (a bound of the part).
     """
 
     clusters: tuple[int, ...]
@@ -187,6 +189,7 @@ class ReservationPart:
     start: np.ndarray
     warm: dict[str, int]
     warm_source: str
+    relaxed: float = INF  # the LP relaxation's value (× SCALE), a bound; INF: not solved
 
 
 @dataclass
@@ -339,22 +342,38 @@ def previous_placement(problem: Problem, requests: list[Request], values: list[n
     return packer.fill(values)
 
 
+def relaxed_solution(problem: Problem, requests: list[Request], values: list[np.ndarray],
+                     headroom: np.ndarray, room: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float]:
+    """The LP relaxation of (R1)–(R3): its column values and its value (× SCALE), a bound.
+
+    With no optimal LP solution: zeros and ``INF`` (no bound).
+    """
+    opts = problem.model.solver
+    lp, _, start = relaxation(problem, requests, values, headroom, room=room)
+    highs = new_highs(opts.threads, opts.random_seed)
+    highs.passModel(lp.to_highs(maximize=True))
+    highs.run()
+    relaxed = np.asarray(highs.getSolution().col_value)
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal or relaxed.size != start.size:
+        return np.zeros(start.size), INF
+    return relaxed, float(highs.getInfo().objective_function_value)
+
+
 def rounded_placement(problem: Problem, requests: list[Request], values: list[np.ndarray],
-                      headroom: np.ndarray, room: np.ndarray | None = None) -> dict[str, int]:
+                      headroom: np.ndarray, room: np.ndarray | None = None,
+                      relaxed: np.ndarray | None = None) -> dict[str, int]:
     """A valid placement: the LP relaxation's starts, rounded greedily.
 
     Starts go in decreasing LP value (ties: higher objective coefficient), each taken when
     its request is not yet placed and its nodes (R1) and its project's budget (R2) still
     fit; requests left over then take their best start that fits, largest first.
+    ``relaxed``: the LP's column values (:func:`relaxed_solution`, solved when not given).
     """
-    opts = problem.model.solver
-    lp, request_of, start = relaxation(problem, requests, values, headroom, room=room)
-    highs = new_highs(opts.threads, opts.random_seed)
-    highs.passModel(lp.to_highs(maximize=True))
-    highs.run()
-    relaxed = np.asarray(highs.getSolution().col_value)
-    if relaxed.size != start.size:  # no LP solution: round nothing, fill greedily
-        relaxed = np.zeros(start.size)
+    if relaxed is None:
+        relaxed, _ = relaxed_solution(problem, requests, values, headroom, room)
+    request_of = np.repeat(np.arange(len(requests)), [len(r.starts) for r in requests])
+    start = np.concatenate([np.asarray(r.starts, dtype=np.int64) for r in requests])
     coefficient = np.concatenate(values)
     packer = _Packer(problem, requests, headroom, room)
     for c in np.lexsort((np.arange(start.size), -coefficient, -relaxed)):
@@ -371,12 +390,14 @@ def placement_value(requests: list[Request], values: list[np.ndarray],
 
 
 def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarray],
-               headroom: np.ndarray, room: np.ndarray | None = None) -> tuple[dict[str, int], str]:
+               headroom: np.ndarray, room: np.ndarray | None = None
+               ) -> tuple[dict[str, int], str, float]:
     """The best valid placement among greedy, LP-rounded and (with ``--previous``) previous.
 
     Ties go to the first in that order: previous, LP-rounded, greedy. When the previous
     or the greedy placement already puts every request at its best start (nothing can be
-    worth more), the LP is not solved.
+    worth more), the LP is not solved. Returns the placement, its source and the LP
+    relaxation's value (× SCALE; ``INF`` when not solved).
     """
     best_possible = sum(max(0, int(v.max())) for v in values)
     candidates = []
@@ -384,13 +405,15 @@ def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarra
         candidates.append(("previous", previous_placement(problem, requests, values, headroom,
                                                               room)))
     greedy = greedy_placement(problem, requests, values, headroom, room)
+    bound = INF
     if all(placement_value(requests, values, c) < best_possible for _, c in candidates) and (
             placement_value(requests, values, greedy) < best_possible):
+        relaxed, bound = relaxed_solution(problem, requests, values, headroom, room)
         candidates.append(("lp-rounded", rounded_placement(problem, requests, values, headroom,
-                                                            room)))
+                                                            room, relaxed)))
     candidates.append(("greedy", greedy))
     source, best = max(candidates, key=lambda c: placement_value(requests, values, c[1]))
-    return best, source
+    return best, source, bound
 
 
 def build_reservation_model(problem: Problem, headroom: np.ndarray) -> ReservationModel:
@@ -403,9 +426,9 @@ def build_reservation_model(problem: Problem, headroom: np.ndarray) -> Reservati
         mine = [requests[i] for i in idx]
         values = [start_values(problem, r, demand) for r in mine]
         lp, request_of, start = relaxation(problem, mine, values, headroom, True, room)
-        warm, source = warm_start(problem, mine, values, headroom, room)
+        warm, source, relaxed = warm_start(problem, mine, values, headroom, room)
         parts.append(ReservationPart(tuple(sorted({r.cluster for r in mine})), mine, values, lp,
-                                     request_of, start, warm, source))
+                                     request_of, start, warm, source, relaxed))
     return ReservationModel(parts)
 
 
@@ -455,7 +478,9 @@ def improve_placement(part: ReservationPart, deadline: float, threads: int, seed
     For each request set of :func:`neighbourhoods`, HiGHS solves the part's MIP with every
     other request's columns fixed at the incumbent (a MIP of some twenty requests, their
     nodes and budget what the others leave), from the incumbent; a placement worth more
-    that keeps every row (:func:`_fits`) becomes the incumbent. Rounds repeat until one
+    that keeps every row (:func:`_fits`) becomes the incumbent; a run whose requests all
+    sit at their best start already is skipped (the others' room is theirs to keep, so
+    nothing can gain). Rounds repeat until one
     finds nothing better, :data:`LNS_ROUNDS` are done, or ``deadline``
     (``time.perf_counter()``) passes. Each sub-MIP stops at :data:`SUB_MIP_NODES` nodes (a
     work limit: the same inputs give the same result) and, as a guard, at
@@ -467,12 +492,17 @@ def improve_placement(part: ReservationPart, deadline: float, threads: int, seed
     x = _warm_vector(part)
     value = int(coefficient @ x)
     columns = np.concatenate([[0], np.cumsum([len(r.starts) for r in part.requests])])
+    best = np.array([max(0, int(v.max())) for v in part.values])
     for _ in range(LNS_ROUNDS):
         better = False
         for hood in neighbourhoods(part):
             left = deadline - time.perf_counter()
             if left <= 0:
                 return _placement(part, x), value
+            now = np.bincount(part.request_of, weights=coefficient * x,
+                              minlength=len(part.requests))
+            if (now[hood] >= best[hood]).all():
+                continue  # every request of the run at its best start: nothing to gain
             free = np.zeros(x.size, dtype=bool)
             for i in hood:
                 free[columns[i]:columns[i + 1]] = True
@@ -529,15 +559,15 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
     a HiGHS stopped before its root has only a loose one). Outcome in × SCALE units.
     """
     started = time.perf_counter()
-    relaxed = INF
-    if part.warm_source != "greedy" or len(part.warm) < len(part.requests):
+    warm_value = placement_value(part.requests, part.values, part.warm)
+    relaxed = part.relaxed
+    if relaxed == INF and warm_value < sum(max(0, int(v.max())) for v in part.values):
         relaxed = relaxation_bound(part, threads, seed)
-        warm_value = placement_value(part.requests, part.values, part.warm)
-        if relaxed > warm_value * (1 + mip_gap) and LNS_SHARE > 0:
-            deadline = started + LNS_SHARE * time_limit
-            improved, value = improve_placement(part, deadline, threads, seed)
-            if value > warm_value:
-                part.warm, part.warm_source = improved, f"{part.warm_source}+local-search"
+    if relaxed < INF and relaxed > warm_value * (1 + mip_gap) and LNS_SHARE > 0:
+        deadline = started + LNS_SHARE * time_limit
+        improved, value = improve_placement(part, deadline, threads, seed)
+        if value > warm_value:
+            part.warm, part.warm_source = improved, f"{part.warm_source}+local-search"
     left = time_limit - (time.perf_counter() - started)
     highs = new_highs(threads, seed, max(MIN_PART_SECONDS, left))
     highs.setOptionValue("mip_rel_gap", float(mip_gap))
