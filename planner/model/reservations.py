@@ -199,6 +199,7 @@ class ReservationPart:
     warm: dict[str, int]
     warm_source: str
     relaxed: float = INF  # the LP relaxation's value (× SCALE), a bound; INF: not solved
+    relaxed_values: np.ndarray | None = None  # its column values, when solved
 
 
 @dataclass
@@ -400,13 +401,13 @@ def placement_value(requests: list[Request], values: list[np.ndarray],
 
 def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarray],
                headroom: np.ndarray, room: np.ndarray | None = None
-               ) -> tuple[dict[str, int], str, float]:
+               ) -> tuple[dict[str, int], str, float, np.ndarray | None]:
     """The best valid placement among greedy, LP-rounded and (with ``--previous``) previous.
 
     Ties go to the first in that order: previous, LP-rounded, greedy. When the previous
     or the greedy placement already puts every request at its best start (nothing can be
-    worth more), the LP is not solved. Returns the placement, its source and the LP
-    relaxation's value (× SCALE; ``INF`` when not solved).
+    worth more), the LP is not solved. Returns the placement, its source, the LP
+    relaxation's value (× SCALE; ``INF`` when not solved) and its column values (``None``).
     """
     best_possible = sum(max(0, int(v.max())) for v in values)
     candidates = []
@@ -414,7 +415,7 @@ def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarra
         candidates.append(("previous", previous_placement(problem, requests, values, headroom,
                                                               room)))
     greedy = greedy_placement(problem, requests, values, headroom, room)
-    bound = INF
+    bound, relaxed = INF, None
     if all(placement_value(requests, values, c) < best_possible for _, c in candidates) and (
             placement_value(requests, values, greedy) < best_possible):
         relaxed, bound = relaxed_solution(problem, requests, values, headroom, room)
@@ -422,7 +423,7 @@ def warm_start(problem: Problem, requests: list[Request], values: list[np.ndarra
                                                             room, relaxed)))
     candidates.append(("greedy", greedy))
     source, best = max(candidates, key=lambda c: placement_value(requests, values, c[1]))
-    return best, source, bound
+    return best, source, bound, relaxed
 
 
 def build_reservation_model(problem: Problem, headroom: np.ndarray) -> ReservationModel:
@@ -435,9 +436,11 @@ def build_reservation_model(problem: Problem, headroom: np.ndarray) -> Reservati
         mine = [requests[i] for i in idx]
         values = [start_values(problem, r, demand) for r in mine]
         lp, request_of, start = relaxation(problem, mine, values, headroom, True, room)
-        warm, source, relaxed = warm_start(problem, mine, values, headroom, room)
+        warm, source, relaxed, relaxed_values = warm_start(problem, mine, values, headroom,
+                                                           room)
         parts.append(ReservationPart(tuple(sorted({r.cluster for r in mine})), mine, values, lp,
-                                     request_of, start, warm, source, relaxed))
+                                     request_of, start, warm, source, relaxed,
+                                     relaxed_values))
     return ReservationModel(parts)
 
 
@@ -489,7 +492,10 @@ def improve_placement(part: ReservationPart, deadline: float, threads: int, seed
     nodes and budget what the others leave), from the incumbent; a placement worth more
     that keeps every row (:func:`_fits`) becomes the incumbent; a run whose requests all
     sit at their best start already is skipped (the others' room is theirs to keep, so
-    nothing can gain). Rounds repeat until one
+    nothing can gain). Each round takes the runs in decreasing shortfall (what their
+    requests lack of their value in the LP relaxation, or of their best start values
+    when the LP was not solved, at the round's start; ties: in order), so
+    a search cut short by its deadline has tried the likeliest first. Rounds repeat until one
     finds nothing better, :data:`LNS_ROUNDS` are done, or ``deadline``
     (``time.perf_counter()``) passes. Each sub-MIP stops at :data:`SUB_MIP_NODES` nodes (a
     work limit: the same inputs give the same result) and, as a guard, at
@@ -502,9 +508,17 @@ def improve_placement(part: ReservationPart, deadline: float, threads: int, seed
     value = int(coefficient @ x)
     columns = np.concatenate([[0], np.cumsum([len(r.starts) for r in part.requests])])
     best = np.array([max(0, int(v.max())) for v in part.values])
+    # what each request may still gain: its LP relaxation value (else its best start) less
+    # its value now
+    target = best if part.relaxed_values is None else np.bincount(
+        part.request_of, weights=coefficient * part.relaxed_values, minlength=len(part.requests))
+    hoods = neighbourhoods(part)
     for _ in range(LNS_ROUNDS):
         better = False
-        for hood in neighbourhoods(part):
+        now = np.bincount(part.request_of, weights=coefficient * x, minlength=len(part.requests))
+        short = [float(np.maximum(0.0, target[hood] - now[hood]).sum()) for hood in hoods]
+        for h in sorted(range(len(hoods)), key=lambda h: (-short[h], h)):
+            hood = hoods[h]
             left = deadline - time.perf_counter()
             if left <= 0:
                 return _placement(part, x), value
