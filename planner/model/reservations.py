@@ -53,10 +53,11 @@ Local search (:func:`improve_placement`): when the warm start is further than th
 tolerance from the LP relaxation's value, the first :data:`LNS_SHARE` of the part's
 time re-places runs of :data:`NEIGHBOURHOOD` requests of one cluster (by first allowed
 start, overlapping by half) by a sub-MIP with every other request fixed, keeping what
-is worth more; HiGHS's branch and cut starts from the result. The part's bound is the
-lower of HiGHS's ``mip_dual_bound`` and the LP relaxation's value (both true bounds;
-HiGHS stopped before its root has only a loose one). On x10r10 (10 parts, 30 s, load
-11) this took the stage's gap from 7.90 % to 6.07 % (README, "Reservation-heavy plans").
+is worth more, the runs furthest from the LP relaxation's values first; HiGHS's branch
+and cut starts from the result. The part's bound is the lower of HiGHS's
+``mip_dual_bound`` and the LP relaxation's value (both true bounds; HiGHS stopped before
+its root has only a loose one). On x10r10 (10 parts, 30 s) the stage's gap went from
+7.90 % (HiGHS alone, load 12–13) to 4.89 % (load 7–8; README, "Reservation-heavy plans").
 
 Why HiGHS and not CP-SAT (used here before): on the 560-request case in 25 s, HiGHS's
 branch and cut reached 2.043 M against a bound of 2.061 M (0.90 %), where CP-SAT (the
