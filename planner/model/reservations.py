@@ -604,12 +604,11 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
     outcome = highs_outcome(highs, STAGE, time.perf_counter() - started)
     warm_value = placement_value(part.requests, part.values, part.warm)
     if outcome.status is SolverStatus.TIME_LIMIT:
-        # stopped before it took even the warm start: the warm start is valid; the bound
-        # is the LP relaxation's, or each request's best start value summed (said, not hidden)
-        trivial = min(relaxed, float(sum(max(0, int(v.max())) for v in part.values)))
-        gap = 1.0 if warm_value == 0 < trivial else relative_gap(warm_value, trivial, floor=1.0)
-        return dict(part.warm), StageResult(STAGE, status_from_gap(gap), float(warm_value),
-                                            trivial, gap, outcome.seconds)
+        # stopped before it took even the warm start: placing none of the part is valid;
+        # its bound is then each request's best start value, summed (said, not hidden)
+        trivial = float(sum(max(0, int(v.max())) for v in part.values))
+        return {}, StageResult(STAGE, SolverStatus.FEASIBLE, 0.0, trivial, 1.0,
+                               outcome.seconds)
     if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         return {}, outcome
     placed = _placement(part, np.asarray(highs.getSolution().col_value))
