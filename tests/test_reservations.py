@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,18 +12,24 @@ from hypothesis import strategies as st
 
 from planner.check import check_plan
 from planner.config import load_model
+from planner.model import reservations
 from planner.model.problem import build_problem
 from planner.model.reservations import (
     SCALE,
+    STAGE,
+    ReservationModel,
     _costs,
     build_reservation_model,
     fixed_nodes,
     greedy_placement,
+    improve_placement,
+    neighbourhoods,
+    part_time_limit,
     placement_value,
     previous_placement,
     solve_reservation_model,
 )
-from planner.model.result import SolverStatus
+from planner.model.result import SolverStatus, StageResult
 from planner.model.solve import budget_headroom
 from planner.run import plan_scenario
 from tests.tiny import scenario
@@ -188,3 +195,118 @@ def test_placements_stay_whole_inside_their_window_within_capacity_and_budget(ro
     assert stage.bound >= optimum / SCALE - 1e-6 >= stage.objective - 2e-6
     if stage.status is SolverStatus.OPTIMAL:
         assert value == optimum
+
+
+def blocking_scenario():
+    """One 4-node 8-GPU cluster, two daily periods (2–3 Nov); q's budget never binds.
+
+    A: 3 nodes, 48 h (3 × 8 × 48 = 1,152 GPU-hours); B and C: 2 nodes, 48 h (768 each).
+    Each fills the whole horizon, so each has one start (day 0) and no lateness.
+    """
+    return scenario(clusters=[("c1", "H100", 4, 8)], org=ORG, budgets=[("q", BIG)],
+                    quarter_end=DAYS[2],
+                    reservations=[("A", "q", "c1", 3, 48.0, DAYS[0], DAYS[2]),
+                                  ("B", "q", "c1", 2, 48.0, DAYS[0], DAYS[2]),
+                                  ("C", "q", "c1", 2, 48.0, DAYS[0], DAYS[2])])
+
+
+def test_local_search_repairs_a_greedy_placement_that_blocks_two_for_one():
+    # Greedy, largest first: A (3 nodes) takes day 0–1; B and C (2 nodes each) no longer
+    # fit (3 + 2 > 4): 1,152. Best: B and C side by side, 2 + 2 = 4 nodes: 1,536; A with
+    # either is 5 nodes (runner-up: A alone, 1,152). The local search re-solves the
+    # cluster's three requests (one neighbourhood) from the greedy placement and finds it.
+    problem = build_problem(blocking_scenario(), MODEL)
+    headroom = budget_headroom(problem)
+    built = build_reservation_model(problem, headroom)
+    (part,) = built.parts
+    greedy = greedy_placement(problem, part.requests, part.values, headroom)
+    assert greedy == {"A": 0}
+    part.warm = greedy
+    improved, value = improve_placement(part, float("inf"), THREADS, 0)
+    assert improved == {"B": 0, "C": 0} and value == 1536 * SCALE
+    assert value == placement_value(part.requests, part.values, improved)
+    assert value > placement_value(part.requests, part.values, greedy)
+
+
+def test_neighbourhoods_are_runs_of_a_clusters_requests_by_first_start_overlapping_by_half():
+    # Cluster 7: 25 requests, first starts 24, 23, …, 0 (index i starts at 24 − i); cluster 3:
+    # 5 requests. Runs of 20 overlapping by 10: cluster 7 (the part's first) gives the 20
+    # earliest (indices 24 down to 5) and the last 15 (14 down to 0); cluster 3 one run.
+    requests = [SimpleNamespace(cluster=7, starts=(24 - i,)) for i in range(25)]
+    requests += [SimpleNamespace(cluster=3, starts=(0,)) for _ in range(5)]
+    part = SimpleNamespace(clusters=(7, 3), requests=requests)
+    hoods = neighbourhoods(part)
+    assert [list(h) for h in hoods] == [list(range(24, 4, -1)), list(range(14, -1, -1)),
+                                        [25, 26, 27, 28, 29]]
+
+
+def test_part_time_limit_by_hand():
+    # 30 s left, a part of 100 of the 400 columns still queued: 7.5 s; the last part gets
+    # all that is left; never under MIN_PART_SECONDS (0.5 s)
+    assert part_time_limit(30.0, 100, 400) == pytest.approx(7.5)
+    assert part_time_limit(19.0, 200, 200) == pytest.approx(19.0)
+    assert part_time_limit(0.2, 100, 400) == reservations.MIN_PART_SECONDS
+
+
+def test_a_part_that_reaches_its_gap_early_leaves_its_time_to_the_next(monkeypatch):
+    # Parts a, big, b of 100, 200 and 100 columns, run smallest first (a, b, big); 30 s for
+    # the stage, on a fake clock. a gets 30 × 100 ÷ 400 = 7.5 s and stops at its gap after
+    # 1.5 s; b gets the 28.5 s left × 100 ÷ 300 = 9.5 s and uses all of it; big gets the
+    # 19 s left (× 200 ÷ 200), against 15 s had every part kept its first share. The
+    # stage sums the parts: 3 × 100 against 3 × 101.
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(reservations, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    took = {"a": 1.5, "b": 9.5, "big": 19.0}
+    limits = []
+
+    def fake_solve(part, time_limit, mip_gap, threads, seed):
+        limits.append((part.name, time_limit))
+        clock.now += took[part.name]
+        return {part.name: 0}, StageResult(STAGE, SolverStatus.FEASIBLE, 100.0 * SCALE,
+                                           101.0 * SCALE, 0.01, took[part.name])
+
+    monkeypatch.setattr(reservations, "solve_part", fake_solve)
+    parts = [SimpleNamespace(name=name, start=np.zeros(columns))
+             for name, columns in [("a", 100), ("big", 200), ("b", 100)]]
+    placed, stage = solve_reservation_model(ReservationModel(parts), 30.0, 0.005, THREADS, 0)
+    assert limits == [("a", pytest.approx(7.5)), ("b", pytest.approx(9.5)),
+                      ("big", pytest.approx(19.0))]
+    assert placed == {"a": 0, "b": 0, "big": 0}
+    assert stage.objective == pytest.approx(300.0) and stage.bound == pytest.approx(303.0)
+    assert stage.gap == pytest.approx(0.01)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=request_rows, nodes=st.tuples(*[st.integers(1, 4)] * 3),
+       budgets=st.tuples(st.sampled_from([300.0, 700.0, 1500.0, BIG]),
+                         st.sampled_from([500.0, BIG])))
+def test_local_search_from_the_greedy_placement_stays_valid_and_never_loses(rows, nodes,
+                                                                            budgets):
+    # Random tiny instances as above: from the greedy placement, each part's local search
+    # returns starts inside the windows, within nodes and budgets, worth at least the
+    # greedy placement and at most the brute-force optimum.
+    reservations_ = [(f"r{i}", project, cluster, n, hours, DAYS[first],
+                      DAYS[min(4, first + int(hours // 24) + slack)])
+                     for i, (project, cluster, n, hours, first, slack) in enumerate(rows)]
+    sc = scenario(clusters=[(f"c{k + 1}", "H100", nodes[k], 8) for k in range(3)], org=ORG,
+                  budgets=[("p", budgets[0]), ("q", budgets[1])], quarter_end=DAYS[4],
+                  reservations=reservations_)
+    problem = build_problem(sc, MODEL)
+    headroom = budget_headroom(problem)
+    built = build_reservation_model(problem, headroom)
+    used = np.zeros((3, len(problem.hours)), dtype=np.int64)
+    spent = np.zeros(2)
+    for part in built.parts:
+        part.warm = greedy_placement(problem, part.requests, part.values, headroom)
+        greedy = placement_value(part.requests, part.values, part.warm)
+        improved, value = improve_placement(part, float("inf"), THREADS, 0)
+        assert value == placement_value(part.requests, part.values, improved) >= greedy
+        assert value <= brute_force(problem, part.requests, part.values, headroom)
+        by_id = {r.request_id: r for r in part.requests}
+        for request_id, start in improved.items():
+            r = by_id[request_id]
+            assert start in r.starts
+            used[r.cluster, start:start + r.length] += r.nodes
+            spent[r.project] += r.ngh
+    assert (used <= problem.nodes[:, None]).all()
+    assert (spent <= headroom + 1e-6).all()
