@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import numpy as np
 
 from planner.errors import SolverError
 from planner.fairshare.targets import fair_share_targets_at
-from planner.model.backends import DEFAULT_SOLVER
 from planner.model.elastic import (
     ElasticModel,
     build_elastic_model,
@@ -144,58 +142,39 @@ def _cell_values(problem: Problem, cells: tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
-                  targets: CellValues, deadline: float, workers: int | None = None
+                  targets: CellValues, deadline: float
                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray,
                              np.ndarray, StageResult, float]:
-    """One LP a group of clusters (they share no row), each solved as soon as it is built.
+    """One LP a group of clusters (they share no row), each built, solved and let go in turn.
 
-    ``workers`` LPs are solved at once (default ``solver.threads`` with HiGHS, 1 with a
-    PuLP solver): HiGHS releases the GIL while it solves, so on two cores one group
-    solves while the next is built or solved. Each group's LP and its solution are the
-    same whichever thread solves it; the results are read back in group order. The
-    stage's objective and bound are the sums of the groups' as each solver reported
-    them, its gap :func:`relative_gap` of those sums, its status the worst group's (the
-    first that is not optimal stops the others: no plan is written then). Returns the
-    triples solved (the groups' one after another), g and o at them, the budget duals,
-    the outcome and the seconds spent building.
+    One at a time, on purpose: solving two groups' HiGHS instances on two threads at once
+    gave different grants from run to run (a plan must be the same bytes every time). The
+    stage's objective and bound are the sums of the groups' as each solver reported them,
+    its gap :func:`relative_gap` of those sums, its status the worst group's (the first
+    that is not optimal stops the rest: no plan is written then). Returns the triples
+    solved (the groups' one after another), g and o at them, the budget duals, the
+    outcome and the seconds spent building.
     """
     duals = np.zeros(problem.shape[0])
-    opts = problem.model.solver
-    if workers is None:  # PuLP's solvers run one at a time (PuLP sets process-wide state)
-        workers = opts.threads if opts.lp_solver == DEFAULT_SOLVER else 1
-    workers = max(1, min(workers, len(groups)))
-
-    def solve_one(model: ElasticModel) -> tuple:
-        # the time left when the solve starts, not when it was queued
-        return solve_elastic_model(model, problem, max(1.0, deadline - time.perf_counter()),
-                                   duals)  # groups write disjoint projects' duals
-
     cells: list[tuple[np.ndarray, ...]] = []
     grants: list[tuple[np.ndarray, np.ndarray]] = []
     objective = bound = seconds = build = 0.0
     stage = None
-    with ThreadPoolExecutor(workers, thread_name_prefix="elastic-lp") as pool:
-        pending = []
-        for e in groups:
-            tick = time.perf_counter()
-            model = build_elastic_model(problem, available, headroom, targets, e)
-            build += time.perf_counter() - tick
-            pending.append((model.e, pool.submit(solve_one, model)))
-            del model  # the queue holds it until solved: at most ``workers`` more wait
-            running = [future for _, future in pending if not future.done()]
-            if len(running) > workers:
-                wait(running, return_when=FIRST_COMPLETED)
-        for e, future in pending:
-            g, o, _, stage = future.result()
-            cells.append(e)
-            grants.append((g, o))
-            seconds += stage.seconds
-            if stage.status is not SolverStatus.OPTIMAL:
-                for _, later in pending:
-                    later.cancel()
-                break
-            objective += stage.objective
-            bound += stage.bound
+    for e in groups:
+        tick = time.perf_counter()
+        model = build_elastic_model(problem, available, headroom, targets, e)
+        build += time.perf_counter() - tick
+        # the time left when the solve starts; groups write disjoint projects' duals
+        g, o, _, stage = solve_elastic_model(model, problem,
+                                             max(1.0, deadline - time.perf_counter()), duals)
+        del model
+        cells.append(e)
+        grants.append((g, o))
+        seconds += stage.seconds
+        if stage.status is not SolverStatus.OPTIMAL:
+            break
+        objective += stage.objective
+        bound += stage.bound
     assert stage is not None
     solved = tuple(np.concatenate([e[i] for e in cells]) for i in range(3))
     g, o = (np.concatenate([pair[i] for pair in grants]) for i in range(2))
