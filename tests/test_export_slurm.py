@@ -23,6 +23,7 @@ from planner.exporters.slurm import (
     description,
     export_slurm,
     opportunistic_settings,
+    pace_gpus,
     qos_name,
     reservation_name,
     slurm_state,
@@ -44,8 +45,8 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     script = export_slurm(PLAN, ORG)
     lines = commands(script)
     # 6 org nodes x (guarded add + modify); the opportunistic QOS (add, settings); 3 projects
-    # x (qos add, priority and preempt, limit, attach); 2 reservations
-    assert len(lines) == 6 * 2 + 2 + 3 * 4 + 2
+    # x (qos add, priority preempt and flags, limit, pace cap, attach); 2 reservations
+    assert len(lines) == 6 * 2 + 2 + 3 * 5 + 2
     assert "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a " \
            "parent=area fairshare=200" in script
     assert "sacctmgr -n -P show assoc account=p1 format=user,parentname,share | grep -qx " \
@@ -61,9 +62,17 @@ def test_full_script_sets_accounts_budgets_and_reservations():
            "DefaultQOS=gp-p1" in script
     # guaranteed work preempts opportunistic work and goes first; the shared QOS is bound by no
     # budget (no GrpTRESMins), adds no usage and is requeued when preempted
-    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt | grep -qx " \
-           "'100|gp-opportunistic' || run sacctmgr -i modify qos gp-p1 set Priority=100 " \
-           "Preempt=gp-opportunistic" in lines
+    # and their GPU-minutes count undecayed (Flags=NoDecay)
+    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags | grep -qx " \
+           "'100|gp-opportunistic|NoDecay' || run sacctmgr -i modify qos gp-p1 set " \
+           "Priority=100 Preempt=gp-opportunistic Flags=NoDecay" in lines
+    # the pace cap: GPUs the budget QOS's jobs hold at once, the first period's ⌊g + o⌋
+    # summed over clusters plus the reservations in force in it. p1: ⌊10.5 + 4.75⌋ on c1 +
+    # r1's node of 8 on c2 = 23; p2: ⌊16.75⌋ = 16 (r2 starts after the first period); =P 3: 8
+    assert pace_gpus(PLAN) == {"p1": 23, "p2": 16, "=P 3": 8}
+    assert pace_gpus(PLAN, "guaranteed") == {"p1": 18, "p2": 16, "=P 3": 8}  # ⌊10.5⌋ + 8
+    assert "sacctmgr -n -P show qos gp-p1 format=grptres | grep -qx gres/gpu=23 || " \
+           "run sacctmgr -i modify qos gp-p1 set GrpTRES=gres/gpu=23" in lines
     assert lines[12:14] == [
         "sacctmgr -n show qos gp-opportunistic | grep -q . || "
         "run sacctmgr -i add qos gp-opportunistic",
@@ -94,7 +103,8 @@ def test_every_create_is_guarded_so_rerunning_converges():
         if " add " in line:
             assert re.match(r"sacctmgr -n show (account|qos) (\S+) \| grep -q \. \|\| "
                             r"run sacctmgr -i add \1 \2( |$)", line), line
-        elif any(f"set {key}=" in line for key in ("parent", "GrpTRESMins", "Priority")):
+        elif any(f"set {key}=" in line
+                 for key in ("parent", "GrpTRESMins", "GrpTRES", "Priority")):
             # a modify that changes nothing exits 1 under set -e: only where values differ
             assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
                             r"grep -qx ('[^']+'|\S+) \|\| \{? ?run sacctmgr -i modify "
@@ -135,9 +145,9 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
         "run scontrol delete ReservationName=gp-r1; fi"]
     assert sum("ReservationName=gp-r9" in line for line in lines) == 1
     # the reservations, the guarded opportunistic QOS (p1's Preempt names it), p1's QOS block
-    assert sum("qos gp-p1" in line for line in lines) == 3
+    assert sum("qos gp-p1" in line for line in lines) == 4
     assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
-    assert len(lines) == 2 + 2 + 4
+    assert len(lines) == 2 + 2 + 5
     assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
@@ -238,11 +248,13 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
                                     "priority": "100", "preempt": "gp-opportunistic",
                                     "preemptmode": "cluster", "usagefactor": "1.000000",
-                                    "preemptexempttime": ""}
+                                    "preemptexempttime": "", "flags": "NoDecay",
+                                    "grptres": "gres/gpu=23"}
     assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
                                                "usagefactor": "0.000000",
-                                               "preemptexempttime": "08:00:00"}
+                                               "preemptexempttime": "08:00:00",
+                                               "flags": "", "grptres": ""}
     assert once["reservation"]["gp-r2"] == {
         "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
@@ -253,7 +265,7 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     # QOS settings, limits (and usage reset) and the QOS attach set once, in the first apply;
     # accounts added with the plan's parent and share are never modified; the second apply
     # changes nothing at all
-    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2)
+    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2 + 1)
     assert slurm.calls("sacctmgr -i modify account") == 3
     assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 1
     # replan: r2 moves a day, r1 is dropped, p1 has used more
@@ -286,7 +298,8 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
                                                "usagefactor": "0.000000",
-                                               "preemptexempttime": "08:00:00"}
+                                               "preemptexempttime": "08:00:00",
+                                               "flags": "", "grptres": ""}
     assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
     assert state["account"]["opportunistic"]["defaultqos"] == own
 
@@ -441,10 +454,14 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
     assert settings[OPPORTUNISTIC_QOS] == {
         "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
         "preemptmode": "requeue", "usagefactor": "0.000000",
-        "preemptexempttime": exempt}
+        "preemptexempttime": exempt, "grptres": "", "flags": ""}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
+    caps = pace_gpus(plan)
     for project, acct in projects.items():
         assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
+        # the pace cap and undecayed GPU-minutes, as sacctmgr prints them
+        assert (settings[f"gp-{acct}"]["grptres"], settings[f"gp-{acct}"]["flags"]) == \
+            (f"gres/gpu={caps[project]}", "NoDecay")
         assert (settings[f"gp-{acct}"]["priority"], settings[f"gp-{acct}"]["preempt"]) == \
             ("100", OPPORTUNISTIC_QOS)
         assert {f"gp-{acct}", OPPORTUNISTIC_QOS} <= set(own[acct]["qos"].split(","))
@@ -702,6 +719,54 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
         usage = {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}
         assert usage[("p2", "")] == usage[("p2", "root")] == "0"
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
+    """The budget QOS holds at most its pace cap at once; the rest runs opportunistic.
+
+    p2's first period grants 1.5 guaranteed GPUs (cap ⌊1.5⌋ = 1), =P 3's nothing (cap 0,
+    which sacctmgr takes and prints as ``gres/gpu=0``). p2's first default-QOS job runs
+    under gp-p2; its second pends with reason ``QOSGrpGRES`` (the budget has minutes
+    left: only the cap stops it), while its ``--qos=gp-opportunistic`` job runs: the
+    wrapper's rule (README) moves a job pending on either budget limit there.
+    """
+    plan = future_plan()
+    first = plan["periods"][0]["start"]
+    for a in plan["allocations"]:
+        if a["period_start"] == first and a["project"] == "p2":
+            a.update(gpus=1.5, gpu_hours=36.0)
+    plan["allocations"] = [a for a in plan["allocations"]
+                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    assert pace_gpus(plan) == {"p1": 18, "p2": 1, "=P 3": 0}
+    real_slurm.bash(export_slurm(plan, ORG))
+    state = real_slurm.state()
+    assert_slurm_holds(real_slurm, plan, state)
+    caps = {q["name"]: (q["grptres"], q["flags"]) for q in state["qos"]}
+    assert caps["gp-p2"] == ("gres/gpu=1", "NoDecay")
+    assert caps["gp-p-3-8aff7f51"] == ("gres/gpu=0", "NoDecay")
+    _allow_root(real_slurm, "p2")
+    jobs: list[str] = []
+    try:
+        first_job = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        jobs.append(first_job)
+        until("p2's first job runs under gp-p2",
+              lambda: real_slurm.job(first_job)["JobState"] == "RUNNING")
+        assert real_slurm.job(first_job)["QOS"] == "gp-p2"
+        second = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(second)
+        until("p2's second job pends on the cap",
+              lambda: real_slurm.job(second)["Reason"] == "QOSGrpGRES")
+        beyond = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic", "--gres=gpu:1",
+                         "--wrap", "sleep 1")
+        jobs.append(beyond)
+        until("p2's opportunistic job completes",
+              lambda: _sacct_states(real_slurm, beyond) == ["COMPLETED"])
+        job = real_slurm.job(second)
+        assert (job["JobState"], job["Reason"], job["QOS"]) == ("PENDING", "QOSGrpGRES",
+                                                                "gp-p2")
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)

@@ -80,7 +80,9 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
-                 gang_wait_hours: float = math.inf) -> None:
+                 gang_wait_hours: float = math.inf, pace: str = "total",
+                 no_decay: bool = True, shares: str = "org",
+                 opportunistic_usage: float = 0.0) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -91,6 +93,10 @@ class SlurmReplayPolicy(PlannerPolicy):
                          gang_wait_hours=gang_wait_hours)
         self.decay = 0.5 ** (1.0 / half_life_hours)
         self.bf_max_job_test = bf_max_job_test
+        # what slurm_state exports (the defaults are what `planner export` ships; other
+        # values replay the variants measured in the README)
+        self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
+        self.opportunistic_usage = opportunistic_usage
 
     # -- state ---------------------------------------------------------------------------
 
@@ -100,10 +106,14 @@ class SlurmReplayPolicy(PlannerPolicy):
         n_p = len(sim.projects)
         self.state: SlurmState | None = None
         self.limit_hours = np.full(n_p, np.nan)  # GrpTRESMins ÷ 60; NaN: no budget QOS
+        self.cap_gpus = np.full(n_p, np.inf)  # GrpTRES=gres/gpu=; inf: no cap
+        self.qos_decay = np.ones(n_p)  # hourly decay of QOS usage: 1 under Flags=NoDecay
         self.qos_used = np.zeros(n_p)  # raw GPU-hours accrued in the budget QOS (decayed)
         self.fs_usage = np.zeros(n_p)  # NGH of budget-QOS jobs, decayed (fair share)
         self.run_gpus = np.zeros(n_p)  # GPUs of running budget-QOS jobs
         self.run_ngh = np.zeros(n_p)  # ... and their NGH per hour
+        self.run_opp_ngh = np.zeros(n_p)  # NGH per hour of running gp-opportunistic jobs
+        self.opp_factor = 0.0  # gp-opportunistic's UsageFactor
         self.run_by_cluster = np.zeros((n_p, len(sim.cluster_ids)))  # ... their GPUs per cluster
         # GPU-hours of budget-QOS jobs per project, cluster and hour: what `planner ingest`
         # reads from sacct (it skips gp-opportunistic jobs), so what the replans see as usage
@@ -128,7 +138,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
         self._accrue(sim)
         if now >= 1.0 - _EPS:
-            self.qos_used *= self.decay
+            self.qos_used *= self.qos_decay
             self.fs_usage *= self.decay
         super().refresh(sim, now)
         self._end_exemptions(sim)
@@ -137,7 +147,8 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
-        state = slurm_state(body, sim.tree)
+        state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
+                            self.share_source, self.opportunistic_usage)
         old = self.state.minutes() if self.state is not None else {}
         index = sim.tree.leaf_index
         for b in state.budgets:
@@ -145,11 +156,14 @@ class SlurmReplayPolicy(PlannerPolicy):
             if old.get(b.project) != b.minutes:
                 self.qos_used[p] = 0.0  # RawUsage=0 with the new limit
             self.limit_hours[p] = b.minutes / 60.0
+            self.cap_gpus[p] = math.inf if b.gpus is None else b.gpus
+            self.qos_decay[p] = 1.0 if b.no_decay else self.decay
         shares = np.array(sim.tree.weight, dtype=float)
         for a in state.accounts:
             shares[sim.tree.index[a.node]] = a.fairshare
         self.shares = shares
         self.exempt_hours = state.opportunistic.preempt_exempt_hours
+        self.opp_factor = state.opportunistic.usage_factor
         self._apply_reservations(sim, state.reservations)
         self.state = state
 
@@ -201,7 +215,11 @@ class SlurmReplayPolicy(PlannerPolicy):
         segments = sim.segments
         rate = sim.rate
         for seg in segments[self.seen:]:
-            if seg.tag != BUDGET:
+            if seg.tag != BUDGET:  # gp-opportunistic: fair-share usage × its UsageFactor
+                ran = seg.end - max(seg.start, since)
+                ngh = seg.gpus * rate[seg.cluster]
+                self.fs_usage[seg.project] += self.opp_factor * ngh * max(ran, 0.0)
+                self.run_opp_ngh[seg.project] -= ngh
                 continue
             p = seg.project
             ran = seg.end - max(seg.start, since)
@@ -217,7 +235,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         step = sim.now - since
         if step > 0:
             self.qos_used += self.run_gpus * step
-            self.fs_usage += self.run_ngh * step
+            self.fs_usage += (self.run_ngh + self.opp_factor * self.run_opp_ngh) * step
             self.budget_used[:, :, hour] += self.run_by_cluster * step
         self.accrued_to = sim.now
 
@@ -231,11 +249,19 @@ class SlurmReplayPolicy(PlannerPolicy):
         return float(self.qos_used[p] + reserved)
 
     def qos_of(self, sim, p: int, job: int) -> str:
-        """The QOS a waiting job runs under now: its budget QOS if the limit admits it."""
+        """The QOS a waiting job runs under now: its budget QOS if both limits admit it.
+
+        ``GrpTRESMins`` (usage and running jobs' limits left, plus this job's GPUs × time
+        limit) and ``GrpTRES`` (the GPUs the QOS's running jobs hold, plus this job's);
+        otherwise the wrapper's ``gp-opportunistic``.
+        """
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
             return OPPORTUNISTIC
-        ask = sim.jobs.gpus[job] * sim.requested_hours(job)
+        g = sim.jobs.gpus[job]
+        if self.run_gpus[p] + g > self.cap_gpus[p] + 1e-6:
+            return OPPORTUNISTIC
+        ask = g * sim.requested_hours(job)
         return BUDGET if self.committed_hours(sim, p) + ask <= limit + 1e-6 else OPPORTUNISTIC
 
     def _end_exemptions(self, sim) -> None:
@@ -305,9 +331,11 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
         elif self.exempt_hours > 0:
+            self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, EXEMPT, blocked)
             heapq.heappush(self.exempt_ends, (sim.now + self.exempt_hours, job, sim.now))
         else:
+            self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, OPPORTUNISTIC, blocked)
 
     def schedule(self, sim, c: int) -> None:
