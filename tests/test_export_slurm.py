@@ -20,6 +20,7 @@ from planner.exporters.slurm import (
     SLURM_CONF_LINES,
     account,
     budget_minutes,
+    budget_shares,
     description,
     export_slurm,
     opportunistic_settings,
@@ -28,6 +29,7 @@ from planner.exporters.slurm import (
     reservation_name,
     slurm_state,
 )
+from planner.inputs.org import OrgTree
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
 from tests.real_slurm import until
 from tests.scenario_factory import write_scenario
@@ -48,9 +50,13 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     # x (qos add, priority preempt and flags, limit, pace cap, attach); 2 reservations
     assert len(lines) == 6 * 2 + 2 + 3 * 5 + 2
     assert "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a " \
-           "parent=area fairshare=200" in script
+           "parent=area fairshare=3500" in script
+    # fairshare: the budgets (NGH) summed under each account: p1 2000, team-a 2000 + 1500
+    assert budget_shares(PLAN, OrgTree.from_frame(ORG)) == {
+        "area": 4000, "team-a": 3500, "team-b": 500, "p1": 2000, "p2": 1500, "=P 3": 500}
     assert "sacctmgr -n -P show assoc account=p1 format=user,parentname,share | grep -qx " \
-           "'|team-a|200' || run sacctmgr -i modify account p1 set parent=team-a fairshare=200" \
+           "'|team-a|2000' || run sacctmgr -i modify account p1 set parent=team-a " \
+           "fairshare=2000" \
            in script
     # p1: 1900 NGH left; planned raw 732 (c1, rate 1) + 192 (r1 on c2, rate .5) GPU-h for
     # 732 + 96 NGH -> 1900 * 924 / 828 * 60 = 127217.39 GPU-minutes
@@ -78,8 +84,8 @@ def test_full_script_sets_accounts_budgets_and_reservations():
         "run sacctmgr -i add qos gp-opportunistic",
         "sacctmgr -n -P show qos gp-opportunistic "
         "format=priority,preemptmode,usagefactor,preemptexempttime | "
-        "grep -qx '0|requeue|0.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
-        "set Priority=0 PreemptMode=requeue UsageFactor=0 PreemptExemptTime=08:00:00"]
+        "grep -qx '0|requeue|1.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
+        "set Priority=0 PreemptMode=requeue UsageFactor=1 PreemptExemptTime=08:00:00"]
     # an opportunistic job runs at least the contract's protected minimum runtime
     # (min_runtime_cap_hours, 8 h in PLAN) before a budget job may requeue it
     assert "GrpTRESMins" not in " ".join(lines[12:14])
@@ -151,15 +157,33 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
     assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
-def test_replan_with_a_changed_org_touches_only_changed_accounts():
+def test_replan_with_a_changed_org_or_budget_touches_only_changed_accounts():
+    # shares come from the budgets: a new org weight changes no account, a moved project
+    # changes its own parent and the shares of the subtrees it left and joined
     org = ORG.copy()
     org.loc[org["id"] == "p2", "weight"] = 4.0
+    assert commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG)) == []
+    org.loc[org["id"] == "p2", "parent"] = "team-b"
     lines = commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG))
     assert lines == [
+        "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a "
+        "parent=area fairshare=2000 Description=org:team-a",
+        "sacctmgr -n -P show assoc account=team-a format=user,parentname,share | grep -qx "
+        "'|area|2000' || run sacctmgr -i modify account team-a set parent=area fairshare=2000",
+        "sacctmgr -n show account team-b | grep -q . || run sacctmgr -i add account team-b "
+        "parent=area fairshare=2000 Description=org:team-b",
+        "sacctmgr -n -P show assoc account=team-b format=user,parentname,share | grep -qx "
+        "'|area|2000' || run sacctmgr -i modify account team-b set parent=area fairshare=2000",
         "sacctmgr -n show account p2 | grep -q . || run sacctmgr -i add account p2 "
-        "parent=team-a fairshare=400 Description=org:p2",
+        "parent=team-b fairshare=1500 Description=org:p2",
         "sacctmgr -n -P show assoc account=p2 format=user,parentname,share | grep -qx "
-        "'|team-a|400' || run sacctmgr -i modify account p2 set parent=team-a fairshare=400"]
+        "'|team-b|1500' || run sacctmgr -i modify account p2 set parent=team-b fairshare=1500"]
+    # a budget that grows (a new quarter's budgets, say) reshares p1's line up to the top
+    bigger = plan_copy()
+    bigger["budgets"][0]["budget"] = 3000.0
+    changed = [line.split()[4] for line in commands(export_slurm(bigger, ORG, previous=PLAN))
+               if line.startswith("sacctmgr -n show account ")]
+    assert changed == ["area", "team-a", "p1"]
 
 
 def test_running_reservation_only_moves_its_end():
@@ -242,7 +266,7 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     once = slurm.apply(export_slurm(PLAN, ORG))
     assert set(once["account"]) == {"area", "team-a", "team-b", "p1", "p2",
                                     "p-3-8aff7f51"}
-    assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "200",
+    assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "2000",
                                      "description": "org:p1",
                                      "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
@@ -252,7 +276,7 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
                                     "grptres": "gres/gpu=23"}
     assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000",
+                                               "usagefactor": "1.000000",
                                                "preemptexempttime": "08:00:00",
                                                "flags": "", "grptres": ""}
     assert once["reservation"]["gp-r2"] == {
@@ -297,7 +321,7 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert state["qos"][own]["preempt"] == OPPORTUNISTIC_QOS
     assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000",
+                                               "usagefactor": "1.000000",
                                                "preemptexempttime": "08:00:00",
                                                "flags": "", "grptres": ""}
     assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
@@ -370,9 +394,11 @@ def test_a_script_run_after_a_reservation_began_keeps_its_start_and_moves_only_i
 # network namespace of its own (loopback only), once for the tests below, one slurmd per
 # node of PLAN's clusters (c1: 4 nodes, c2: 2; partitions c1 and c2).
 
-# what the plan's org says, by hand: account -> (parent, fairshare = round(100 x weight))
-ACCOUNTS = {"area": ("root", "300"), "team-a": ("area", "200"), "team-b": ("area", "100"),
-            "p1": ("team-a", "200"), "p2": ("team-a", "100"), "p-3-8aff7f51": ("team-b", "50")}
+# what the plan's org and budgets say, by hand: account -> (parent, fairshare = the budgets
+# (NGH) summed under it)
+ACCOUNTS = {"area": ("root", "4000"), "team-a": ("area", "3500"), "team-b": ("area", "500"),
+            "p1": ("team-a", "2000"), "p2": ("team-a", "1500"),
+            "p-3-8aff7f51": ("team-b", "500")}
 
 
 def _stamp(ts: pd.Timestamp) -> str:
@@ -453,7 +479,7 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
     assert len(qos) == len(state["qos"]) == 1 + 1 + 3  # normal, opportunistic, per project
     assert settings[OPPORTUNISTIC_QOS] == {
         "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
-        "preemptmode": "requeue", "usagefactor": "0.000000",
+        "preemptmode": "requeue", "usagefactor": "1.000000",
         "preemptexempttime": exempt, "grptres": "", "flags": ""}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
     caps = pace_gpus(plan)
@@ -656,8 +682,9 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     (its one CPU and 8 GPUs) is requeued when p1's guaranteed job needs that node
     (``Preempt=gp-opportunistic``; slurm.conf has ``PreemptType=preempt/qos``): sacct records
     the first run as PREEMPTED, scontrol counts a restart, and the job is queued again.
-    ``UsageFactor=0``: the opportunistic jobs leave the usage of their QOS and p2's
-    fair-share usage at 0, while the guaranteed job's QOS accrues usage.
+    ``UsageFactor=1`` on gp-opportunistic: the opportunistic jobs add to p2's fair-share
+    usage but to no budget QOS (gp-p2's usage stays 0), while the guaranteed job's budget
+    QOS accrues usage.
 
     What the real Slurm taught: ``sacctmgr modify qos`` reports "Modified qos" (exit 0) even
     when nothing changes, unlike ``modify account ... set parent=`` (exit 1); a ``Preempt=``
@@ -714,11 +741,15 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         log = (real_slurm.root / "log" / "slurmctld.log").read_text()
         assert f"preempted JobId={preempted} has been requeued to reclaim resources for " \
                f"JobId={guaranteed}" in log
-        # UsageFactor=0: opportunistic work is charged nowhere, guaranteed work to its QOS
-        assert real_slurm.qos_usage(OPPORTUNISTIC_QOS) == 0.0
+        # gp-opportunistic has no GrpTRESMins: its work is charged to no budget QOS; its
+        # UsageFactor=1 counts that work in p2's fair-share usage (Fair Tree then orders
+        # accounts by all they ran against their budget shares); guaranteed work accrues
+        # usage on its own budget QOS
         assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
-        usage = {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}
-        assert usage[("p2", "")] == usage[("p2", "root")] == "0"
+        assert real_slurm.qos_usage("gp-p2") == 0.0
+        assert until("p2's fair-share usage counts its opportunistic work", lambda: float(
+            {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}[
+                ("p2", "root")]) > 0)
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)
@@ -860,8 +891,8 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, sho
     plan["contract"]["min_runtime_cap_hours"] = cap
     line = next(line for line in commands(export_slurm(plan, ORG))
                 if "modify qos gp-opportunistic" in line)
-    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
-    assert f"grep -qx '0|requeue|0.000000|{shown}'" in line
+    assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
+    assert f"grep -qx '0|requeue|1.000000|{shown}'" in line
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap
 
 
@@ -878,5 +909,5 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_fill_slice_under_its_cap(
     plan["contract"]["fill_slice_hours"] = fill_slice
     line = next(line for line in commands(export_slurm(plan, ORG))
                 if "modify qos gp-opportunistic" in line)
-    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
+    assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == min(cap, fill_slice)

@@ -191,7 +191,7 @@ class OpportunisticQos:
     name: str = OPPORTUNISTIC_QOS
     priority: int = 0
     preempt_mode: str = "requeue"
-    usage_factor: float = 0.0
+    usage_factor: float = 1.0  # its jobs' usage counts in fair share (no budget: no limit)
     #: PreemptExemptTime: the contract's protected minimum runtime (min_runtime_cap_hours)
     preempt_exempt_hours: float = 0.0
 
@@ -339,7 +339,7 @@ def pace_gpus(plan: dict[str, Any], pace: str = "total") -> dict[str, int]:
 
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
-                shares: str = "org", opportunistic_usage: float = 0.0) -> SlurmState:
+                shares: str = "budget", opportunistic_usage: float = 1.0) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
@@ -524,12 +524,12 @@ def _delete_line(r: SlurmReservation) -> str:
             f"{_q(f'ReservationName={name}')}; fi")
 
 
-def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
-    nodes = by_depth(tree, tree.ids)
+def _changed_accounts(state: SlurmState, before: SlurmState | None) -> list[SlurmAccount]:
+    """The accounts of ``state`` that ``before`` lacks or holds with another parent or share."""
     if before is None:
-        return nodes
-    return [n for n in nodes if n not in before
-            or (before.parent_of(n), before.weight_of(n)) != (tree.parent_of(n), tree.weight_of(n))]
+        return list(state.accounts)
+    old = {a.node: a for a in before.accounts}
+    return [a for a in state.accounts if old.get(a.node) != a]
 
 
 def _header(plan: dict[str, Any]) -> list[str]:
@@ -581,13 +581,11 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
     state = slurm_state(plan, tree)
     head = ["#!/usr/bin/env bash", *_header(plan), ""]
     lines: list[str] = []
-    if previous is None or previous_org is not None:
-        before = OrgTree.from_frame(previous_org) if previous_org is not None else None
-        changed = set(_changed_nodes(tree, before))
-        accounts = _account_lines(a for a in state.accounts if a.node in changed)
-        if accounts:
-            lines += ["# accounts: the org tree, fairshare from the weights", *accounts, ""]
-    old = slurm_state(previous, tree) if previous is not None else None
+    before = OrgTree.from_frame(previous_org) if previous_org is not None else tree
+    old = slurm_state(previous, before) if previous is not None else None
+    accounts = _account_lines(_changed_accounts(state, old))
+    if accounts:
+        lines += ["# accounts: the org tree, fairshare from the budgets", *accounts, ""]
     old_limits = old.limits() if old is not None else {}
     qos = [line for b in state.budgets
            if old_limits.get(b.project) != (b.minutes, b.gpus, b.no_decay)

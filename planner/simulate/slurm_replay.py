@@ -81,8 +81,8 @@ class SlurmReplayPolicy(PlannerPolicy):
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
                  gang_wait_hours: float = math.inf, pace: str = "total",
-                 no_decay: bool = True, shares: str = "org",
-                 opportunistic_usage: float = 0.0) -> None:
+                 no_decay: bool = True, shares: str = "budget",
+                 opportunistic_usage: float = 1.0) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
