@@ -429,10 +429,14 @@ def _account_lines(accounts: Iterable[SlurmAccount]) -> list[str]:
                      f"{RUN}sacctmgr -i add account "
                      + _q(name, f"parent={parent}", f"fairshare={share}",
                           f"Description={a.description}"))
+        # parent and share apart: a modify whose parent= changes nothing exits 1 ("Nothing
+        # modified", the real 22.05) even when its fairshare= would change the share
         lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
-                     f"format=user,parentname,share | grep -qx {_q(f'|{parent}|{share}')} || "
-                     f"{RUN}sacctmgr -i modify account "
-                     + _q(name, "set", f"parent={parent}", f"fairshare={share}"))
+                     f"format=user,parentname | grep -qx {_q(f'|{parent}')} || "
+                     f"{RUN}sacctmgr -i modify account " + _q(name, "set", f"parent={parent}"))
+        lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
+                     f"format=user,share | grep -qx {_q(f'|{share}')} || "
+                     f"{RUN}sacctmgr -i modify account " + _q(name, "set", f"fairshare={share}"))
     return lines
 
 
