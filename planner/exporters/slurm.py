@@ -3,12 +3,15 @@
 What it sets:
 
 - **accounts**: the org tree, one account per node (parent = its org parent, ``root`` at
-  the top), ``fairshare`` = round(100 × org weight), at least 1 (Slurm shares are integers);
+  the top), ``fairshare`` = the quarter budgets (NGH) of the projects under it, rounded,
+  at least 1 (:func:`budget_shares`; Slurm shares are integers): Fair Tree balances
+  siblings' usage in proportion to their budgets (measured better than org weights);
 - **opportunistic work**: one shared QOS ``gp-opportunistic`` for GPU-hours beyond a budget
   (the plan's ``opportunistic`` grants: preemptible, reclaimed first), with no
-  ``GrpTRESMins`` (bound by no budget), ``UsageFactor=0`` (its jobs add no usage: not to any
-  budget QOS, whose usage is per QOS anyway, nor to the account's fair-share usage; ``sacct``
-  still records each job with its QOS), ``Priority=0`` (below the budget QOS),
+  ``GrpTRESMins`` (bound by no budget), ``UsageFactor=1`` (its jobs add no usage to any
+  budget QOS, whose usage is per QOS, but to the account's fair-share usage, so Fair Tree
+  puts the projects furthest behind their budget share first in this tier; ``sacct``
+  records each job with its QOS), ``Priority=0`` (below the budget QOS),
   ``PreemptMode=requeue`` (a preempted job goes back to the queue) and
   ``PreemptExemptTime`` = the plan contract's ``min_runtime_cap_hours`` (a job runs that long
   before a budget job may requeue it: the protected minimum runtime; Slurm 22.05 honours
@@ -17,12 +20,18 @@ What it sets:
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
-  nothing is planned), made the account's ``DefaultQOS`` so that it binds jobs that name
+  nothing is planned), ``Flags=NoDecay`` (the GPU-minutes count undecayed), and the pace
+  cap ``GrpTRES=gres/gpu=`` :func:`pace_gpus` (GPUs its jobs hold at once: the first
+  period's ⌊g + o⌋ summed over clusters, plus reservations in force), made the account's
+  ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.
+  The cap changes at each replan without a reset.
   ``Priority=100`` and ``Preempt=gp-opportunistic``: guaranteed work takes GPUs back from
   opportunistic jobs first. Once a budget is spent, the project's jobs that name no QOS
-  pend (``QOSGrpGRESMinutes``) while its ``--qos=gp-opportunistic`` jobs still run;
+  pend (``QOSGrpGRESMinutes``), and beyond the cap (``QOSGrpGRES``), while its
+  ``--qos=gp-opportunistic`` jobs still run (the site's wrapper moves such pending jobs
+  there: README, "The wrapper rule");
 - **reservations**: every planned reservation, ``ReservationName=gp-<request id>`` (the id
   where Slurm takes it verbatim, else its safe form; the ``gp-`` prefix keeps a site's own
   reservations out of reach: the script creates, updates and deletes only ``gp-`` names of
@@ -74,10 +83,10 @@ from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a 
 reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
-moved/resized and dropped reservations, and QOS whose limit changed (preceded by the guarded
-``gp-opportunistic`` lines, as their ``Preempt`` names it). Accounts come from the org,
-not the plan: they are emitted in replan mode only when ``previous_org`` is given and
-differs (accounts are never deleted: they hold usage history).
+moved/resized and dropped reservations, QOS whose limit or cap changed (preceded by the
+guarded ``gp-opportunistic`` lines, as their ``Preempt`` names it), and accounts whose
+parent (the org: ``previous_org``) or share (the budgets) changed (accounts are never
+deleted: they hold usage history).
 """
 
 from __future__ import annotations

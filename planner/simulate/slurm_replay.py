@@ -11,7 +11,10 @@ with that state.
 
 - each budget QOS ``gp-<project>`` gets its ``GrpTRESMins=gres/gpu=`` GPU-minutes; where
   the limit changed, its accrued usage is reset (``RawUsage=0``, as the script does; the
-  GPU-minutes still reserved by running jobs are not usage and stay counted);
+  GPU-minutes still reserved by running jobs are not usage and stay counted); and its
+  pace cap ``GrpTRES=gres/gpu=`` (GPUs its running jobs may hold);
+- the accounts get their integer ``fairshare`` (the budgets), ``gp-opportunistic`` its
+  exempt time and ``UsageFactor``;
 - reservations are created, moved and deleted: each holds ``NodeCnt`` whole nodes of its
   partition (the cluster) for its account over [start, end). A reservation kept from the
   previous state keeps its nodes; a new or resized one takes the highest-numbered nodes
@@ -24,21 +27,24 @@ lines the script's header asks for):
 
 - *QOS of a job* (the user behaviour assumed, written in the README): an allocated job is
   submitted under its account's ``DefaultQOS``, the project's budget QOS. It may start
-  there only while the QOS's GPU-minutes — usage accrued (decayed, see below) plus what
+  there only while the QOS's GPU-minutes — usage accrued plus what
   Slurm reserves for its running jobs (GPUs × time limit left) plus this job's GPUs × its
-  time limit — stay within ``GrpTRESMins``; otherwise it would pend with reason
-  ``QOSGrpGRESMinutes``, and a site wrapper moves it to ``--qos=gp-opportunistic`` (and
-  back, while it waits, once a new limit admits it). Unallocated jobs, and jobs of
-  projects with no budget QOS, run under ``gp-opportunistic``. A job keeps its QOS while
+  time limit — stay within ``GrpTRESMins`` and the GPUs its running jobs hold plus this
+  job's stay within ``GrpTRES``; otherwise it would pend with reason
+  ``QOSGrpGRESMinutes`` or ``QOSGrpGRES``, and a site wrapper moves it to
+  ``--qos=gp-opportunistic`` (and back, while it waits, once a new limit or cap admits
+  it). Unallocated jobs, and jobs of projects with no budget QOS, run under
+  ``gp-opportunistic``. A job keeps its QOS while
   it runs.
 - *priority*: ``PriorityWeightQOS`` × QOS priority ÷ the highest (budget 100, opportunistic
   0) + ``PriorityWeightFairshare`` × the Fair Tree factor, the QOS weight larger than the
   fair-share one, so every budget job comes before every opportunistic one and Fair Tree
   orders within each (``fair_tree_ranks`` with the accounts' integer ``fairshare``);
   ``PriorityWeightAge`` is 0: submit order within an account. Fair-share usage is the NGH
-  of budget-QOS jobs (``UsageFactor=0`` keeps opportunistic jobs out), decayed with
-  ``PriorityDecayHalfLife`` (Slurm's default, 7 days); the QOS usage decays the same way
-  (the budget QOS has no ``NoDecay`` flag), both every hour here.
+  of budget-QOS jobs plus ``gp-opportunistic``'s ``UsageFactor`` (1 as shipped) × the NGH
+  of opportunistic jobs, decayed with ``PriorityDecayHalfLife`` (Slurm's default, 7 days)
+  every hour here; the budget QOS's usage does not decay (``Flags=NoDecay``; without the
+  flag it decays the same way).
 - *main pass*: jobs in priority order start where they fit; a budget job that does not
   fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
   least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
@@ -51,6 +57,10 @@ lines the script's header asks for):
   ``--reservation``) where its time limit ends before the reservation does; every other
   job stays off reserved nodes while the reservation is active, and off a future one's
   nodes if its time limit would reach the reservation's start.
+
+The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
+``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``
+and ``opportunistic_usage`` replay the variants the README measures against it.
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
 event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
