@@ -289,8 +289,8 @@ def slurm_accounts(tree: OrgTree, nodes: list[str],
     return tuple(out)
 
 
-#: Where the accounts' ``fairshare`` comes from: the org weights (shipped) or the budgets
-SHARES = ("org", "budget")
+#: Where the accounts' ``fairshare`` comes from: the budgets (shipped) or the org weights
+SHARES = ("budget", "org")
 
 
 def budget_shares(plan: dict[str, Any], tree: OrgTree) -> dict[str, int]:
