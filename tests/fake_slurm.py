@@ -9,8 +9,9 @@ parent=``; for ``modify qos`` it says "Modified qos" and exits 0 even when nothi
 so the fake is stricter there on purpose: an unguarded QOS modify shows up as a failure.
 ``modify qos ... set RawUsage=0`` resets the usage and silently drops any other setting in
 the same command, as the real one does. A new QOS holds Slurm's defaults (priority 0, no
-preempt list, preempt mode ``cluster``, usage factor 1), printed as ``show qos`` prints them
-(``UsageFactor=0`` as ``0.000000``, ``PreemptMode=requeue`` as ``requeue``); ``Preempt=``
+preempt list, preempt mode ``cluster``, usage factor 1, no flags, no ``GrpTRES``), printed
+as ``show qos`` prints them (``UsageFactor=0`` as ``0.000000``, ``PreemptMode=requeue`` as
+``requeue``, ``Flags=-1`` and ``GrpTRES=gres/gpu=-1`` as nothing); ``Preempt=``
 (or ``qos+=``, ``DefaultQOS=``) naming a QOS that does not exist is refused ("You gave a bad
 qos"), and ``qos+=a,b`` adds each name of the list. Against
 the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
@@ -32,7 +33,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 QOS_DEFAULTS = {"priority": "0", "preempt": "", "preemptmode": "cluster",
-                "usagefactor": "1.000000", "preemptexempttime": ""}
+                "usagefactor": "1.000000", "preemptexempttime": "", "flags": "",
+                "grptres": ""}
 
 
 def _pairs(words: list[str]) -> dict[str, str]:
@@ -45,6 +47,8 @@ def _shown(key: str, value: str) -> str:
         return f"{float(value):.6f}"
     if key == "preemptmode":
         return value.lower()
+    if (key == "flags" and value == "-1") or (key == "grptres" and value.endswith("=-1")):
+        return ""  # -1 clears
     return value
 
 

@@ -373,7 +373,7 @@ class RealSlurm:
             "assocs": self.sacctmgr("assoc", "cluster,account,user,parentname,share,qos,"
                                              "defaultqos,grptresmins"),
             "qos": self.sacctmgr("qos", "name,grptresmins,priority,preempt,preemptmode,"
-                                        "usagefactor,preemptexempttime"),
+                                        "usagefactor,preemptexempttime,grptres,flags"),
             "sshare": [{k: v for k, v in row.items() if k in ("Account", "User", "RawShares",
                                                                "depth")}
                        for row in self.sshare()],

@@ -32,11 +32,12 @@ from planner.contract import (
     timeline,
 )
 from planner.exporters.kueue import export_kueue
-from planner.exporters.slurm import account, export_slurm
+from planner.exporters.slurm import account, export_slurm, qos_name
 from planner.inputs.load import load_scenario
 from planner.run import SAMPLE
 from planner.simulate.engine import JobState, Replay, replay
 from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.slurm_replay import SlurmReplayPolicy
 from tests.export_fixtures import D1, D2, D3, PLAN
 from tests.test_simulate import first_starts, trace, two_teams
 
@@ -253,6 +254,27 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
         assert pool.get(c, 0) == sim.capacity[k] - held
     # and no cell of the Kueue export is one the simulator does not know
     assert set(kueue) <= {(p, c) for p in sim.projects for c in sim.cluster_ids}
+
+    # Slurm's pace cap (GrpTRES of each budget QOS, as the script sets it) is the project's
+    # cells summed: guaranteed + headroom on every cluster, plus its reservations in force
+    # in the first period; the planner-slurm replay applies the same number
+    caps = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"modify qos (\S+) set GrpTRES=gres/gpu=(\d+)", export_slurm(plan, org))}
+    replayed = SlurmReplayPolicy(load_model("default"))
+    sim2 = Replay(scenario, one, replayed)
+    replayed.prepare(sim2)
+    sim2.now = (pd.Timestamp(first["start"]) - scenario.config.quarter_start) / pd.Timedelta(
+        hours=1)
+    replayed._read_first_period(sim2, plan, first["start"])
+    budgeted = {b["project"] for b in plan["budgets"]}
+    assert budgeted and len(caps) == len(budgeted)
+    for p, name in enumerate(sim.projects):
+        if name not in budgeted:
+            continue
+        cells = sum(int(policy.guaranteed[p, k] + policy.opportunistic[p, k])
+                    + terms.reserved_gpus(name, c) for k, c in enumerate(sim.cluster_ids))
+        assert caps[qos_name(name)] == cells == replayed.cap_gpus[p], name
+    assert sum(caps.values()) > 0
 
 
 # -- the simulator's planner executor protects by the plan's contract --------------------

@@ -20,13 +20,16 @@ from planner.exporters.slurm import (
     SLURM_CONF_LINES,
     account,
     budget_minutes,
+    budget_shares,
     description,
     export_slurm,
     opportunistic_settings,
+    pace_gpus,
     qos_name,
     reservation_name,
     slurm_state,
 )
+from planner.inputs.org import OrgTree
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
 from tests.real_slurm import until
 from tests.scenario_factory import write_scenario
@@ -43,14 +46,20 @@ def commands(script: str) -> list[str]:
 def test_full_script_sets_accounts_budgets_and_reservations():
     script = export_slurm(PLAN, ORG)
     lines = commands(script)
-    # 6 org nodes x (guarded add + modify); the opportunistic QOS (add, settings); 3 projects
-    # x (qos add, priority and preempt, limit, attach); 2 reservations
-    assert len(lines) == 6 * 2 + 2 + 3 * 4 + 2
+    # 6 org nodes x (guarded add, parent, share); the opportunistic QOS (add, settings); 3 projects
+    # x (qos add, priority preempt and flags, limit, pace cap, attach); 2 reservations
+    assert len(lines) == 6 * 3 + 2 + 3 * 5 + 2
     assert "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a " \
-           "parent=area fairshare=200" in script
-    assert "sacctmgr -n -P show assoc account=p1 format=user,parentname,share | grep -qx " \
-           "'|team-a|200' || run sacctmgr -i modify account p1 set parent=team-a fairshare=200" \
-           in script
+           "parent=area fairshare=3500" in script
+    # fairshare: the budgets (NGH) summed under each account: p1 2000, team-a 2000 + 1500
+    assert budget_shares(PLAN, OrgTree.from_frame(ORG)) == {
+        "area": 4000, "team-a": 3500, "team-b": 500, "p1": 2000, "p2": 1500, "=P 3": 500}
+    # parent and share are guarded and set apart (sacctmgr 22.05 exits 1, "Nothing
+    # modified", on a parent= that changes nothing even if fairshare= would change)
+    assert "sacctmgr -n -P show assoc account=p1 format=user,parentname | grep -qx " \
+           "'|team-a' || run sacctmgr -i modify account p1 set parent=team-a" in script
+    assert "sacctmgr -n -P show assoc account=p1 format=user,share | grep -qx " \
+           "'|2000' || run sacctmgr -i modify account p1 set fairshare=2000" in script
     # p1: 1900 NGH left; planned raw 732 (c1, rate 1) + 192 (r1 on c2, rate .5) GPU-h for
     # 732 + 96 NGH -> 1900 * 924 / 828 * 60 = 127217.39 GPU-minutes
     assert budget_minutes(PLAN)["p1"] == 127217
@@ -61,19 +70,27 @@ def test_full_script_sets_accounts_budgets_and_reservations():
            "DefaultQOS=gp-p1" in script
     # guaranteed work preempts opportunistic work and goes first; the shared QOS is bound by no
     # budget (no GrpTRESMins), adds no usage and is requeued when preempted
-    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt | grep -qx " \
-           "'100|gp-opportunistic' || run sacctmgr -i modify qos gp-p1 set Priority=100 " \
-           "Preempt=gp-opportunistic" in lines
-    assert lines[12:14] == [
+    # and their GPU-minutes count undecayed (Flags=NoDecay)
+    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags | grep -qx " \
+           "'100|gp-opportunistic|NoDecay' || run sacctmgr -i modify qos gp-p1 set " \
+           "Priority=100 Preempt=gp-opportunistic Flags=NoDecay" in lines
+    # the pace cap: GPUs the budget QOS's jobs hold at once, the first period's ⌊g + o⌋
+    # summed over clusters plus the reservations in force in it. p1: ⌊10.5 + 4.75⌋ on c1 +
+    # r1's node of 8 on c2 = 23; p2: ⌊16.75⌋ = 16 (r2 starts after the first period); =P 3: 8
+    assert pace_gpus(PLAN) == {"p1": 23, "p2": 16, "=P 3": 8}
+    assert pace_gpus(PLAN, "guaranteed") == {"p1": 18, "p2": 16, "=P 3": 8}  # ⌊10.5⌋ + 8
+    assert "sacctmgr -n -P show qos gp-p1 format=grptres | grep -qx gres/gpu=23 || " \
+           "run sacctmgr -i modify qos gp-p1 set GrpTRES=gres/gpu=23" in lines
+    assert lines[18:20] == [
         "sacctmgr -n show qos gp-opportunistic | grep -q . || "
         "run sacctmgr -i add qos gp-opportunistic",
         "sacctmgr -n -P show qos gp-opportunistic "
         "format=priority,preemptmode,usagefactor,preemptexempttime | "
-        "grep -qx '0|requeue|0.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
-        "set Priority=0 PreemptMode=requeue UsageFactor=0 PreemptExemptTime=08:00:00"]
+        "grep -qx '0|requeue|1.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
+        "set Priority=0 PreemptMode=requeue UsageFactor=1 PreemptExemptTime=08:00:00"]
     # an opportunistic job runs at least the contract's protected minimum runtime
     # (min_runtime_cap_hours, 8 h in PLAN) before a budget job may requeue it
-    assert "GrpTRESMins" not in " ".join(lines[12:14])
+    assert "GrpTRESMins" not in " ".join(lines[18:20])
     # what slurm.conf must hold is in the header, as comments
     header = script[:script.index("set -eu")]
     assert "# slurm.conf must have" in header
@@ -94,7 +111,8 @@ def test_every_create_is_guarded_so_rerunning_converges():
         if " add " in line:
             assert re.match(r"sacctmgr -n show (account|qos) (\S+) \| grep -q \. \|\| "
                             r"run sacctmgr -i add \1 \2( |$)", line), line
-        elif any(f"set {key}=" in line for key in ("parent", "GrpTRESMins", "Priority")):
+        elif any(f"set {key}=" in line
+                 for key in ("parent", "fairshare", "GrpTRESMins", "GrpTRES", "Priority")):
             # a modify that changes nothing exits 1 under set -e: only where values differ
             assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
                             r"grep -qx ('[^']+'|\S+) \|\| \{? ?run sacctmgr -i modify "
@@ -135,21 +153,34 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
         "run scontrol delete ReservationName=gp-r1; fi"]
     assert sum("ReservationName=gp-r9" in line for line in lines) == 1
     # the reservations, the guarded opportunistic QOS (p1's Preempt names it), p1's QOS block
-    assert sum("qos gp-p1" in line for line in lines) == 3
+    assert sum("qos gp-p1" in line for line in lines) == 4
     assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
-    assert len(lines) == 2 + 2 + 4
+    assert len(lines) == 2 + 2 + 5
     assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
-def test_replan_with_a_changed_org_touches_only_changed_accounts():
+def test_replan_with_a_changed_org_or_budget_touches_only_changed_accounts():
+    # shares come from the budgets: a new org weight changes no account, a moved project
+    # changes its own parent and the shares of the subtrees it left and joined
     org = ORG.copy()
     org.loc[org["id"] == "p2", "weight"] = 4.0
+    assert commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG)) == []
+    org.loc[org["id"] == "p2", "parent"] = "team-b"
     lines = commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG))
-    assert lines == [
-        "sacctmgr -n show account p2 | grep -q . || run sacctmgr -i add account p2 "
-        "parent=team-a fairshare=400 Description=org:p2",
-        "sacctmgr -n -P show assoc account=p2 format=user,parentname,share | grep -qx "
-        "'|team-a|400' || run sacctmgr -i modify account p2 set parent=team-a fairshare=400"]
+    # each changed account: its guarded add, then parent and share, each guarded apart
+    assert [line.split()[4] for line in lines if line.startswith("sacctmgr -n show account")] \
+        == ["team-a", "team-b", "p2"]
+    assert len(lines) == 3 * 3
+    assert "sacctmgr -n -P show assoc account=p2 format=user,parentname | grep -qx " \
+           "'|team-b' || run sacctmgr -i modify account p2 set parent=team-b" in lines
+    assert "sacctmgr -n -P show assoc account=team-b format=user,share | grep -qx " \
+           "'|2000' || run sacctmgr -i modify account team-b set fairshare=2000" in lines
+    # a budget that grows (a new quarter's budgets, say) reshares p1's line up to the top
+    bigger = plan_copy()
+    bigger["budgets"][0]["budget"] = 3000.0
+    changed = [line.split()[4] for line in commands(export_slurm(bigger, ORG, previous=PLAN))
+               if line.startswith("sacctmgr -n show account ")]
+    assert changed == ["area", "team-a", "p1"]
 
 
 def test_running_reservation_only_moves_its_end():
@@ -232,17 +263,19 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     once = slurm.apply(export_slurm(PLAN, ORG))
     assert set(once["account"]) == {"area", "team-a", "team-b", "p1", "p2",
                                     "p-3-8aff7f51"}
-    assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "200",
+    assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "2000",
                                      "description": "org:p1",
                                      "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
                                     "priority": "100", "preempt": "gp-opportunistic",
                                     "preemptmode": "cluster", "usagefactor": "1.000000",
-                                    "preemptexempttime": ""}
+                                    "preemptexempttime": "", "flags": "NoDecay",
+                                    "grptres": "gres/gpu=23"}
     assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000",
-                                               "preemptexempttime": "08:00:00"}
+                                               "usagefactor": "1.000000",
+                                               "preemptexempttime": "08:00:00",
+                                               "flags": "", "grptres": ""}
     assert once["reservation"]["gp-r2"] == {
         "StartTime": "2026-11-17T00:00:00", "Duration": "1-00:00:00", "Accounts": "p2",
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
@@ -253,7 +286,7 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
     # QOS settings, limits (and usage reset) and the QOS attach set once, in the first apply;
     # accounts added with the plan's parent and share are never modified; the second apply
     # changes nothing at all
-    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2)
+    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2 + 1)
     assert slurm.calls("sacctmgr -i modify account") == 3
     assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 1
     # replan: r2 moves a day, r1 is dropped, p1 has used more
@@ -285,8 +318,9 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert state["qos"][own]["preempt"] == OPPORTUNISTIC_QOS
     assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
-                                               "usagefactor": "0.000000",
-                                               "preemptexempttime": "08:00:00"}
+                                               "usagefactor": "1.000000",
+                                               "preemptexempttime": "08:00:00",
+                                               "flags": "", "grptres": ""}
     assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
     assert state["account"]["opportunistic"]["defaultqos"] == own
 
@@ -357,9 +391,11 @@ def test_a_script_run_after_a_reservation_began_keeps_its_start_and_moves_only_i
 # network namespace of its own (loopback only), once for the tests below, one slurmd per
 # node of PLAN's clusters (c1: 4 nodes, c2: 2; partitions c1 and c2).
 
-# what the plan's org says, by hand: account -> (parent, fairshare = round(100 x weight))
-ACCOUNTS = {"area": ("root", "300"), "team-a": ("area", "200"), "team-b": ("area", "100"),
-            "p1": ("team-a", "200"), "p2": ("team-a", "100"), "p-3-8aff7f51": ("team-b", "50")}
+# what the plan's org and budgets say, by hand: account -> (parent, fairshare = the budgets
+# (NGH) summed under it)
+ACCOUNTS = {"area": ("root", "4000"), "team-a": ("area", "3500"), "team-b": ("area", "500"),
+            "p1": ("team-a", "2000"), "p2": ("team-a", "1500"),
+            "p-3-8aff7f51": ("team-b", "500")}
 
 
 def _stamp(ts: pd.Timestamp) -> str:
@@ -440,11 +476,15 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
     assert len(qos) == len(state["qos"]) == 1 + 1 + 3  # normal, opportunistic, per project
     assert settings[OPPORTUNISTIC_QOS] == {
         "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
-        "preemptmode": "requeue", "usagefactor": "0.000000",
-        "preemptexempttime": exempt}
+        "preemptmode": "requeue", "usagefactor": "1.000000",
+        "preemptexempttime": exempt, "grptres": "", "flags": ""}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
+    caps = pace_gpus(plan)
     for project, acct in projects.items():
         assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
+        # the pace cap and undecayed GPU-minutes, as sacctmgr prints them
+        assert (settings[f"gp-{acct}"]["grptres"], settings[f"gp-{acct}"]["flags"]) == \
+            (f"gres/gpu={caps[project]}", "NoDecay")
         assert (settings[f"gp-{acct}"]["priority"], settings[f"gp-{acct}"]["preempt"]) == \
             ("100", OPPORTUNISTIC_QOS)
         assert {f"gp-{acct}", OPPORTUNISTIC_QOS} <= set(own[acct]["qos"].split(","))
@@ -639,8 +679,8 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
     (its one CPU and 8 GPUs) is requeued when p1's guaranteed job needs that node
     (``Preempt=gp-opportunistic``; slurm.conf has ``PreemptType=preempt/qos``): sacct records
     the first run as PREEMPTED, scontrol counts a restart, and the job is queued again.
-    ``UsageFactor=0``: the opportunistic jobs leave the usage of their QOS and p2's
-    fair-share usage at 0, while the guaranteed job's QOS accrues usage.
+    The opportunistic jobs add to no budget QOS (gp-p2's usage stays 0), while the
+    guaranteed job's budget QOS accrues usage.
 
     What the real Slurm taught: ``sacctmgr modify qos`` reports "Modified qos" (exit 0) even
     when nothing changes, unlike ``modify account ... set parent=`` (exit 1); a ``Preempt=``
@@ -697,11 +737,60 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         log = (real_slurm.root / "log" / "slurmctld.log").read_text()
         assert f"preempted JobId={preempted} has been requeued to reclaim resources for " \
                f"JobId={guaranteed}" in log
-        # UsageFactor=0: opportunistic work is charged nowhere, guaranteed work to its QOS
-        assert real_slurm.qos_usage(OPPORTUNISTIC_QOS) == 0.0
+        # gp-opportunistic has no GrpTRESMins: its work is charged to no budget QOS (its
+        # UsageFactor=1, read back above, counts it in fair share only; when slurmctld
+        # books that usage is its own timing, so it is not waited for here); guaranteed
+        # work accrues usage on its own budget QOS
         assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
-        usage = {(r["Account"], r["User"]): r["RawUsage"] for r in real_slurm.sshare()}
-        assert usage[("p2", "")] == usage[("p2", "root")] == "0"
+        assert real_slurm.qos_usage("gp-p2") == 0.0
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
+    """The budget QOS holds at most its pace cap at once; the rest runs opportunistic.
+
+    p2's first period grants 1.5 guaranteed GPUs (cap ⌊1.5⌋ = 1), =P 3's nothing (cap 0,
+    which sacctmgr takes and prints as ``gres/gpu=0``). p2's first default-QOS job runs
+    under gp-p2; its second pends with reason ``QOSGrpGRES`` (the budget has minutes
+    left: only the cap stops it), while its ``--qos=gp-opportunistic`` job runs: the
+    wrapper's rule (README) moves a job pending on either budget limit there.
+    """
+    plan = future_plan()
+    first = plan["periods"][0]["start"]
+    for a in plan["allocations"]:
+        if a["period_start"] == first and a["project"] == "p2":
+            a.update(gpus=1.5, gpu_hours=36.0)
+    plan["allocations"] = [a for a in plan["allocations"]
+                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    assert pace_gpus(plan) == {"p1": 23, "p2": 1, "=P 3": 0}
+    real_slurm.bash(export_slurm(plan, ORG))
+    state = real_slurm.state()
+    assert_slurm_holds(real_slurm, plan, state)
+    caps = {q["name"]: (q["grptres"], q["flags"]) for q in state["qos"]}
+    assert caps["gp-p2"] == ("gres/gpu=1", "NoDecay")
+    assert caps["gp-p-3-8aff7f51"] == ("gres/gpu=0", "NoDecay")
+    _allow_root(real_slurm, "p2")
+    jobs: list[str] = []
+    try:
+        first_job = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        jobs.append(first_job)
+        until("p2's first job runs under gp-p2",
+              lambda: real_slurm.job(first_job)["JobState"] == "RUNNING")
+        assert real_slurm.job(first_job)["QOS"] == "gp-p2"
+        second = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(second)
+        until("p2's second job pends on the cap",
+              lambda: real_slurm.job(second)["Reason"] == "QOSGrpGRES")
+        beyond = _sbatch(real_slurm, "-A", "p2", "--qos=gp-opportunistic", "--gres=gpu:1",
+                         "--wrap", "sleep 1")
+        jobs.append(beyond)
+        until("p2's opportunistic job completes",
+              lambda: _sacct_states(real_slurm, beyond) == ["COMPLETED"])
+        job = real_slurm.job(second)
+        assert (job["JobState"], job["Reason"], job["QOS"]) == ("PENDING", "QOSGrpGRES",
+                                                                "gp-p2")
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)
@@ -795,8 +884,8 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, sho
     plan["contract"]["min_runtime_cap_hours"] = cap
     line = next(line for line in commands(export_slurm(plan, ORG))
                 if "modify qos gp-opportunistic" in line)
-    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
-    assert f"grep -qx '0|requeue|0.000000|{shown}'" in line
+    assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
+    assert f"grep -qx '0|requeue|1.000000|{shown}'" in line
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap
 
 
@@ -813,5 +902,5 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_fill_slice_under_its_cap(
     plan["contract"]["fill_slice_hours"] = fill_slice
     line = next(line for line in commands(export_slurm(plan, ORG))
                 if "modify qos gp-opportunistic" in line)
-    assert line.endswith(f"UsageFactor=0 PreemptExemptTime={shown}")
+    assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == min(cap, fill_slice)

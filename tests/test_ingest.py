@@ -544,8 +544,8 @@ def test_the_report_names_the_first_jobs_of_a_long_list_and_counts_the_rest(tmp_
 
 def test_sacct_with_qos_skips_opportunistic_jobs_and_charges_the_rest(tmp_path: Path):
     # the eighth field, QOS: p1's job under gp-opportunistic ran beyond its budget and is
-    # charged to none (UsageFactor=0 in Slurm too), so it is reported, not written; p2's job
-    # under its budget QOS is written as usual (4 GPUs x 12 h)
+    # charged to no budget (no GrpTRESMins in Slurm either), so it is reported, not
+    # written; p2's job under its budget QOS is written as usual (4 GPUs x 12 h)
     path = tmp_path / "sacct.txt"
     path.write_text(
         "JobIDRaw|Account|Partition|AllocTRES|Start|End|State|QOS\n"

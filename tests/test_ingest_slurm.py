@@ -133,6 +133,10 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
         slurm.run("bash", str(tmp_path / "out" / "slurm" / "slurm-apply.sh"), timeout=120)
         for acct in ACCOUNT.values():  # users are the site's business: root may charge them
             slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={acct}")
+            # this test is about ingest: the budget QOS's pace cap (the plan's first-period
+            # grants, 0 GPUs where the plan has no demand) is lifted so the jobs run under it
+            slurm.run("sacctmgr", "-i", "modify", "qos", f"gp-{acct}", "set",
+                      "GrpTRES=gres/gpu=-1")
         before = pd.Timestamp.now(tz="UTC").floor("s")
 
         def sbatch(account: str, partition: str, *args: str) -> str:

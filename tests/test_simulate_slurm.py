@@ -6,6 +6,9 @@ protected runtime is 8 h, and opportunistic work is protected for min(cap, fill 
 so ``PreemptExemptTime=08:00:00`` on ``gp-opportunistic``; the bundled 1 h slice is
 tested on the command line below). Jobs without a
 ``time_limit_hours`` ask for their duration rounded up to a power of two hours.
+
+The first cases switch the budget QOS's pace cap (``GrpTRES``) off (``pace="none"``) to
+test the GPU-minutes, the exempt time and Fair Tree alone; the cap has cases of its own.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def test_a_spent_budget_qos_sends_the_next_job_to_gp_opportunistic():
     sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 0.0)))
     tr = trace([("a1", "a", 0, 4, 8.0, 8.0), ("a2", "a", 0, 1, 8.0, 8.0),
                 ("a3", "a", 0, 1, 8.0, 8.0)])
-    policy = SlurmReplayPolicy(EIGHT)
+    policy = SlurmReplayPolicy(EIGHT, pace="none")
     result = replay(sc, tr, policy)
     assert first_starts(tr, result) == {"a1": 0.0, "a2": 0.0, "a3": 0.0}
     assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "a3": {EXEMPT}}
@@ -73,7 +76,7 @@ def test_with_the_budget_spent_a_job_pends_behind_budget_work_then_runs_opportun
     sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 400.0)))
     tr = trace([("a1", "a", 0, 8, 4.0, 4.0), ("a2", "a", 1, 1, 4.0, 4.0),
                 ("b1", "b", 1, 1, 4.0, 4.0), ("a3", "a", 2, 2, 4.0, 4.0)])
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
     assert first_starts(tr, result) == {"a1": 0.0, "a2": 4.0, "b1": 4.0, "a3": 4.0}
     assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "b1": {BUDGET},
                                 "a3": {EXEMPT}}
@@ -92,7 +95,7 @@ def test_an_opportunistic_job_is_requeued_by_a_budget_job_only_after_its_exempt_
     rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
     rows += [(f"a{i}", "a", 1, 1, 20.0, 8.0) for i in range(4)]
     tr = trace(rows)
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
     starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(4)] == [8.0] * 4
     assert result.preemptions.sum() == 4
@@ -111,7 +114,7 @@ def test_fair_tree_puts_the_account_that_used_less_first():
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)), same_team=True)
     tr = trace([("b1", "b", 0, 8, 10.0, 8.0), ("b2", "b", 1, 8, 10.0, 8.0),
                 ("a1", "a", 2, 8, 10.0, 8.0)])
-    result = replay(sc, tr, SlurmReplayPolicy())
+    result = replay(sc, tr, SlurmReplayPolicy(pace="none"))
     assert first_starts(tr, result) == {"b1": 0.0, "a1": 10.0, "b2": 20.0}
     # FIFO (the order without fair share) would have started b2 at 10
     assert tags(tr, result) == {"b1": {BUDGET}, "b2": {BUDGET}, "a1": {BUDGET}}
@@ -213,19 +216,20 @@ def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_
 
 def test_planner_slurm_on_the_command_line_protects_for_the_models_cap(tmp_path):
     # `planner simulate --policy planner-slurm --model M`: U (b, unallocated, 8 GPUs, 30 h)
-    # takes the node at 0 under gp-opportunistic; A (a, allocated, 4 GPUs, limit 2 h:
-    # 8 GPU-hours of a's 100) queues at 1 under gp-a and requeues U once U's exempt time,
-    # the contract's protection of opportunistic work, min(min_runtime_cap_hours,
-    # fill_slice_hours), has passed: at 1 h with the bundled models (their 1 h fill slice
-    # binds); with the slice widened to 24 h, the cap: at 8 h from the default model, 4 h
-    # from strict-budgets.
+    # takes the node at 23 under gp-opportunistic; A (a, allocated, 4 GPUs, limit 2 h:
+    # 8 GPU-hours of a's 100) queues at 23.5. The plan of 0 saw no work of a, so gp-a's
+    # pace cap is 0 GPUs and A cannot start under gp-a; the replan at 24 sees A and caps gp-a
+    # at its 4 GPUs, and A requeues U once U's exempt time, the contract's protection of
+    # opportunistic work, min(min_runtime_cap_hours, fill_slice_hours), has passed: at 24
+    # with the bundled models (their 1 h fill slice binds); with the slice widened to 24 h,
+    # the cap: at 31 from the default model (8 h), 27 from strict-budgets (4 h).
     from planner.cli import main
     from tests.test_simulate_cli import HEADER, two_team_folder
 
     folder = two_team_folder(tmp_path / "sc")
     trace = tmp_path / "trace.csv"
-    trace.write_text(HEADER + "U,b,c1,2026-10-01T00:00:00Z,8,30,0,true\n"
-                              "A,a,c1,2026-10-01T01:00:00Z,4,2,1,true\n")
+    trace.write_text(HEADER + "U,b,c1,2026-10-01T23:00:00Z,8,30,0,true\n"
+                              "A,a,c1,2026-10-01T23:30:00Z,4,2,1,true\n")
     models = {"default": "default"}
     for name in ("default", "strict-budgets"):
         bundled = (Path(planner.__file__).parent / "models" / f"{name}.toml").read_text()
@@ -240,9 +244,9 @@ def test_planner_slurm_on_the_command_line_protects_for_the_models_cap(tmp_path)
                      "planner-slurm", "--model", model, "--out", str(out)]) == 0
         jobs = (out / "planner-slurm-jobs.csv").read_text().splitlines()
         starts[label] = next(line.split(",")[5] for line in jobs if line.startswith("A,"))
-    assert starts == {"default": "2026-10-01T01:00:00Z",
-                      "default-wide-slice": "2026-10-01T08:00:00Z",
-                      "strict-budgets-wide-slice": "2026-10-01T04:00:00Z"}
+    assert starts == {"default": "2026-10-02T00:00:00Z",
+                      "default-wide-slice": "2026-10-02T07:00:00Z",
+                      "strict-budgets-wide-slice": "2026-10-02T03:00:00Z"}
 
 
 def test_planned_reservations_become_slurm_reservations_not_engine_holds():
@@ -288,3 +292,113 @@ def test_planner_slurm_asks_no_reservations_for_waiting_gang_jobs_by_default():
         sim.now = 30.0
         asked[name] = list(policy.gang_requests(sim, as_of)["request_id"])
     assert asked == {"planner": ["G"], "slurm": [], "slurm-12h": ["G"]}
+
+
+class _FixedGrants(SlurmReplayPolicy):
+    """Every plan grants fixed GPUs on c1 over its first period (``grants``: project -> (g, o)).
+
+    Stands in for what the replans would grant; the replay applies the exporter's state of
+    that plan (the pace cap ⌊g + o⌋ included) as the script would.
+    """
+
+    def __init__(self, grants: dict[str, tuple[float, float]], **kwargs) -> None:
+        super().__init__(EIGHT, **kwargs)
+        self.grants = grants
+
+    def _read_first_period(self, sim, body: dict, first: str) -> None:
+        allocations = [{"project": p, "cluster": "c1", "period_start": first, "kind": kind,
+                        "gpus": gpus, "gpu_hours": 24 * gpus}
+                       for p, (g, o) in self.grants.items()
+                       for kind, gpus in (("guaranteed", g), ("opportunistic", o)) if gpus]
+        super()._read_first_period(sim, {**body, "allocations": allocations}, first)
+
+
+def job_runs(tr: pd.DataFrame, result, job_id: str) -> list[tuple[float, float, str]]:
+    """(start, end, how it ended) of each run of job ``job_id``, the runs merged across QOS
+    re-tags (an exempt job that becomes preemptable continues the same run)."""
+    row = int(np.flatnonzero(tr["job_id"].to_numpy() == job_id)[0])
+    merged: list[list] = []
+    for s in sorted(result.segments, key=lambda s: s.start):
+        if s.job != row:
+            continue
+        if merged and merged[-1][1] == s.start and merged[-1][2] != PREEMPTED:
+            merged[-1][1:] = [s.end, s.ended]
+        else:
+            merged.append([s.start, s.end, s.ended])
+    return [tuple(m) for m in merged]
+
+
+def _budget_gpus_at(tr: pd.DataFrame, result, project: str, t: float) -> int:
+    """GPUs ``project``'s budget-QOS jobs hold at ``t``."""
+    return sum(s.gpus for s in result.segments if s.tag == BUDGET and s.start <= t < s.end
+               and tr["project"].iat[s.job] == project)
+
+
+def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimable():
+    # (every job here is allocated work: min runtime 1 h, resumable.) One node of 8 GPUs.
+    # Every plan grants a 1.5 guaranteed + 0.75 opportunistic GPUs (gp-a:
+    # GrpTRES=gres/gpu=⌊2.25⌋ = 2) and b 6 (gp-b: 6); budgets are ample.
+    # t=0: a's four one-GPU jobs (10 h): a1, a2 run under gp-a (2 GPUs = the cap); a3, a4
+    #      would pend on QOSGrpGRES, so the wrapper sends them to gp-opportunistic, where
+    #      they run at once in the idle GPUs, exempt from preemption for 8 h.
+    # t=1: b's six one-GPU jobs (20 h) under gp-b: b1..b4 take the 4 idle GPUs; b5, b6
+    #      need a3's and a4's GPUs, which are exempt until 8: at 8 they requeue them.
+    # t=10: a1, a2 end; gp-a holds nothing, so a3 and a4 (requeued, waiting) now fit the
+    #      cap and restart under gp-a in the GPUs a1 and a2 left, each with the 2 h of work
+    #      it had left (resumable).
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
+    rows = [(f"a{i}", "a", 0, 1, 10.0, 1.0) for i in range(1, 5)]
+    rows += [(f"b{i}", "b", 1, 1, 20.0, 1.0) for i in range(1, 7)]
+    tr = trace(rows)
+    policy = _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)})
+    result = replay(sc, tr, policy)
+    assert policy.state.limits()["a"][1:] == (2, True)  # GrpTRES 2 GPUs, Flags=NoDecay
+    starts = first_starts(tr, result)
+    assert [starts[f"a{i}"] for i in range(1, 5)] == [0.0] * 4
+    assert [starts[f"b{i}"] for i in range(1, 7)] == [1.0] * 4 + [8.0] * 2
+    cut = [s for s in result.segments if s.ended == PREEMPTED]
+    assert sorted((tr["job_id"].iat[s.job], s.start, s.end) for s in cut) == [
+        ("a3", 0.0, 8.0), ("a4", 0.0, 8.0)]
+    assert {s.tag for s in cut} <= {EXEMPT, OPPORTUNISTIC}
+    assert job_runs(tr, result, "a3")[-1][:2] == (10.0, 12.0)  # its 2 h left, under gp-a
+    # (a run's tag is the one it ends under: exempt until 8, then preemptable)
+    assert tags(tr, result)["a3"] == {OPPORTUNISTIC, BUDGET} and tags(tr, result)["a1"] == {BUDGET}
+    # gp-a never holds more than its cap, gp-b never more than its 6
+    for t in np.arange(0.0, 72.0, 0.5):
+        assert _budget_gpus_at(tr, result, "a", t) <= 2
+        assert _budget_gpus_at(tr, result, "b", t) <= 6
+    # without the cap, all four of a's jobs are budget jobs and nothing is preempted
+    free = replay(sc, tr, _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, pace="none"))
+    assert tags(tr, free)["a3"] == {BUDGET} and free.preemptions.sum() == 0
+
+
+def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic():
+    # gp-a is capped at 2 GPUs (guaranteed 2, headroom 0): a's 8-GPU job never fits under
+    # gp-a, so it runs under gp-opportunistic at once on the idle node; b's 8-GPU budget job
+    # at 2 requeues it once its 8 h exemption has passed (at 8), and it restarts, again
+    # opportunistic, when b's job ends at 13, with its 12 h of work left (resumable).
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
+    tr = trace([("A", "a", 0, 8, 20.0, 1.0), ("B", "b", 2, 8, 5.0, 1.0)])
+    result = replay(sc, tr, _FixedGrants({"a": (2.0, 0.0), "b": (8.0, 0.0)}))
+    assert first_starts(tr, result) == {"A": 0.0, "B": 8.0}
+    assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 8.0), (13.0, 25.0)]
+    assert BUDGET not in tags(tr, result)["A"] and tags(tr, result)["B"] == {BUDGET}
+
+
+def test_no_decay_keeps_the_budget_qos_usage_undecayed():
+    # Flags=NoDecay (shipped): the GPU-minutes gp-a counts are the GPU-hours its jobs ran,
+    # undecayed. a1 (2 GPUs, 10 h) runs from 50 to 60, after the last replan (48), which
+    # resets nothing after it: at the end (72) gp-a has counted 20 GPU-hours. Without the
+    # flag Slurm decays them with PriorityDecayHalfLife (7 days), hourly here (the last
+    # decay at 71): the 2 GPU-hours of hour 50 + i are decayed 21 − i times (i = 0..9).
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 0.0)))
+    tr = trace([("a1", "a", 50, 2, 10.0, 1.0)])
+    kept = _FixedGrants({"a": (4.0, 0.0)})
+    replay(sc, tr, kept)
+    a = 0  # a's position among the leaves
+    assert kept.qos_used[a] == pytest.approx(20.0)
+    decayed = _FixedGrants({"a": (4.0, 0.0)}, no_decay=False)
+    replay(sc, tr, decayed)
+    half = 0.5 ** (1 / 168)
+    assert decayed.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
+                                                rel=1e-6)

@@ -3,12 +3,15 @@
 What it sets:
 
 - **accounts**: the org tree, one account per node (parent = its org parent, ``root`` at
-  the top), ``fairshare`` = round(100 × org weight), at least 1 (Slurm shares are integers);
+  the top), ``fairshare`` = the quarter budgets (NGH) of the projects under it, rounded,
+  at least 1 (:func:`budget_shares`; Slurm shares are integers): Fair Tree balances
+  siblings' usage in proportion to their budgets (measured better than org weights);
 - **opportunistic work**: one shared QOS ``gp-opportunistic`` for GPU-hours beyond a budget
   (the plan's ``opportunistic`` grants: preemptible, reclaimed first), with no
-  ``GrpTRESMins`` (bound by no budget), ``UsageFactor=0`` (its jobs add no usage: not to any
-  budget QOS, whose usage is per QOS anyway, nor to the account's fair-share usage; ``sacct``
-  still records each job with its QOS), ``Priority=0`` (below the budget QOS),
+  ``GrpTRESMins`` (bound by no budget), ``UsageFactor=1`` (its jobs add no usage to any
+  budget QOS, whose usage is per QOS, but to the account's fair-share usage, so Fair Tree
+  puts the projects furthest behind their budget share first in this tier; ``sacct``
+  records each job with its QOS), ``Priority=0`` (below the budget QOS),
   ``PreemptMode=requeue`` (a preempted job goes back to the queue) and
   ``PreemptExemptTime`` = the plan contract's ``min_runtime_cap_hours`` (a job runs that long
   before a budget job may requeue it: the protected minimum runtime; Slurm 22.05 honours
@@ -17,12 +20,18 @@ What it sets:
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
-  nothing is planned), made the account's ``DefaultQOS`` so that it binds jobs that name
+  nothing is planned), ``Flags=NoDecay`` (the GPU-minutes count undecayed), and the pace
+  cap ``GrpTRES=gres/gpu=`` :func:`pace_gpus` (GPUs its jobs hold at once: the first
+  period's ⌊g + o⌋ summed over clusters, plus reservations in force), made the account's
+  ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.
+  The cap changes at each replan without a reset.
   ``Priority=100`` and ``Preempt=gp-opportunistic``: guaranteed work takes GPUs back from
   opportunistic jobs first. Once a budget is spent, the project's jobs that name no QOS
-  pend (``QOSGrpGRESMinutes``) while its ``--qos=gp-opportunistic`` jobs still run;
+  pend (``QOSGrpGRESMinutes``), and beyond the cap (``QOSGrpGRES``), while its
+  ``--qos=gp-opportunistic`` jobs still run (the site's wrapper moves such pending jobs
+  there: README, "The wrapper rule");
 - **reservations**: every planned reservation, ``ReservationName=gp-<request id>`` (the id
   where Slurm takes it verbatim, else its safe form; the ``gp-`` prefix keeps a site's own
   reservations out of reach: the script creates, updates and deletes only ``gp-`` names of
@@ -74,10 +83,10 @@ from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a 
 reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
-moved/resized and dropped reservations, and QOS whose limit changed (preceded by the guarded
-``gp-opportunistic`` lines, as their ``Preempt`` names it). Accounts come from the org,
-not the plan: they are emitted in replan mode only when ``previous_org`` is given and
-differs (accounts are never deleted: they hold usage history).
+moved/resized and dropped reservations, QOS whose limit or cap changed (preceded by the
+guarded ``gp-opportunistic`` lines, as their ``Preempt`` names it), and accounts whose
+parent (the org: ``previous_org``) or share (the budgets) changed (accounts are never
+deleted: they hold usage history).
 """
 
 from __future__ import annotations
@@ -90,9 +99,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from planner.contract import planned_guaranteed, preemptible_protection, reservations
+from planner.contract import in_force, planned_guaranteed, preemptible_protection, reservations
 from planner.exporters.common import by_depth, safe_name
 from planner.inputs.org import OrgTree
 
@@ -190,7 +200,7 @@ class OpportunisticQos:
     name: str = OPPORTUNISTIC_QOS
     priority: int = 0
     preempt_mode: str = "requeue"
-    usage_factor: float = 0.0
+    usage_factor: float = 1.0  # its jobs' usage counts in fair share (no budget: no limit)
     #: PreemptExemptTime: the contract's protected minimum runtime (min_runtime_cap_hours)
     preempt_exempt_hours: float = 0.0
 
@@ -203,8 +213,21 @@ class BudgetQos:
     name: str  # qos_name(project)
     account: str  # account(project)
     minutes: int  # GrpTRESMins=gres/gpu=<minutes>: remaining budget, raw GPU-minutes
+    #: GrpTRES=gres/gpu=<gpus>: the pace cap, GPUs its jobs may hold at once (None: no cap)
+    gpus: int | None = None
+    no_decay: bool = True  # Flags=NoDecay: GrpTRESMins counts undecayed GPU-minutes
     priority: int = GUARANTEED_PRIORITY
     preempt: str = OPPORTUNISTIC_QOS  # the QOS whose jobs it may requeue
+
+    @property
+    def flags(self) -> str:
+        """``Flags=``: ``NoDecay`` or nothing."""
+        return "NoDecay" if self.no_decay else ""
+
+    @property
+    def grptres(self) -> str:
+        """``GrpTRES=`` as set and as ``sacctmgr show qos format=grptres`` prints it."""
+        return "" if self.gpus is None else f"gres/gpu={self.gpus}"
 
 
 @dataclass(frozen=True)
@@ -244,17 +267,44 @@ class SlurmState:
         """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
         return {b.project: b.minutes for b in self.budgets}
 
+    def limits(self) -> dict[str, tuple[int, int | None, bool]]:
+        """Project -> its budget QOS's (GPU-minutes, GPU cap, NoDecay): what a replan sets."""
+        return {b.project: (b.minutes, b.gpus, b.no_decay) for b in self.budgets}
 
-def slurm_accounts(tree: OrgTree, nodes: list[str]) -> tuple[SlurmAccount, ...]:
-    """The accounts of ``nodes`` (in that order)."""
+
+def slurm_accounts(tree: OrgTree, nodes: list[str],
+                   shares: dict[str, int] | None = None) -> tuple[SlurmAccount, ...]:
+    """The accounts of ``nodes`` (in that order).
+
+    ``fairshare`` from the org weights (:func:`fairshare`), or from ``shares`` (node ->
+    integer share) where given (:func:`budget_shares`).
+    """
     out = []
     for node in nodes:
         up = tree.parent_of(node)
+        share = fairshare(tree.weight_of(node)) if shares is None else shares[node]
         out.append(SlurmAccount(node=node, name=account(node),
                                 parent=account(up) if up else "root",
-                                fairshare=fairshare(tree.weight_of(node)),
-                                description=description(node)))
+                                fairshare=share, description=description(node)))
     return tuple(out)
+
+
+#: Where the accounts' ``fairshare`` comes from: the budgets (shipped) or the org weights
+SHARES = ("budget", "org")
+
+
+def budget_shares(plan: dict[str, Any], tree: OrgTree) -> dict[str, int]:
+    """Node -> its quarter budget (NGH) summed over the projects below it, at least 1.
+
+    As Fair Tree shares, siblings balance their usage in proportion to their budgets.
+    """
+    by_leaf = np.zeros(len(tree.leaves))
+    index = tree.leaf_index
+    for b in plan["budgets"]:
+        if b["project"] in index:
+            by_leaf[index[b["project"]]] += float(b["budget"])
+    sums = tree.subtree_sum(by_leaf)
+    return {node: max(1, round(float(sums[tree.index[node]]))) for node in tree.ids}
 
 
 def exempt_hours(plan: dict[str, Any]) -> float:
@@ -265,19 +315,64 @@ def exempt_hours(plan: dict[str, Any]) -> float:
     return preemptible_protection(plan) if "contract" in plan else 0.0
 
 
-def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree) -> SlurmState:
-    """The Slurm state a plan asks for (see the module docstring)."""
+#: What the budget QOS's ``GrpTRES`` pace cap counts (:func:`pace_gpus`): the guaranteed
+#: GPUs, guaranteed and opportunistic headroom together (shipped: measured best), or no cap
+PACES = ("guaranteed", "total", "none")
+
+
+def pace_gpus(plan: dict[str, Any], pace: str = "total") -> dict[str, int]:
+    """Project -> GPUs its budget QOS may hold at once (``GrpTRES=gres/gpu=``).
+
+    Read through the executor contract (:func:`planner.contract.in_force`) over the
+    plan's first period: the sum over the project's clusters of ⌊g + o⌋ (guaranteed GPUs
+    and opportunistic headroom; ``pace="guaranteed"``: ⌊g⌋) plus the GPUs of its
+    reservations in force at some time in that period (their jobs run under the budget
+    QOS too). Slurm's clusters of the plan are partitions
+    of one Slurm cluster and a QOS limit counts every partition, so the cap is the
+    project's total: Slurm cannot cap a (project, partition) pair without a QOS per pair.
+    Every project with a budget gets a cap (0 where the period grants it nothing).
+    """
+    if pace not in PACES:
+        raise ValueError(f"pace must be one of {PACES}, not {pace!r}")
+    first = plan["periods"][0]
+    terms = in_force(plan, first["start"], first["end"])
+    out = {b["project"]: 0 for b in plan["budgets"]}
+    for q in terms.quotas:
+        if q.project in out:
+            out[q.project] += q.total if pace == "total" else q.guaranteed
+    for r in terms.reservations:
+        if r.project in out:
+            out[r.project] += r.gpus
+    return out
+
+
+def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
+                pace: str = "total", no_decay: bool = True,
+                shares: str = "budget", opportunistic_usage: float = 1.0) -> SlurmState:
+    """The Slurm state a plan asks for (see the module docstring).
+
+    ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
+    ``"none"``: no cap), ``no_decay`` its ``Flags=NoDecay``; the defaults are what
+    ``planner export --to slurm`` ships (the other values are for measuring them).
+    """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     minutes = budget_minutes(plan)
+    caps = pace_gpus(plan, pace) if pace != "none" else {}
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
-                              minutes=minutes[p]) for p in sorted(minutes))
+                              minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay)
+                    for p in sorted(minutes))
     held = tuple(
         SlurmReservation(request_id=r.request_id, name=reservation_name(r.request_id),
                          project=r.project, account=account(r.project),
                          partition=r.cluster, nodes=r.nodes, start=r.start, end=r.end)
         for r in sorted(reservations(plan), key=lambda r: r.request_id))
-    return SlurmState(as_of=plan["as_of"], accounts=slurm_accounts(tree, by_depth(tree, tree.ids)),
-                      opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan)),
+    if shares not in SHARES:
+        raise ValueError(f"shares must be one of {SHARES}, not {shares!r}")
+    chosen = budget_shares(plan, tree) if shares == "budget" else None
+    return SlurmState(as_of=plan["as_of"],
+                      accounts=slurm_accounts(tree, by_depth(tree, tree.ids), chosen),
+                      opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan),
+                                                     usage_factor=opportunistic_usage),
                       budgets=budgets, reservations=held)
 
 
@@ -343,10 +438,14 @@ def _account_lines(accounts: Iterable[SlurmAccount]) -> list[str]:
                      f"{RUN}sacctmgr -i add account "
                      + _q(name, f"parent={parent}", f"fairshare={share}",
                           f"Description={a.description}"))
+        # parent and share apart: a modify whose parent= changes nothing exits 1 ("Nothing
+        # modified", the real 22.05) even when its fairshare= would change the share
         lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
-                     f"format=user,parentname,share | grep -qx {_q(f'|{parent}|{share}')} || "
-                     f"{RUN}sacctmgr -i modify account "
-                     + _q(name, "set", f"parent={parent}", f"fairshare={share}"))
+                     f"format=user,parentname | grep -qx {_q(f'|{parent}')} || "
+                     f"{RUN}sacctmgr -i modify account " + _q(name, "set", f"parent={parent}"))
+        lines.append(f"sacctmgr -n -P show assoc {_q(f'account={name}')} "
+                     f"format=user,share | grep -qx {_q(f'|{share}')} || "
+                     f"{RUN}sacctmgr -i modify account " + _q(name, "set", f"fairshare={share}"))
     return lines
 
 
@@ -366,18 +465,24 @@ def _qos_lines(budget: BudgetQos) -> list[str]:
     # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
     # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
     # Preempt: guaranteed work reclaims GPUs from opportunistic jobs first (gp-opportunistic
-    # must exist: sacctmgr refuses a Preempt naming an unknown QOS). DefaultQOS makes the
-    # budget bind the account's jobs that name no --qos; the account may also use
-    # gp-opportunistic for work beyond its budget.
+    # must exist: sacctmgr refuses a Preempt naming an unknown QOS). Flags=NoDecay: the
+    # GPU-minutes count undecayed. GrpTRES: the pace cap, GPUs the QOS's jobs hold at once
+    # (changed without a usage reset). DefaultQOS makes the budget bind the account's jobs
+    # that name no --qos; the account may also use gp-opportunistic for work beyond its
+    # budget or its pace.
     q, acct, tres = budget.name, budget.account, f"gres/gpu={budget.minutes}"
     opp, priority = budget.preempt, budget.priority
+    flags = budget.flags or "-1"  # -1: no flags
+    cap = budget.grptres or "gres/gpu=-1"  # -1: no cap
     return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
-            f"sacctmgr -n -P show qos {_q(q)} format=priority,preempt | grep -qx "
-            f"{_q(f'{priority}|{opp}')} || {RUN}sacctmgr -i modify qos "
-            + _q(q, "set", f"Priority={priority}", f"Preempt={opp}"),
+            f"sacctmgr -n -P show qos {_q(q)} format=priority,preempt,flags | grep -qx "
+            f"{_q(f'{priority}|{opp}|{budget.flags}')} || {RUN}sacctmgr -i modify qos "
+            + _q(q, "set", f"Priority={priority}", f"Preempt={opp}", f"Flags={flags}"),
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
+            f"sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx {_q(budget.grptres)} "
+            f"|| {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRES={cap}')}",
             f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
             + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
 
@@ -432,12 +537,12 @@ def _delete_line(r: SlurmReservation) -> str:
             f"{_q(f'ReservationName={name}')}; fi")
 
 
-def _changed_nodes(tree: OrgTree, before: OrgTree | None) -> list[str]:
-    nodes = by_depth(tree, tree.ids)
+def _changed_accounts(state: SlurmState, before: SlurmState | None) -> list[SlurmAccount]:
+    """The accounts of ``state`` that ``before`` lacks or holds with another parent or share."""
     if before is None:
-        return nodes
-    return [n for n in nodes if n not in before
-            or (before.parent_of(n), before.weight_of(n)) != (tree.parent_of(n), tree.weight_of(n))]
+        return list(state.accounts)
+    old = {a.node: a for a in before.accounts}
+    return [a for a in state.accounts if old.get(a.node) != a]
 
 
 def _header(plan: dict[str, Any]) -> list[str]:
@@ -489,21 +594,20 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
     state = slurm_state(plan, tree)
     head = ["#!/usr/bin/env bash", *_header(plan), ""]
     lines: list[str] = []
-    if previous is None or previous_org is not None:
-        before = OrgTree.from_frame(previous_org) if previous_org is not None else None
-        changed = set(_changed_nodes(tree, before))
-        accounts = _account_lines(a for a in state.accounts if a.node in changed)
-        if accounts:
-            lines += ["# accounts: the org tree, fairshare from the weights", *accounts, ""]
-    old = slurm_state(previous, tree) if previous is not None else None
-    old_minutes = old.minutes() if old is not None else {}
-    qos = [line for b in state.budgets if old_minutes.get(b.project) != b.minutes
+    before = OrgTree.from_frame(previous_org) if previous_org is not None else tree
+    old = slurm_state(previous, before) if previous is not None else None
+    accounts = _account_lines(_changed_accounts(state, old))
+    if accounts:
+        lines += ["# accounts: the org tree, fairshare from the budgets", *accounts, ""]
+    old_limits = old.limits() if old is not None else {}
+    qos = [line for b in state.budgets
+           if old_limits.get(b.project) != (b.minutes, b.gpus, b.no_decay)
            for line in _qos_lines(b)]
     if qos:  # the budget QOS name gp-opportunistic: it comes first
         lines += ["# opportunistic work: beyond budget, preemptible, charged to no budget",
                   *_opportunistic_lines(state.opportunistic), ""]
-        lines += ["# budgets: remaining GPU-minutes per project; they preempt opportunistic "
-                  "work", *qos, ""]
+        lines += ["# budgets: remaining GPU-minutes (undecayed) and the pace cap (GPUs at "
+                  "once) per project; they preempt opportunistic work", *qos, ""]
     gone = {r.request_id: r for r in old.reservations} if old is not None else {}
     changes = [_reservation_line(r, state.as_of) for r in state.reservations
                if r.request_id not in gone or gone[r.request_id].key() != r.key()]

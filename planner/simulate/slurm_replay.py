@@ -11,7 +11,10 @@ with that state.
 
 - each budget QOS ``gp-<project>`` gets its ``GrpTRESMins=gres/gpu=`` GPU-minutes; where
   the limit changed, its accrued usage is reset (``RawUsage=0``, as the script does; the
-  GPU-minutes still reserved by running jobs are not usage and stay counted);
+  GPU-minutes still reserved by running jobs are not usage and stay counted); and its
+  pace cap ``GrpTRES=gres/gpu=`` (GPUs its running jobs may hold);
+- the accounts get their integer ``fairshare`` (the budgets), ``gp-opportunistic`` its
+  exempt time and ``UsageFactor``;
 - reservations are created, moved and deleted: each holds ``NodeCnt`` whole nodes of its
   partition (the cluster) for its account over [start, end). A reservation kept from the
   previous state keeps its nodes; a new or resized one takes the highest-numbered nodes
@@ -24,21 +27,24 @@ lines the script's header asks for):
 
 - *QOS of a job* (the user behaviour assumed, written in the README): an allocated job is
   submitted under its account's ``DefaultQOS``, the project's budget QOS. It may start
-  there only while the QOS's GPU-minutes — usage accrued (decayed, see below) plus what
+  there only while the QOS's GPU-minutes — usage accrued plus what
   Slurm reserves for its running jobs (GPUs × time limit left) plus this job's GPUs × its
-  time limit — stay within ``GrpTRESMins``; otherwise it would pend with reason
-  ``QOSGrpGRESMinutes``, and a site wrapper moves it to ``--qos=gp-opportunistic`` (and
-  back, while it waits, once a new limit admits it). Unallocated jobs, and jobs of
-  projects with no budget QOS, run under ``gp-opportunistic``. A job keeps its QOS while
+  time limit — stay within ``GrpTRESMins`` and the GPUs its running jobs hold plus this
+  job's stay within ``GrpTRES``; otherwise it would pend with reason
+  ``QOSGrpGRESMinutes`` or ``QOSGrpGRES``, and a site wrapper moves it to
+  ``--qos=gp-opportunistic`` (and back, while it waits, once a new limit or cap admits
+  it). Unallocated jobs, and jobs of projects with no budget QOS, run under
+  ``gp-opportunistic``. A job keeps its QOS while
   it runs.
 - *priority*: ``PriorityWeightQOS`` × QOS priority ÷ the highest (budget 100, opportunistic
   0) + ``PriorityWeightFairshare`` × the Fair Tree factor, the QOS weight larger than the
   fair-share one, so every budget job comes before every opportunistic one and Fair Tree
   orders within each (``fair_tree_ranks`` with the accounts' integer ``fairshare``);
   ``PriorityWeightAge`` is 0: submit order within an account. Fair-share usage is the NGH
-  of budget-QOS jobs (``UsageFactor=0`` keeps opportunistic jobs out), decayed with
-  ``PriorityDecayHalfLife`` (Slurm's default, 7 days); the QOS usage decays the same way
-  (the budget QOS has no ``NoDecay`` flag), both every hour here.
+  of budget-QOS jobs plus ``gp-opportunistic``'s ``UsageFactor`` (1 as shipped) × the NGH
+  of opportunistic jobs, decayed with ``PriorityDecayHalfLife`` (Slurm's default, 7 days)
+  every hour here; the budget QOS's usage does not decay (``Flags=NoDecay``; without the
+  flag it decays the same way).
 - *main pass*: jobs in priority order start where they fit; a budget job that does not
   fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
   least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
@@ -51,6 +57,10 @@ lines the script's header asks for):
   ``--reservation``) where its time limit ends before the reservation does; every other
   job stays off reserved nodes while the reservation is active, and off a future one's
   nodes if its time limit would reach the reservation's start.
+
+The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
+``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``
+and ``opportunistic_usage`` replay the variants the README measures against it.
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
 event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
@@ -80,7 +90,9 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
-                 gang_wait_hours: float = math.inf) -> None:
+                 gang_wait_hours: float = math.inf, pace: str = "total",
+                 no_decay: bool = True, shares: str = "budget",
+                 opportunistic_usage: float = 1.0) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -91,6 +103,10 @@ class SlurmReplayPolicy(PlannerPolicy):
                          gang_wait_hours=gang_wait_hours)
         self.decay = 0.5 ** (1.0 / half_life_hours)
         self.bf_max_job_test = bf_max_job_test
+        # what slurm_state exports (the defaults are what `planner export` ships; other
+        # values replay the variants measured in the README)
+        self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
+        self.opportunistic_usage = opportunistic_usage
 
     # -- state ---------------------------------------------------------------------------
 
@@ -100,10 +116,14 @@ class SlurmReplayPolicy(PlannerPolicy):
         n_p = len(sim.projects)
         self.state: SlurmState | None = None
         self.limit_hours = np.full(n_p, np.nan)  # GrpTRESMins ÷ 60; NaN: no budget QOS
+        self.cap_gpus = np.full(n_p, np.inf)  # GrpTRES=gres/gpu=; inf: no cap
+        self.qos_decay = np.ones(n_p)  # hourly decay of QOS usage: 1 under Flags=NoDecay
         self.qos_used = np.zeros(n_p)  # raw GPU-hours accrued in the budget QOS (decayed)
         self.fs_usage = np.zeros(n_p)  # NGH of budget-QOS jobs, decayed (fair share)
         self.run_gpus = np.zeros(n_p)  # GPUs of running budget-QOS jobs
         self.run_ngh = np.zeros(n_p)  # ... and their NGH per hour
+        self.run_opp_ngh = np.zeros(n_p)  # NGH per hour of running gp-opportunistic jobs
+        self.opp_factor = 0.0  # gp-opportunistic's UsageFactor
         self.run_by_cluster = np.zeros((n_p, len(sim.cluster_ids)))  # ... their GPUs per cluster
         # GPU-hours of budget-QOS jobs per project, cluster and hour: what `planner ingest`
         # reads from sacct (it skips gp-opportunistic jobs), so what the replans see as usage
@@ -128,7 +148,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
         self._accrue(sim)
         if now >= 1.0 - _EPS:
-            self.qos_used *= self.decay
+            self.qos_used *= self.qos_decay
             self.fs_usage *= self.decay
         super().refresh(sim, now)
         self._end_exemptions(sim)
@@ -137,7 +157,8 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
-        state = slurm_state(body, sim.tree)
+        state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
+                            self.share_source, self.opportunistic_usage)
         old = self.state.minutes() if self.state is not None else {}
         index = sim.tree.leaf_index
         for b in state.budgets:
@@ -145,11 +166,14 @@ class SlurmReplayPolicy(PlannerPolicy):
             if old.get(b.project) != b.minutes:
                 self.qos_used[p] = 0.0  # RawUsage=0 with the new limit
             self.limit_hours[p] = b.minutes / 60.0
+            self.cap_gpus[p] = math.inf if b.gpus is None else b.gpus
+            self.qos_decay[p] = 1.0 if b.no_decay else self.decay
         shares = np.array(sim.tree.weight, dtype=float)
         for a in state.accounts:
             shares[sim.tree.index[a.node]] = a.fairshare
         self.shares = shares
         self.exempt_hours = state.opportunistic.preempt_exempt_hours
+        self.opp_factor = state.opportunistic.usage_factor
         self._apply_reservations(sim, state.reservations)
         self.state = state
 
@@ -201,7 +225,11 @@ class SlurmReplayPolicy(PlannerPolicy):
         segments = sim.segments
         rate = sim.rate
         for seg in segments[self.seen:]:
-            if seg.tag != BUDGET:
+            if seg.tag != BUDGET:  # gp-opportunistic: fair-share usage × its UsageFactor
+                ran = seg.end - max(seg.start, since)
+                ngh = seg.gpus * rate[seg.cluster]
+                self.fs_usage[seg.project] += self.opp_factor * ngh * max(ran, 0.0)
+                self.run_opp_ngh[seg.project] -= ngh
                 continue
             p = seg.project
             ran = seg.end - max(seg.start, since)
@@ -217,7 +245,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         step = sim.now - since
         if step > 0:
             self.qos_used += self.run_gpus * step
-            self.fs_usage += self.run_ngh * step
+            self.fs_usage += (self.run_ngh + self.opp_factor * self.run_opp_ngh) * step
             self.budget_used[:, :, hour] += self.run_by_cluster * step
         self.accrued_to = sim.now
 
@@ -231,11 +259,19 @@ class SlurmReplayPolicy(PlannerPolicy):
         return float(self.qos_used[p] + reserved)
 
     def qos_of(self, sim, p: int, job: int) -> str:
-        """The QOS a waiting job runs under now: its budget QOS if the limit admits it."""
+        """The QOS a waiting job runs under now: its budget QOS if both limits admit it.
+
+        ``GrpTRESMins`` (usage and running jobs' limits left, plus this job's GPUs × time
+        limit) and ``GrpTRES`` (the GPUs the QOS's running jobs hold, plus this job's);
+        otherwise the wrapper's ``gp-opportunistic``.
+        """
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
             return OPPORTUNISTIC
-        ask = sim.jobs.gpus[job] * sim.requested_hours(job)
+        g = sim.jobs.gpus[job]
+        if self.run_gpus[p] + g > self.cap_gpus[p] + 1e-6:
+            return OPPORTUNISTIC
+        ask = g * sim.requested_hours(job)
         return BUDGET if self.committed_hours(sim, p) + ask <= limit + 1e-6 else OPPORTUNISTIC
 
     def _end_exemptions(self, sim) -> None:
@@ -305,9 +341,11 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
         elif self.exempt_hours > 0:
+            self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, EXEMPT, blocked)
             heapq.heappush(self.exempt_ends, (sim.now + self.exempt_hours, job, sim.now))
         else:
+            self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, OPPORTUNISTIC, blocked)
 
     def schedule(self, sim, c: int) -> None:
