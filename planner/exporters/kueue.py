@@ -146,12 +146,12 @@ def pool_name(tree: OrgTree) -> str:
 
 
 def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
-          quotas: dict[str, dict[str, dict[str, int]]], window: Stamp
-          ) -> dict[str, Any]:
+          quotas: Quotas, window: Stamp) -> dict[str, Any]:
     """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
     flavors = []
     for c in clusters:
-        held = sum(q[c["cluster"]]["nominal"] for q in quotas.values() if c["cluster"] in q)
+        held = sum(int(q[c["cluster"]]["nominal"] or 0) for q in quotas.values()
+                   if c["cluster"] in q)
         free = int(c["nodes"]) * int(c["gpus_per_node"]) - held
         if free > 0:
             flavors.append({"name": safe_name(c["cluster"]),
@@ -179,28 +179,57 @@ def _cohorts(tree: OrgTree, nodes: set[str] | None, window: Stamp
     return out
 
 
-def project_quotas(plan: dict[str, Any], start: str, end: str
-                   ) -> dict[str, dict[str, dict[str, int]]]:
+#: A (project, cluster) cell of the export: nominal, borrowing (None: no
+#: ``borrowingLimit``, i.e. any idle GPU of the cohort tree) and reserved GPUs.
+Cell = dict[str, int | None]
+Quotas = dict[str, dict[str, Cell]]
+
+
+def allowed_clusters(budgets: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Project -> the clusters ``budgets.csv`` restricts it to (projects not listed: any).
+
+    ``budgets``: a scenario's budgets table (its ``clusters`` column, a tuple of cluster
+    ids, empty for every cluster).
+    """
+    return {str(p): tuple(c) for p, c in zip(budgets["project"], budgets["clusters"],
+                                              strict=True) if len(c)}
+
+
+def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True,
+                   projects: list[str] | None = None,
+                   allowed: dict[str, tuple[str, ...]] | None = None) -> Quotas:
     """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
 
     Read from the executor contract (:func:`planner.contract.in_force` over the period):
-    nominal = guaranteed whole GPUs + reserved GPUs, borrowing = the opportunistic headroom.
+    nominal = guaranteed whole GPUs + reserved GPUs. ``fill`` (the default): borrowing is
+    None (no ``borrowingLimit``: idle quota anywhere in the cohort tree may be borrowed,
+    and lenders reclaim it at once) and every project in ``projects`` gets a cell (nominal
+    0 where the plan grants nothing) on every cluster of the plan it may run on
+    (``allowed``: project -> clusters; a project missing from it may run anywhere). Without
+    ``fill``: borrowing = the opportunistic headroom, and only the cells the plan grants.
     """
     terms = in_force(plan, start, end)
-    out: dict[str, dict[str, dict[str, int]]] = {}
+    out: Quotas = {}
     for q in terms.quotas:
-        out.setdefault(q.project, {})[q.cluster] = {"nominal": q.guaranteed,
-                                                    "borrowing": q.opportunistic,
-                                                    "reserved": 0}
+        out.setdefault(q.project, {})[q.cluster] = {
+            "nominal": q.guaranteed, "borrowing": None if fill else q.opportunistic,
+            "reserved": 0}
     for r in terms.reservations:
         cell = out.setdefault(r.project, {}).setdefault(
-            r.cluster, {"nominal": 0, "borrowing": 0, "reserved": 0})
-        cell["nominal"] += r.gpus
-        cell["reserved"] += r.gpus
+            r.cluster, {"nominal": 0, "borrowing": None if fill else 0, "reserved": 0})
+        cell["nominal"] = int(cell["nominal"] or 0) + r.gpus
+        cell["reserved"] = int(cell["reserved"] or 0) + r.gpus
+    if fill:
+        every = [c["cluster"] for c in plan["clusters"]]
+        for project in projects or ():
+            mine = out.setdefault(project, {})
+            for cluster in (allowed or {}).get(project, every):
+                if cluster in every:
+                    mine.setdefault(cluster, {"nominal": 0, "borrowing": None, "reserved": 0})
     return out
 
 
-def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
+def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
                    window: Stamp) -> dict[str, Any]:
     known = project in tree
     team = (tree.parent_of(project) if known else "") or pool_name(tree)
@@ -208,9 +237,10 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]
     for cluster in sorted(quotas):
         q = quotas[cluster]
         resource: dict[str, Any] = {"name": GPU, "nominalQuota": q["nominal"]}
-        resource["borrowingLimit"] = q["borrowing"]
+        if q["borrowing"] is not None:
+            resource["borrowingLimit"] = q["borrowing"]
         if q["reserved"]:
-            resource["lendingLimit"] = q["nominal"] - q["reserved"]
+            resource["lendingLimit"] = int(q["nominal"] or 0) - q["reserved"]
         flavors.append({"name": safe_name(cluster), "resources": [resource]})
     namespace = safe_name(project)
     spec: dict[str, Any] = {"cohortName": safe_name(team)}
@@ -242,18 +272,19 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
-                   cluster: str | None = None,
-                   quotas: dict[str, dict[str, dict[str, int]]] | None = None
+                   cluster: str | None = None, quotas: Quotas | None = None,
+                   fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None
                    ) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
-    ``quotas``: :func:`project_quotas` of the period, when the caller has them already.
+    ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
+    else built with ``fill`` and ``allowed`` (see there) for the org tree's projects.
     """
     annotations = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
                    f"{ANN}/plan-as-of": plan["as_of"],
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
-        quotas = project_quotas(plan, start, end)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
     clusters = _sorted_clusters(plan)
     if cluster is None:
         projects = sorted(set(tree.leaves) | set(quotas))
@@ -299,7 +330,8 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 
 
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
-                 per_cluster: bool | None = None) -> dict[str, str]:
+                 per_cluster: bool | None = None, fill: bool = True,
+                 allowed: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
@@ -314,7 +346,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     files: dict[str, str] = {}
     index = []
     for start, end in period_bounds(plan, periods):
-        quotas = project_quotas(plan, start, end)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas)
             if most_flavors(objects) > MAX_FLAVORS:

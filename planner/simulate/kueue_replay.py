@@ -64,7 +64,7 @@ from typing import Any
 import pandas as pd
 
 from planner.config import ModelConfig
-from planner.exporters.kueue import ANN, GPU, period_objects
+from planner.exporters.kueue import ANN, GPU, allowed_clusters, period_objects
 from planner.simulate.planner_policy import PlannerPolicy
 
 NOMINAL, BORROWED = "nominal", "borrowed"
@@ -258,9 +258,13 @@ class KueueReplayPolicy(PlannerPolicy):
     protects_min_runtime = False  # Kueue cannot protect a min runtime
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 fair_sharing: bool = True, reservation_requests: bool = False) -> None:
+                 fair_sharing: bool = True, reservation_requests: bool = False,
+                 fill: bool = True) -> None:
         super().__init__(model=model, check_every=check_every)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
+        #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
+        #: flavors only where the plan grants something)
+        self.fill = fill
         #: True: replans keep the scenario's own reservation requests beside the
         #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
         self.reservation_requests = reservation_requests
@@ -279,6 +283,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.queue: list[str | None] = [None] * len(sim.projects)
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
+        self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -300,7 +305,8 @@ class KueueReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
-        self.objects = period_objects(body, sim.tree, period["start"], period["end"])
+        self.objects = period_objects(body, sim.tree, period["start"], period["end"],
+                                      fill=self.fill, allowed=self.kueue_allowed)
         trees, project_queue, self.settings = quota_trees(self.objects)
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
