@@ -14,21 +14,28 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
   tree (top-level nodes under the pool), ``spec.fairSharing.weight`` = the org weight, so
   idle quota is borrowed inside the tree first;
 - a ``ClusterQueue`` per project, ``spec.cohortName`` = its team (the pool for a top-level
-  project), one resource group over
-  ``nvidia.com/gpu`` with a flavor per cluster it holds anything on in the period:
+  project), one resource group over ``nvidia.com/gpu`` with a flavor per cluster the project
+  may run on (``allowed``: ``budgets.csv``'s ``clusters``; every cluster when it names none)
+  — the export's **fill**, its default — or, with ``fill=False``, per cluster it holds
+  anything on in the period:
 
   - ``nominalQuota`` = floor(guaranteed GPU-hours ÷ period hours) + the GPUs of its
-    reservations that run during the period (dedicated quota for their window);
-  - ``borrowingLimit`` = floor(guaranteed + opportunistic GPUs) − floor(guaranteed GPUs),
-    what it may take opportunistically beyond its own quota (0: no borrowing);
-  - ``lendingLimit`` = the non-reserved part of the quota, where a reservation runs, so the
+    reservations that run during the period (dedicated quota for their window); 0 where
+    the plan grants nothing;
+  - no ``borrowingLimit`` (fill): the queue may borrow any GPU idle in the cohort tree (its
+    team's, its area's, the pool's), so idle GPUs are used by whoever has work, beyond the
+    plan's grants and by projects the plan granted nothing; the lender takes them back at
+    once (below). With ``fill=False``: ``borrowingLimit`` = floor(guaranteed +
+    opportunistic GPUs) − floor(guaranteed GPUs), the plan's opportunistic headroom (0: no
+    borrowing), and no flavor where the plan grants nothing (such work is inadmissible);
+  - ``lendingLimit`` = the unreserved part of its quota, where a reservation runs, so the
     reserved GPUs are never lent out and so never reclaimed from a borrower;
   - preemption: ``reclaimWithinCohort: Any`` (a queue inside its nominal quota takes back
-    what borrowers hold: opportunistic work is reclaimed first), ``borrowWithinCohort:
-    Never`` (borrowed, i.e. opportunistic, work never preempts anyone),
-    ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable, so no other queue
-    ever runs on it and nothing within a queue's nominal quota is reclaimed: reservations
-    are not preempted.
+    what borrowers hold: borrowed work — opportunistic and fill — is reclaimed first, at
+    once: Kueue has no protected runtime), ``borrowWithinCohort: Never`` (borrowed work
+    never preempts anyone), ``withinClusterQueue: LowerPriority``. Reserved quota is not
+    lendable, so no other queue ever runs on it and nothing within a queue's nominal quota
+    is reclaimed: reservations are not preempted.
 - a ``LocalQueue`` per project in the project's namespace.
 
 **Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
@@ -38,8 +45,9 @@ with work on every cluster would need a flavor each. With ``per_cluster`` (autom
 the plan has more than 64 clusters) each cluster gets a manifest set of its own,
 ``kueue-<period start>-<cluster>.yaml``, for the Kubernetes + Kueue that runs it (a GPU
 cluster usually runs its own): its ``ResourceFlavor``; the pool Cohort with that cluster's
-unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that holds anything on
-it in the period, with that one flavor and the same numbers as in the single set; the
+unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that may run on it
+(fill; with ``fill=False``, that holds anything on it in the period), with that one flavor
+and the same numbers as in the single set; the
 Cohorts above those projects (the org tree pruned to them). Every object carries a
 ``gpu-planner.io/cluster`` annotation. Quotas are the plan's either way: the single set's
 flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
@@ -73,6 +81,7 @@ MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-planner")
 SCENARIO_LABEL = f"{ANN}/scenario"
 POOL = "gpu-planner-pool"
 MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
+WEIGHTS = ("org", "pace")  # what a ClusterQueue's fairSharing.weight is
 
 
 def object_labels(plan: dict[str, Any]) -> dict[str, str]:
@@ -229,8 +238,22 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
     return out
 
 
+def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
+    """Project -> the NGH per hour its budget still owes it: (budget − used) ÷ hours left.
+
+    From the plan's ``budgets`` (budget and used at ``as_of``) and the hours from ``as_of``
+    to ``quarter_end``; 0 for a project whose budget is spent. The fair-sharing weight of
+    its ClusterQueue with ``weights="pace"``: idle GPUs are then borrowed in proportion to
+    what each project is still owed, and spent projects borrow only what nobody else wants.
+    """
+    hours = max((pd.Timestamp(plan["quarter_end"]) - pd.Timestamp(plan["as_of"]))
+                / pd.Timedelta(hours=1), 1.0)
+    return {b["project"]: max(0.0, float(b["budget"]) - float(b["used"])) / hours
+            for b in plan.get("budgets", [])}
+
+
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
-                   window: Stamp) -> dict[str, Any]:
+                   window: Stamp, pace: dict[str, float] | None = None) -> dict[str, Any]:
     known = project in tree
     team = (tree.parent_of(project) if known else "") or pool_name(tree)
     flavors = []
@@ -251,7 +274,10 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
     spec["preemption"] = {"reclaimWithinCohort": "Any",
                           "borrowWithinCohort": {"policy": "Never"},
                           "withinClusterQueue": "LowerPriority"}
-    spec["fairSharing"] = {"weight": quantity(tree.weight_of(project) if known else 1.0)}
+    weight = tree.weight_of(project) if known else 1.0
+    if pace is not None and project in pace:
+        weight = pace[project]
+    spec["fairSharing"] = {"weight": quantity(weight)}
     return {"apiVersion": API, "kind": "ClusterQueue",
             "metadata": _meta(safe_name(project), project, window), "spec": spec}
 
@@ -273,13 +299,17 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    cluster: str | None = None, quotas: Quotas | None = None,
-                   fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None
-                   ) -> list[dict[str, Any]]:
+                   fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
+                   weights: str = "org") -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
     else built with ``fill`` and ``allowed`` (see there) for the org tree's projects.
+    ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"org"`` (the org tree's
+    weight) or ``"pace"`` (:func:`pace_weights`; Cohorts keep the org's either way).
     """
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
     annotations = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
                    f"{ANN}/plan-as-of": plan["as_of"],
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
@@ -298,7 +328,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     window = Stamp(object_labels(plan), annotations)
     objects = _flavors(clusters, window) + [_pool(clusters, tree, quotas, window)]
     objects += _cohorts(tree, nodes, window)
-    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
+    pace = pace_weights(plan) if weights == "pace" else None
+    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window, pace) for p in projects]
     objects += [_local_queue(p, window) for p in projects]
     return objects
 
@@ -331,11 +362,13 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  per_cluster: bool | None = None, fill: bool = True,
-                 allowed: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
+                 allowed: dict[str, tuple[str, ...]] | None = None,
+                 weights: str = "org") -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
-    (``None``: when :func:`needs_per_cluster`). Raises ``ValueError`` when ``per_cluster`` is
+    (``None``: when :func:`needs_per_cluster`). ``fill`` and ``allowed``: see
+    :func:`project_quotas` (the module docstring). Raises ``ValueError`` when ``per_cluster`` is
     False and a resource group would need more than :data:`MAX_FLAVORS` flavors (the CRDs
     would refuse the manifest).
     """
@@ -348,7 +381,8 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     for start, end in period_bounds(plan, periods):
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
         for cluster in targets:
-            objects = period_objects(plan, tree, start, end, cluster, quotas)
+            objects = period_objects(plan, tree, start, end, cluster, quotas,
+                                     weights=weights)
             if most_flavors(objects) > MAX_FLAVORS:
                 raise ValueError(f"a Kueue resource group for {start} would hold "
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "

@@ -259,12 +259,13 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
-                 fill: bool = True) -> None:
+                 fill: bool = True, weights: str = "org") -> None:
         super().__init__(model=model, check_every=check_every)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)
         self.fill = fill
+        self.weights = weights  # the export's ClusterQueue weights: "org" or "pace"
         #: True: replans keep the scenario's own reservation requests beside the
         #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
         self.reservation_requests = reservation_requests
@@ -306,7 +307,8 @@ class KueueReplayPolicy(PlannerPolicy):
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
         self.objects = period_objects(body, sim.tree, period["start"], period["end"],
-                                      fill=self.fill, allowed=self.kueue_allowed)
+                                      fill=self.fill, allowed=self.kueue_allowed,
+                                      weights=self.weights)
         trees, project_queue, self.settings = quota_trees(self.objects)
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
