@@ -487,3 +487,31 @@ def test_clusters_that_would_share_nodes_are_refused(labels, needle):
     assert len(problems) == 1 and needle in problems[0].message
     assert problems[0].column in ("clusters/0/node_labels", "clusters/1/node_labels")
     assert export_problems(PLAN, "plan.json", ORG, "kueue") == []
+
+
+@needs_crds
+def test_pace_weights_are_what_each_budget_still_owes_per_hour():
+    # as_of 2026-11-16 to quarter_end 2027-01-01: 46 days, 1,104 h left. p1: (2000 − 100)
+    # ÷ 1104 = 1.721014 NGH/h; p2: 1500 ÷ 1104 = 1.358696; =P 3: (500 − 50) ÷ 1104 =
+    # 0.407609. The Cohorts keep the org's weights; "org" (the default) keeps the
+    # queues' too (p1 2, p2 1, =P 3 0.5).
+    def weights(files: dict[str, str]) -> dict[str, str]:
+        docs = objects(files, file_name("2026-11-16T00:00:00Z"))
+        for obj in docs:
+            validate(obj)
+        return {d["metadata"]["annotations"]["gpu-planner.io/id"]:
+                d["spec"]["fairSharing"]["weight"] for d in docs
+                if d["kind"] in ("ClusterQueue", "Cohort") and "fairSharing" in d["spec"]}
+
+    paced = weights(export_kueue(PLAN, ORG, weights="pace"))
+    assert paced == {"area": "3", "team-a": "2", "team-b": "1", "p1": "1.721014",
+                     "p2": "1.358696", "=P 3": "0.407609"}
+    assert weights(export_kueue(PLAN, ORG)) == {"area": "3", "team-a": "2", "team-b": "1",
+                                                "p1": "2", "p2": "1", "=P 3": "0.5"}
+    # a spent budget: weight 0 (Kueue: an infinite share, it borrows only what nobody
+    # else wants)
+    spent = json.loads(json.dumps(PLAN))
+    spent["budgets"][2]["used"] = 600.0
+    assert weights(export_kueue(spent, ORG, weights="pace"))["=P 3"] == "0"
+    with pytest.raises(ValueError, match="weights must be one of"):
+        export_kueue(PLAN, ORG, weights="budget")

@@ -279,6 +279,36 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
     assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
 
 
+def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_decide():
+    # One node of 8, nobody holds nominal quota (the pool owns 8). Team t holds a (org
+    # weight 2) and b (weight 1). t=0  A1 (a, 4 GPUs, 20 h) borrows 4.
+    # t=1  A2 (a, 1 GPU, 2 h) and B (b, 4 GPUs, 2 h) arrive together; 4 GPUs are free,
+    #      so whichever goes first leaves the other waiting. Both are in t: t's own
+    #      share is not compared (it is one subtree); inside t, a with A2 would borrow 5
+    #      ÷ t's subtree quota (0, taken as 1) ÷ 2 = 2.5, b with B 4 ÷ 1 ÷ 1 = 4: a wins,
+    #      A2 1 → 3, then B 3 → 5.
+    # With weights="pace" from the plan's budgets (a: 100 − 100 spent → weight 0, an
+    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5.
+    org = [("t", "", 1.0), ("a", "t", 2.0), ("b", "t", 1.0)]
+    sc = tiny(org)
+    plan = hand_plan(1, {"a": (0.0, 0.0)}) | {
+        "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0}]}
+    tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
+                ("B", "b", 1, 4, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    by_org = replay(sc, tr, FixedPlan(plan))
+    assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
+    assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
+    by_pace = replay(sc, tr, FixedPlan(plan, weights="pace"))
+    assert runs(by_pace, rows["B"]) == [(1.0, 3.0, DONE)]
+    assert runs(by_pace, rows["A2"]) == [(3.0, 5.0, DONE)]
+    (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace")
+                  if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
+    assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
+
+
 def test_flavor_tree_arithmetic_by_hand():
     # root (nominal 2) ← cohort T ← queues q1 (nominal 6, lendingLimit 2) and q2
     # (nominal 0, borrowingLimit 5). q1 keeps 6 − 2 = 4 for itself; T's subtree quota is

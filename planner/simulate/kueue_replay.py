@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cmp_to_key
 from typing import Any
 
 import pandas as pd
@@ -182,18 +183,36 @@ class FlavorTree:
         lendable = max(self.nodes[node.parent].subtree, 1)
         return borrowed / lendable / node.weight
 
-    def path_shares(self, name: str, extra: int) -> tuple[float, ...]:
-        """Shares from the root's children down to the queue, with ``extra`` GPUs admitted.
+    def path_shares(self, name: str, extra: int) -> tuple[tuple[str, float], ...]:
+        """(node, share) from the root's children down to the queue, ``extra`` GPUs admitted.
 
-        Sorting by this tuple is the hierarchical tournament: at each Cohort the child
-        subtree with the lowest share goes first.
+        Two candidates are compared (:func:`tournament_order`) at the first level where
+        their paths part: the hierarchical tournament, where at each Cohort the child
+        subtree whose candidate gives it the lowest share goes first.
         """
         path = []
         node = name
         while self.nodes[node].parent is not None:
             path.append(node)
             node = self.nodes[node].parent
-        return tuple(self.share(n, extra) for n in reversed(path))
+        return tuple((n, self.share(n, extra)) for n in reversed(path))
+
+
+def tournament_order(a: tuple, b: tuple) -> int:
+    """Compare two candidates ``(path_shares, key, ...)``: Kueue's fair-sharing tournament.
+
+    At the first Cohort where their paths part, the child with the lower share (with
+    its candidate admitted) wins; a tie, or the same path, goes to the earlier key
+    (submit order). Shares above the parting level are the same subtree's and are not
+    compared: two workloads of one team are decided inside the team, not by how much
+    each would add to the team's share.
+    """
+    for (na, sa), (nb, sb) in zip(a[0], b[0], strict=False):
+        if na != nb:
+            if sa != sb:
+                return -1 if sa < sb else 1
+            break
+    return -1 if a[1] < b[1] else (1 if a[1] > b[1] else 0)
 
 
 @dataclass(frozen=True)
@@ -248,6 +267,9 @@ def quota_trees(objects: list[dict[str, Any]]
         o["spec"].get("preemption", {}).get("reclaimWithinCohort", "Never") == "Any")
         for o in queues}
     return trees, project_queue, settings
+
+
+TOURNAMENT = cmp_to_key(tournament_order)
 
 
 class KueueReplayPolicy(PlannerPolicy):
@@ -408,7 +430,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 entries.append((order, sim.key[job], p, job, reclaim))
             if not entries:
                 return
-            entries.sort()
+            entries.sort(key=TOURNAMENT)
             admitted = False
             for _, _, p, job, _ in entries:
                 if not sim.is_waiting(job):
