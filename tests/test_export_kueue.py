@@ -493,7 +493,7 @@ def test_clusters_that_would_share_nodes_are_refused(labels, needle):
 def test_pace_weights_are_what_each_budget_still_owes_per_hour():
     # as_of 2026-11-16 to quarter_end 2027-01-01: 46 days, 1,104 h left. p1: (2000 − 100)
     # ÷ 1104 = 1.721014 NGH/h; p2: 1500 ÷ 1104 = 1.358696; =P 3: (500 − 50) ÷ 1104 =
-    # 0.407609. The Cohorts keep the org's weights; "org" (the default) keeps the
+    # 0.407609 (the default). The Cohorts keep the org's weights; "org" keeps the
     # queues' too (p1 2, p2 1, =P 3 0.5).
     def weights(files: dict[str, str]) -> dict[str, str]:
         docs = objects(files, file_name("2026-11-16T00:00:00Z"))
@@ -506,8 +506,9 @@ def test_pace_weights_are_what_each_budget_still_owes_per_hour():
     paced = weights(export_kueue(PLAN, ORG, weights="pace"))
     assert paced == {"area": "3", "team-a": "2", "team-b": "1", "p1": "1.721014",
                      "p2": "1.358696", "=P 3": "0.407609"}
-    assert weights(export_kueue(PLAN, ORG)) == {"area": "3", "team-a": "2", "team-b": "1",
-                                                "p1": "2", "p2": "1", "=P 3": "0.5"}
+    assert weights(export_kueue(PLAN, ORG, weights="org")) == {
+        "area": "3", "team-a": "2", "team-b": "1", "p1": "2", "p2": "1", "=P 3": "0.5"}
+    assert weights(export_kueue(PLAN, ORG)) == paced  # the default
     # a spent budget: weight 0 (Kueue: an infinite share, it borrows only what nobody
     # else wants)
     spent = json.loads(json.dumps(PLAN))

@@ -298,10 +298,10 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    by_org = replay(sc, tr, FixedPlan(plan))
+    by_org = replay(sc, tr, FixedPlan(plan, weights="org"))
     assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
     assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
-    by_pace = replay(sc, tr, FixedPlan(plan, weights="pace"))
+    by_pace = replay(sc, tr, FixedPlan(plan))  # the default
     assert runs(by_pace, rows["B"]) == [(1.0, 3.0, DONE)]
     assert runs(by_pace, rows["A2"]) == [(3.0, 5.0, DONE)]
     (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace")

@@ -9,7 +9,7 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
   written as GPU feature discovery labels nodes; :func:`planner.inputs.labels.node_selector`).
   No two clusters may select the same nodes (refused before export);
 - a root ``Cohort`` ``gpu-planner-pool`` owning, per cluster, the GPUs no project holds as
-  nominal quota (what opportunistic grants borrow from, with idle nominal quota);
+  nominal quota (what every queue may borrow, with idle nominal quota);
 - a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
   tree (top-level nodes under the pool), ``spec.fairSharing.weight`` = the org weight, so
   idle quota is borrowed inside the tree first;
@@ -36,6 +36,12 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     never preempts anyone), ``withinClusterQueue: LowerPriority``. Reserved quota is not
     lendable, so no other queue ever runs on it and nothing within a queue's nominal quota
     is reclaimed: reservations are not preempted.
+  - ``fairSharing.weight`` (``weights="pace"``, the default) = the NGH per hour the
+    project's budget still owes it, (budget − used) ÷ hours left in the quarter, from the
+    plan's ``budgets`` (:func:`pace_weights`): idle GPUs are borrowed in proportion to
+    what each project is still owed, and a project whose budget is spent (weight 0, an
+    infinite share) borrows only what nobody else wants; ``weights="org"``: the org
+    weight.
 - a ``LocalQueue`` per project in the project's namespace.
 
 **Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
@@ -246,6 +252,8 @@ def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
     its ClusterQueue with ``weights="pace"``: idle GPUs are then borrowed in proportion to
     what each project is still owed, and spent projects borrow only what nobody else wants.
     """
+    if not plan.get("budgets"):
+        return {}  # nothing to weigh by: the org's weights stay
     hours = max((pd.Timestamp(plan["quarter_end"]) - pd.Timestamp(plan["as_of"]))
                 / pd.Timedelta(hours=1), 1.0)
     return {b["project"]: max(0.0, float(b["budget"]) - float(b["used"])) / hours
@@ -300,13 +308,14 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    cluster: str | None = None, quotas: Quotas | None = None,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
-                   weights: str = "org") -> list[dict[str, Any]]:
+                   weights: str = "pace") -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
     else built with ``fill`` and ``allowed`` (see there) for the org tree's projects.
-    ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"org"`` (the org tree's
-    weight) or ``"pace"`` (:func:`pace_weights`; Cohorts keep the org's either way).
+    ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
+    :func:`pace_weights`; a project missing from the plan's budgets keeps its org
+    weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
     """
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
@@ -363,7 +372,7 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  per_cluster: bool | None = None, fill: bool = True,
                  allowed: dict[str, tuple[str, ...]] | None = None,
-                 weights: str = "org") -> dict[str, str]:
+                 weights: str = "pace") -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``

@@ -281,7 +281,7 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
-                 fill: bool = True, weights: str = "org") -> None:
+                 fill: bool = True, weights: str = "pace") -> None:
         super().__init__(model=model, check_every=check_every)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
