@@ -28,8 +28,10 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   sharing on (the export needs it, see the README), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
   resource share wins, share = max(0, usage − subtree quota) ÷ the parent's subtree
-  quota ÷ weight (weight 0: infinite), computed with the workload admitted; ties in
-  submit order. Without fair sharing, submit order alone;
+  quota ÷ weight (weight 0: infinite), computed with the workload admitted; two
+  candidates are compared at the Cohort where their paths part
+  (:func:`tournament_order`), ties in submit order. Without fair sharing, submit order
+  alone;
 - **reclaim** (``reclaimWithinCohort: Any``): a workload that would stay within its
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
@@ -45,12 +47,18 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   (nominal − ``lendingLimit``) is never lent, so a reservation's GPUs are never
   borrowed and never reclaimed;
 - **no paced class**: quotas change only when a new period's objects are applied.
-  Work the plan did not see borrows within ``borrowingLimit`` or waits for the next
-  replan;
+  Work the plan did not see borrows idle GPUs (the export's fill) or waits for the
+  next replan;
+- **fill** (the export's default, ``fill=True``): every project's ClusterQueue has a
+  flavor on every cluster it may run on (nominal 0 where the plan grants nothing, so
+  ``allowed`` from the scenario's ``budgets.csv``) and no ``borrowingLimit``: idle
+  GPUs of the cohort tree go to whoever has work, the tournament deciding (weights
+  from the budget pace, ``weights="pace"``), and lenders reclaim them at once. With
+  ``fill=False`` (the earlier, grant-capped export) a project the plan grants nothing
+  on a cluster has no flavor there, so its work there is inadmissible until a replan
+  grants it some, and borrowing stops at the opportunistic grant;
 - **unallocated work**: Kueue cannot tell it from allocated work: it goes to its
-  project's LocalQueue and competes in submit order within the same quota. A project
-  the plan grants nothing on a cluster has no flavor for it in its ClusterQueue, so
-  its work there is inadmissible until a replan grants it some.
+  project's LocalQueue and competes in submit order within the same quota.
 
 Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 """
