@@ -330,7 +330,8 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             raise InputError(problems)
         exports = {f"{target}/{name}": data  # the plan was checked, its org is the scenario's
                    for target in targets for name, data in export_files(
-                       result.plan.body, target, scenario.org, 1, previous).items()}
+                       result.plan.body, target, scenario.org, 1, previous,
+                       budgets=scenario.budgets).items()}
         written = write_outputs(result, Path(args.out), exports)  # all or nothing
         if args.write_model and built:
             written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
@@ -379,7 +380,8 @@ def _export(args, console: Console) -> ExitCode:
         raise InputError([InputProblem("--per-cluster", None, None,
                                        "splits Kueue manifests only (--to kueue)")])
     plan = load_previous(Path(args.plan))
-    org = load_scenario(args.scenario).org if args.to != "json" else None
+    scenario = load_scenario(args.scenario) if args.to != "json" else None
+    org = scenario.org if scenario is not None else None
     problems = export_problems(plan, Path(args.plan).name, org, args.to)
     previous = None
     if args.previous:
@@ -387,7 +389,8 @@ def _export(args, console: Console) -> ExitCode:
         problems += export_problems(previous, Path(args.previous).name, org, args.to)
     if problems:
         raise InputError(problems)
-    files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster)
+    files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster,
+                         scenario.budgets if scenario is not None else None)
     written = write_files(Path(args.out), files)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK

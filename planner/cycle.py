@@ -150,7 +150,9 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
     """Subfolder ('' for the top) → file name → bytes of one cycle's folder."""
     plan = run.plan.body
     org = run.problem.scenario.org
-    exports = {t: export_files(plan, t, org, 1, previous if t == "slurm" else None)
+    budgets = run.problem.scenario.budgets
+    exports = {t: export_files(plan, t, org, 1, previous if t == "slurm" else None,
+                               budgets=budgets)
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}

@@ -163,9 +163,12 @@ def test_planned_guaranteed_counts_grants_and_reservations_from_as_of():
 # -- the exporters and the simulator agree on the sample plan --------------------------------
 
 
-def _kueue_first_period(plan, org):
-    """(project, cluster) -> (nominal, borrowing, lending or None); cluster -> pool GPUs."""
-    files = export_kueue(plan, org)
+def _kueue_first_period(plan, org, fill: bool = False):
+    """(project, cluster) -> (nominal, borrowing, lending or None); cluster -> pool GPUs.
+
+    Borrowing is None where the queue has no ``borrowingLimit`` (the export's fill).
+    """
+    files = export_kueue(plan, org, fill=fill)
     name = yaml.safe_load(files["index.yaml"])["periods"][0]["file"]
     objects = list(yaml.safe_load_all(files[name]))
     ids = {o["metadata"]["name"]: o["metadata"]["annotations"]["gpu-planner.io/id"]
@@ -180,7 +183,7 @@ def _kueue_first_period(plan, org):
                 res = f["resources"][0]
                 if o["kind"] == "ClusterQueue":
                     quotas[(ids[o["metadata"]["name"]], flavor[f["name"]])] = (
-                        res["nominalQuota"], res["borrowingLimit"], res.get("lendingLimit"))
+                        res["nominalQuota"], res.get("borrowingLimit"), res.get("lendingLimit"))
                 else:
                     pool[flavor[f["name"]]] = res["nominalQuota"]
     return quotas, pool
@@ -230,6 +233,7 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert sim.protect_cap == plan["contract"]["min_runtime_cap_hours"] == 8.0
 
     kueue, pool = _kueue_first_period(plan, org)
+    filled, filled_pool = _kueue_first_period(plan, org, fill=True)
     slurm = _slurm_reserved(plan, org, first["start"], first["end"])
     terms = in_force(plan, first["start"], first["end"])
     assert terms.reservations, "the sample's first period holds reservations"
@@ -245,15 +249,19 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
             assert nominal == g + reserved, (name, c)
             assert borrowing == o, (name, c)
             assert lending == (nominal - reserved if reserved else None), (name, c)
+            # the default export (fill): the same nominal and lending, no borrowing limit,
+            # and a cell for every (project, cluster)
+            assert filled[(name, c)] == (nominal, None, lending), (name, c)
             assert slurm.get((account(name), c), 0) == reserved, (name, c)
             checked += 1
     assert checked == len(sim.projects) * len(sim.cluster_ids)
     # the pool lends what no project holds as nominal quota
     for k, c in enumerate(sim.cluster_ids):
         held = int(policy.guaranteed[:, k].sum() + policy.reserved[:, k].sum())
-        assert pool.get(c, 0) == sim.capacity[k] - held
+        assert pool.get(c, 0) == filled_pool.get(c, 0) == sim.capacity[k] - held
     # and no cell of the Kueue export is one the simulator does not know
     assert set(kueue) <= {(p, c) for p in sim.projects for c in sim.cluster_ids}
+    assert set(filled) == {(p, c) for p in sim.projects for c in sim.cluster_ids}
 
     # Slurm's pace cap (GrpTRES of each budget QOS, as the script sets it) is the project's
     # cells summed: guaranteed + headroom on every cluster, plus its reservations in force

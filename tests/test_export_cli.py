@@ -56,6 +56,24 @@ def test_export_kueue_per_cluster_writes_a_set_per_cluster_and_lists_them(
             [entry["cluster"]]
 
 
+def test_export_kueue_gives_flavors_only_where_budgets_csv_lets_a_project_run(
+        tmp_path: Path, plan_file: Path, sample_plan):
+    # the sample's budgets.csv: data-curation-crawl-index runs on l40s-a alone,
+    # biology-enzyme-design on a100-c alone; a project with no restriction (empty
+    # clusters) gets a flavor, nominal 0 where the plan grants nothing, on all 8
+    out = tmp_path / "out"
+    assert main(["export", str(plan_file), "--to", "kueue", "--out", str(out)]) == 0
+    index = yaml.safe_load((out / "index.yaml").read_text())
+    docs = list(yaml.safe_load_all((out / index["periods"][0]["file"]).read_text()))
+    flavors = {d["metadata"]["annotations"]["gpu-planner.io/id"]:
+               [f["name"] for g in d["spec"]["resourceGroups"] for f in g["flavors"]]
+               for d in docs if d["kind"] == "ClusterQueue"}
+    assert flavors["data-curation-crawl-index"] == ["l40s-a"]
+    assert flavors["biology-enzyme-design"] == ["a100-c"]
+    assert flavors["pretraining-dense-7b"] == sorted(
+        c["cluster"] for c in sample_plan[0]["clusters"])
+
+
 def test_per_cluster_for_another_target_exits_2(tmp_path: Path, plan_file: Path, capsys):
     out = tmp_path / "out"
     assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),

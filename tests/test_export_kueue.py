@@ -75,7 +75,8 @@ def test_every_object_validates_against_its_crd_in_the_sample(sample_plan):
 
 @needs_crds
 def test_hand_plan_quotas_equal_the_plan():
-    files = export_kueue(PLAN, ORG, periods=2)
+    # the grant-capped export (fill=False): borrowingLimit = the opportunistic headroom
+    files = export_kueue(PLAN, ORG, periods=2, fill=False)
     first = {(o["kind"], o["metadata"]["name"]): o
              for o in objects(files, file_name("2026-11-16T00:00:00Z"))}
     for obj in first.values():
@@ -118,6 +119,38 @@ def test_hand_plan_quotas_equal_the_plan():
         "gpu-planner.io/valid-from"] == "2026-11-17T00:00:00Z"
 
 
+def test_fill_export_gives_every_queue_every_flavor_without_borrowing_limit():
+    # the default export (fill): the same nominal quotas and pool, no borrowingLimit (any
+    # idle GPU of the cohort tree may be borrowed, reclaimed at once by its lender), and a
+    # flavor with nominal 0 on each cluster where the plan grants a project nothing
+    files = export_kueue(PLAN, ORG, periods=2)
+    capped = export_kueue(PLAN, ORG, periods=2, fill=False)
+    for period in PLAN["periods"]:
+        docs = objects(files, file_name(period["start"]))
+        for obj in docs:
+            validate(obj)
+        got, was = queue_quotas(docs), queue_quotas(objects(capped, file_name(period["start"])))
+        assert pool_free(docs) == pool_free(objects(capped, file_name(period["start"])))
+        leaves = OrgTree.from_frame(ORG).leaves
+        assert set(got) == {(p, safe_name(c["cluster"])) for p in leaves
+                            for c in PLAN["clusters"]}
+        for key, res in got.items():
+            assert "borrowingLimit" not in res
+            old = was.get(key, {"name": "nvidia.com/gpu", "nominalQuota": 0})
+            assert res == {k: v for k, v in old.items() if k != "borrowingLimit"}, key
+    first = queue_quotas(objects(files, file_name("2026-11-16T00:00:00Z")))
+    assert first[("p1", "c1")] == {"name": "nvidia.com/gpu", "nominalQuota": 10}
+    assert first[("p1", "c2")] == {"name": "nvidia.com/gpu", "nominalQuota": 8,
+                                   "lendingLimit": 0}  # r1's node: never lent
+    assert first[("p2", "c2")] == {"name": "nvidia.com/gpu", "nominalQuota": 0}
+    # a project restricted to some clusters (budgets.csv) gets flavors there alone
+    only = export_kueue(PLAN, ORG, allowed={"p2": ("c1",), "p1": ("c1",)})
+    got = queue_quotas(objects(only, file_name("2026-11-16T00:00:00Z")))
+    assert ("p2", "c2") not in got and ("p2", "c1") in got
+    # p1's reservation on c2 is the plan's: kept, whatever the restriction says
+    assert got[("p1", "c2")]["nominalQuota"] == 8
+
+
 def test_output_is_deterministic_and_indexed():
     a = export_kueue(PLAN, ORG, periods=2)
     b = export_kueue(json.loads(json.dumps(PLAN)), ORG.iloc[::-1].reset_index(drop=True), 2)
@@ -145,12 +178,17 @@ def test_a_top_level_project_sits_under_the_pool():
     plan["allocations"].append({"project": "solo", "cluster": "c1",
                                 "period_start": "2026-11-16T00:00:00Z", "gpu_hours": 48.0,
                                 "kind": "opportunistic", "gpus": 2.0})
-    docs = objects(export_kueue(plan, org), file_name("2026-11-16T00:00:00Z"))
-    (solo,) = [d for d in docs if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "solo"]
-    validate(solo)
-    assert solo["spec"]["cohortName"] == "gpu-planner-pool"
-    assert solo["spec"]["resourceGroups"][0]["flavors"][0]["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 2}]
+    for fill, flavors in ((False, [("c1", [{"name": "nvidia.com/gpu", "nominalQuota": 0,
+                                            "borrowingLimit": 2}])]),
+                          (True, [(c, [{"name": "nvidia.com/gpu", "nominalQuota": 0}])
+                                  for c in ("c1", "c2")])):
+        docs = objects(export_kueue(plan, org, fill=fill), file_name("2026-11-16T00:00:00Z"))
+        (solo,) = [d for d in docs
+                   if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "solo"]
+        validate(solo)
+        assert solo["spec"]["cohortName"] == "gpu-planner-pool"
+        assert [(f["name"], f["resources"]) for f in
+                solo["spec"]["resourceGroups"][0]["flavors"]] == flavors
 
 
 def queue_quotas(docs: list[dict]) -> dict[tuple[str, str], dict]:
@@ -173,11 +211,13 @@ def pool_free(docs: list[dict]) -> dict[str, int]:
 
 
 def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
-                                got: dict[tuple[str, str], dict], free: dict[str, int]) -> None:
+                                got: dict[tuple[str, str], dict], free: dict[str, int],
+                                fill: list[str] | None = None) -> None:
     """Recomputed from the plan with pandas: floor of the period's GPUs, reserved nodes.
 
     ``got``: (project id, flavor) -> its queue's resource entry, from every queue of the
-    period; ``free``: flavor -> the pool's nominal quota.
+    period; ``free``: flavor -> the pool's nominal quota. ``fill``: the export's fill,
+    for these projects (every one on every cluster, no ``borrowingLimit``).
     """
     alloc = pd.DataFrame(plan["allocations"])
     alloc = alloc[alloc["period_start"] == start].assign(
@@ -193,13 +233,18 @@ def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
         reserved[key] = reserved.get(key, 0) + r.nodes * gpn[r.cluster]
     assert len(res) > 0 and (grants.get("opportunistic", 0) > 0).any()
     keys = set(grants.index) | set(reserved)
+    if fill is not None:
+        keys |= {(p, safe_name(c["cluster"])) for p in fill for c in plan["clusters"]}
     assert set(got) == keys
     for key in keys:
         g = grants["guaranteed"].get(key, 0.0) if "guaranteed" in grants else 0.0
         o = grants["opportunistic"].get(key, 0.0) if "opportunistic" in grants else 0.0
         q = got[key]
         assert q["nominalQuota"] == math.floor(g + 1e-6) + reserved.get(key, 0)
-        assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
+        if fill is not None:
+            assert "borrowingLimit" not in q
+        else:
+            assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
         assert q.get("lendingLimit") == (q["nominalQuota"] - reserved[key]
                                          if key in reserved else None)
     # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster, and the
@@ -208,15 +253,18 @@ def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
         flavor = safe_name(c["cluster"])
         mine = [q for (_, k), q in got.items() if k == flavor]
         capacity = c["nodes"] * c["gpus_per_node"]
-        assert sum(q["nominalQuota"] + q["borrowingLimit"] for q in mine) <= capacity
+        assert sum(q["nominalQuota"] + q.get("borrowingLimit", 0) for q in mine) <= capacity
         assert sum(q["nominalQuota"] for q in mine) + free.get(flavor, 0) == capacity
 
 
 def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
     plan, org = sample_plan
     start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
-    docs = objects(export_kueue(plan, org), file_name(start))
+    docs = objects(export_kueue(plan, org, fill=False), file_name(start))
     assert_quotas_are_the_plans(plan, start, end, queue_quotas(docs), pool_free(docs))
+    docs = objects(export_kueue(plan, org), file_name(start))
+    assert_quotas_are_the_plans(plan, start, end, queue_quotas(docs), pool_free(docs),
+                                fill=list(OrgTree.from_frame(org).leaves))
 
 
 def _by_cluster(files: dict[str, str], start: str) -> dict[str, list[dict]]:
@@ -238,7 +286,7 @@ def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
     start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
     # as one set, the pool Cohort and the queue of `wide` (work on every cluster) would hold
     # 70 flavors in their resource group: the CRDs refuse both
-    single = period_objects(plan, OrgTree.from_frame(org), start, end)
+    single = period_objects(plan, OrgTree.from_frame(org), start, end, fill=False)
     refused = []
     for obj in single:
         try:
@@ -249,15 +297,16 @@ def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
             refused.append((obj["kind"], obj["metadata"]["name"]))
     assert refused == [("Cohort", "gpu-planner-pool"), ("ClusterQueue", "wide")]
     with pytest.raises(ValueError, match="would hold 70 flavors"):
-        export_kueue(plan, org, per_cluster=False)
+        export_kueue(plan, org, per_cluster=False, fill=False)
 
     # so the export splits by itself: a manifest set per cluster, each object valid
-    files = export_kueue(plan, org, periods=2)
-    assert files == export_kueue(plan, org, periods=2, per_cluster=True)
+    files = export_kueue(plan, org, periods=2, fill=False)
+    assert files == export_kueue(plan, org, periods=2, per_cluster=True, fill=False)
     shuffled = json.loads(json.dumps(plan))  # same plan, lists in another order: same bytes
     for key in ("clusters", "allocations"):
         shuffled[key].reverse()
-    assert export_kueue(shuffled, org.iloc[::-1].reset_index(drop=True), periods=2) == files
+    assert export_kueue(shuffled, org.iloc[::-1].reset_index(drop=True), periods=2,
+                        fill=False) == files
     assert len(files) == 2 * 70 + 1
     sets = _by_cluster(files, start)
     assert sorted(sets) == [c["cluster"] for c in plan["clusters"]]
@@ -312,13 +361,27 @@ def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
     assert cohorts["team-b"] == {"parentName": "area", "fairSharing": {"weight": "1"}}
     assert cohorts["area"]["parentName"] == "gpu-planner-pool"
 
+    # with fill (the default) every set holds every project's queue (nominal 0 where the
+    # plan grants nothing), each object valid; the nominal quotas over the sets are the plan's
+    filled = export_kueue(plan, org)
+    leaves = list(OrgTree.from_frame(org).leaves)
+    got, free = {}, {}
+    for docs in _by_cluster(filled, start).values():
+        for obj in docs:
+            validate(obj)
+        assert sorted(names(docs, "ClusterQueue")) == sorted(leaves)
+        got |= queue_quotas(docs)
+        free |= pool_free(docs)
+    assert_quotas_are_the_plans(plan, start, end, got, free, fill=leaves)
+
 
 @needs_crds
-def test_per_cluster_sets_hold_the_single_sets_numbers():
+@pytest.mark.parametrize("fill", [True, False])
+def test_per_cluster_sets_hold_the_single_sets_numbers(fill):
     # the hand plan, forced per cluster: for both periods, every queue's flavor and the
     # pool's quota on each cluster are the single set's, and nothing else differs in kind
-    single = export_kueue(PLAN, ORG, periods=2)
-    split = export_kueue(PLAN, ORG, periods=2, per_cluster=True)
+    single = export_kueue(PLAN, ORG, periods=2, fill=fill)
+    split = export_kueue(PLAN, ORG, periods=2, per_cluster=True, fill=fill)
     assert sorted(split) == ["index.yaml"] + sorted(
         file_name(p["start"], c) for p in PLAN["periods"] for c in ("c1", "c2"))
     assert yaml.safe_load(single["index.yaml"])["format"] == \
@@ -344,8 +407,11 @@ def test_per_cluster_sets_hold_the_single_sets_numbers():
                 theirs.pop("resourceGroups")
                 assert mine == theirs
     # period 1 on c2: r1 (p1) and =P 3's 8 GPUs fill it, so the pool holds nothing there
+    # (with fill every project has a queue there too, nominal 0)
     c2 = _by_cluster(split, PLAN["periods"][0]["start"])["c2"]
-    assert pool_free(c2) == {} and sorted(queue_quotas(c2)) == [("=P 3", "c2"), ("p1", "c2")]
+    holding = sorted(k for k, q in queue_quotas(c2).items() if q["nominalQuota"])
+    assert pool_free(c2) == {} and holding == [("=P 3", "c2"), ("p1", "c2")]
+    assert len(queue_quotas(c2)) == (len(OrgTree.from_frame(ORG).leaves) if fill else 2)
 
 
 # --- node selectors and object labels ------------------------------------------------------
@@ -421,3 +487,32 @@ def test_clusters_that_would_share_nodes_are_refused(labels, needle):
     assert len(problems) == 1 and needle in problems[0].message
     assert problems[0].column in ("clusters/0/node_labels", "clusters/1/node_labels")
     assert export_problems(PLAN, "plan.json", ORG, "kueue") == []
+
+
+@needs_crds
+def test_pace_weights_are_what_each_budget_still_owes_per_hour():
+    # as_of 2026-11-16 to quarter_end 2027-01-01: 46 days, 1,104 h left. p1: (2000 − 100)
+    # ÷ 1104 = 1.721014 NGH/h; p2: 1500 ÷ 1104 = 1.358696; =P 3: (500 − 50) ÷ 1104 =
+    # 0.407609 (the default). The Cohorts keep the org's weights; "org" keeps the
+    # queues' too (p1 2, p2 1, =P 3 0.5).
+    def weights(files: dict[str, str]) -> dict[str, str]:
+        docs = objects(files, file_name("2026-11-16T00:00:00Z"))
+        for obj in docs:
+            validate(obj)
+        return {d["metadata"]["annotations"]["gpu-planner.io/id"]:
+                d["spec"]["fairSharing"]["weight"] for d in docs
+                if d["kind"] in ("ClusterQueue", "Cohort") and "fairSharing" in d["spec"]}
+
+    paced = weights(export_kueue(PLAN, ORG, weights="pace"))
+    assert paced == {"area": "3", "team-a": "2", "team-b": "1", "p1": "1.721014",
+                     "p2": "1.358696", "=P 3": "0.407609"}
+    assert weights(export_kueue(PLAN, ORG, weights="org")) == {
+        "area": "3", "team-a": "2", "team-b": "1", "p1": "2", "p2": "1", "=P 3": "0.5"}
+    assert weights(export_kueue(PLAN, ORG)) == paced  # the default
+    # a spent budget: weight 0 (Kueue: an infinite share, it borrows only what nobody
+    # else wants)
+    spent = json.loads(json.dumps(PLAN))
+    spent["budgets"][2]["used"] = 600.0
+    assert weights(export_kueue(spent, ORG, weights="pace"))["=P 3"] == "0"
+    with pytest.raises(ValueError, match="weights must be one of"):
+        export_kueue(PLAN, ORG, weights="budget")

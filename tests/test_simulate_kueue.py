@@ -88,7 +88,9 @@ def tags(result) -> dict[tuple[int, float], str]:
 # -- a queue within its nominal quota ------------------------------------------------------
 
 
-def test_a_queue_within_nominal_is_admitted_and_nothing_beyond_its_quota():
+def test_grant_capped_export_admits_nothing_beyond_the_quota():
+    # The export without fill (fill=False, as shipped before): borrowing capped at the
+    # opportunistic grant, flavors only where the plan grants something.
     # One node of 8 GPUs. a: nominal 4, borrowingLimit 0 (guaranteed 4, no
     # opportunistic grant); b: nothing. The pool Cohort holds 8 − 4 = 4.
     # t=0  A1 (a, 4 GPUs, 5 h) fits a's nominal 4: admitted at once, "nominal".
@@ -99,11 +101,57 @@ def test_a_queue_within_nominal_is_admitted_and_nothing_beyond_its_quota():
     sc = tiny(TWO_TEAMS)
     tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
                 ("B", "b", 0, 1, 1.0, 0.0)])
-    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)})))
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)}), fill=False))
     assert runs(result, 0) == [(0.0, 5.0, DONE)]
     assert runs(result, 1) == [(5.0, 7.0, DONE)]
     assert runs(result, 2) == []
     assert set(tags(result).values()) == {NOMINAL}
+
+
+def test_fill_lets_a_project_beyond_its_grant_and_one_without_grant_borrow_idle_gpus():
+    # The same case with the export's fill (the default): every queue has a flavor on
+    # c1 and no borrowingLimit. One node of 8 GPUs. a: nominal 4 (its subtree 4); b:
+    # nominal 0; the pool Cohort holds 8 − 4 = 4, the root's subtree quota 8.
+    # t=0  A1 (a, 4 GPUs, 5 h) within a's nominal: admitted first ("nominal").
+    #      Then A2 (a, 4 GPUs) and B (b, 1 GPU) both need to borrow from the pool's 4.
+    #      Tournament at the root: team ta with A2 would borrow 8 − 4 = 4 (share 4 ÷ 8),
+    #      tb with B 1 − 0 = 1 (share 1 ÷ 8): B goes first, 0 → 1, "borrowed"; A2 then
+    #      needs 4 with 3 left: waits.
+    # t=1  B ends; A2 borrows the pool's 4: 1 → 3, "borrowed" (beyond a's grant of 4).
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
+                ("B", "b", 0, 1, 1.0, 0.0)])
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)})))
+    assert runs(result, 0) == [(0.0, 5.0, DONE)]
+    assert runs(result, 1) == [(1.0, 3.0, DONE)]
+    assert runs(result, 2) == [(0.0, 1.0, DONE)]
+    assert tags(result) == {(0, 0.0): NOMINAL, (2, 0.0): BORROWED, (1, 1.0): BORROWED}
+
+
+def test_fill_borrowing_beyond_the_grant_is_reclaimed_at_once_by_the_lender():
+    # One node of 8. a: nominal 4, no opportunistic grant; b: nominal 4, idle. Pool 0.
+    # Fill: a may borrow b's idle 4 though its plan grant is 4 (the capped export: 0).
+    # t=0  A1 (a, 4 GPUs, 10 h) nominal; A2 (a, 4 GPUs, 10 h, min runtime 3 h) borrows
+    #      b's 4: a's usage 8 > nominal 4, "borrowed".
+    # t=2  B (b, 4 GPUs, 2 h) is within b's nominal 4 and the root has 8 − 8 = 0 free:
+    #      reclaimWithinCohort Any takes a's excess, A2, at once (hour 2, inside its 3 h
+    #      min runtime: Kueue protects none). B 2 → 4 "nominal".
+    # t=4  B ends; A2 (resumable, 8 h left) borrows again 4 → 12.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("A1", "a", 0, 4, 10.0, 1.0), ("A2", "a", 0, 4, 10.0, 3.0),
+                ("B", "b", 2, 4, 2.0, 1.0)])
+    plan = hand_plan(1, {"a": (4.0, 0.0), "b": (4.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 10.0, DONE)]
+    assert runs(result, 1) == [(0.0, 2.0, PREEMPTED), (4.0, 12.0, DONE)]
+    assert runs(result, 2) == [(2.0, 4.0, DONE)]
+    assert tags(result) == {(0, 0.0): NOMINAL, (1, 0.0): BORROWED, (2, 2.0): NOMINAL,
+                            (1, 4.0): BORROWED}
+    # the grant-capped export: A2 waits for A1 (10 → 20) and B starts at 2 untouched
+    capped = replay(sc, tr, FixedPlan(plan, fill=False))
+    assert runs(capped, 1) == [(10.0, 20.0, DONE)]
+    assert runs(capped, 2) == [(2.0, 4.0, DONE)]
+    assert capped.preemptions.sum() == 0
 
 
 # -- a borrower admitted into idle quota, then reclaimed by the lender -----------------------
@@ -163,7 +211,7 @@ def test_lending_limit_keeps_the_reserved_gpus():
     (queue_b,) = [o for o in objects if o["kind"] == "ClusterQueue"
                   and o["metadata"]["name"] == "b"]
     assert queue_b["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0] == {
-        "name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 0, "lendingLimit": 0}
+        "name": "nvidia.com/gpu", "nominalQuota": 8, "lendingLimit": 0}
     tr = trace([("A1", "a", 0, 8, 10.0, 1.0), ("A2", "a", 0, 8, 2.0, 1.0),
                 ("Bj", "b", 5, 8, 3.0, 1.0)])
     result = replay(sc, tr, FixedPlan(plan))
@@ -231,6 +279,36 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
     assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
 
 
+def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_decide():
+    # One node of 8, nobody holds nominal quota (the pool owns 8). Team t holds a (org
+    # weight 2) and b (weight 1). t=0  A1 (a, 4 GPUs, 20 h) borrows 4.
+    # t=1  A2 (a, 1 GPU, 2 h) and B (b, 4 GPUs, 2 h) arrive together; 4 GPUs are free,
+    #      so whichever goes first leaves the other waiting. Both are in t: t's own
+    #      share is not compared (it is one subtree); inside t, a with A2 would borrow 5
+    #      ÷ t's subtree quota (0, taken as 1) ÷ 2 = 2.5, b with B 4 ÷ 1 ÷ 1 = 4: a wins,
+    #      A2 1 → 3, then B 3 → 5.
+    # With weights="pace" from the plan's budgets (a: 100 − 100 spent → weight 0, an
+    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5.
+    org = [("t", "", 1.0), ("a", "t", 2.0), ("b", "t", 1.0)]
+    sc = tiny(org)
+    plan = hand_plan(1, {"a": (0.0, 0.0)}) | {
+        "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0}]}
+    tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
+                ("B", "b", 1, 4, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    by_org = replay(sc, tr, FixedPlan(plan, weights="org"))
+    assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
+    assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
+    by_pace = replay(sc, tr, FixedPlan(plan))  # the default
+    assert runs(by_pace, rows["B"]) == [(1.0, 3.0, DONE)]
+    assert runs(by_pace, rows["A2"]) == [(3.0, 5.0, DONE)]
+    (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace")
+                  if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
+    assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
+
+
 def test_flavor_tree_arithmetic_by_hand():
     # root (nominal 2) ← cohort T ← queues q1 (nominal 6, lendingLimit 2) and q2
     # (nominal 0, borrowingLimit 5). q1 keeps 6 − 2 = 4 for itself; T's subtree quota is
@@ -264,7 +342,9 @@ def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
     tree = OrgTree.from_frame(org)
     memory, queues, _ = quota_trees(period_objects(plan, tree, start, end))
     written, _, _ = quota_trees(docs)
-    expected = project_quotas(plan, start, end)
+    expected = project_quotas(plan, start, end, projects=list(tree.leaves))
+    # fill: every project holds a flavor on every cluster (nominal 0 where not granted)
+    assert all(set(cells) == set(memory) for cells in expected.values())
     assert any(q["reserved"] for cells in expected.values() for q in cells.values())
     for cluster, flavor_tree in memory.items():
         other = written[cluster]
@@ -307,17 +387,24 @@ def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
 def test_planner_kueue_replans_and_runs_through_the_solver():
     # Equal budgets, one node: the first replan sees A's 8-GPU job and grants a its
     # budget pace as guaranteed (100 NGH ÷ 24 h → 4 GPUs nominal) and the rest of the
-    # node as opportunistic (borrowingLimit 4): A runs at once. B (b, submitted at 1 h)
-    # was not in the plan: b has no flavor until the replan at 24 h, where it is
-    # admitted within its new nominal quota (no paced class in Kueue).
+    # node as opportunistic: A runs at once. B (b, submitted at 1 h) was not in the
+    # plan: b's queue has nominal 0 on c1. With fill (the export's default) it has a
+    # flavor there and no borrowingLimit: it cannot reclaim (nothing nominal to take
+    # back) but borrows the node when A ends at 10, "borrowed", 10 → 12.
     sc = tiny(TWO_TEAMS)
     tr = trace([("A", "a", 0, 8, 10.0, 3.0), ("B", "b", 1, 4, 2.0, 1.0)])
     policy = make_policy("planner-kueue")
     result = replay(sc, tr, policy)
     assert result.replans == 4
     assert runs(result, 0) == [(0.0, 10.0, DONE)]
-    assert runs(result, 1) == [(24.0, 26.0, DONE)]
-    assert tags(result)[(1, 24.0)] == NOMINAL
+    assert runs(result, 1) == [(10.0, 12.0, DONE)]
+    assert tags(result)[(1, 10.0)] == BORROWED
+    # the grant-capped export (fill=False): b has no flavor until the replan at 24 h,
+    # where it is admitted within its new nominal quota (no paced class in Kueue)
+    capped = replay(sc, tr, KueueReplayPolicy(fill=False))
+    assert runs(capped, 0) == [(0.0, 10.0, DONE)]
+    assert runs(capped, 1) == [(24.0, 26.0, DONE)]
+    assert tags(capped)[(1, 24.0)] == NOMINAL
     assert parse_policies("planner,planner-kueue") == ["planner", "planner-kueue"]
     assert pd.Timestamp(START) == Q0
 
@@ -357,7 +444,8 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
             self._sync(sim, c, tree)
             for q in ("a", "b"):
                 node = tree.nodes[q]
-                limit = node.nominal + (node.borrowing_limit or 0) if node.covers else 0
+                limit = (16 if node.borrowing_limit is None
+                         else node.nominal + node.borrowing_limit) if node.covers else 0
                 assert node.usage <= limit, (sim.now, q, node.usage, limit)
             root = [n for n in tree.nodes.values() if n.parent is None][0]
             assert root.usage <= root.subtree

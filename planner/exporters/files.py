@@ -8,22 +8,25 @@ from typing import Any
 import pandas as pd
 
 from planner.exporters.executor_json import executor_view
-from planner.exporters.kueue import export_kueue
+from planner.exporters.kueue import allowed_clusters, export_kueue
 from planner.exporters.slurm import export_slurm
 
 TARGETS = ("kueue", "slurm", "json")
 
 
 def export_files(plan: dict[str, Any], target: str, org: pd.DataFrame | None, periods: int = 1,
-                 previous: dict[str, Any] | None = None, per_cluster: bool | None = None
-                 ) -> dict[str, bytes]:
+                 previous: dict[str, Any] | None = None, per_cluster: bool | None = None,
+                 budgets: pd.DataFrame | None = None) -> dict[str, bytes]:
     """File name -> bytes for one target (``org`` is needed for kueue and slurm).
 
     ``per_cluster`` (kueue): a manifest set per cluster; ``None`` splits only where one set
     could not hold every cluster (see :func:`planner.exporters.kueue.needs_per_cluster`).
+    ``budgets`` (kueue): the scenario's budgets table, whose ``clusters`` column restricts
+    the clusters where a project's queue gets a flavor (None: every cluster).
     """
     if target == "kueue":
-        files = export_kueue(plan, org, periods, per_cluster)
+        allowed = allowed_clusters(budgets) if budgets is not None else None
+        files = export_kueue(plan, org, periods, per_cluster, allowed=allowed)
         return {k: v.encode() for k, v in files.items()}
     if target == "slurm":
         return {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}

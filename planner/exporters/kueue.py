@@ -9,26 +9,39 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
   written as GPU feature discovery labels nodes; :func:`planner.inputs.labels.node_selector`).
   No two clusters may select the same nodes (refused before export);
 - a root ``Cohort`` ``gpu-planner-pool`` owning, per cluster, the GPUs no project holds as
-  nominal quota (what opportunistic grants borrow from, with idle nominal quota);
+  nominal quota (what every queue may borrow, with idle nominal quota);
 - a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
   tree (top-level nodes under the pool), ``spec.fairSharing.weight`` = the org weight, so
   idle quota is borrowed inside the tree first;
 - a ``ClusterQueue`` per project, ``spec.cohortName`` = its team (the pool for a top-level
-  project), one resource group over
-  ``nvidia.com/gpu`` with a flavor per cluster it holds anything on in the period:
+  project), one resource group over ``nvidia.com/gpu`` with a flavor per cluster the project
+  may run on (``allowed``: ``budgets.csv``'s ``clusters``; every cluster when it names none)
+  — the export's **fill**, its default — or, with ``fill=False``, per cluster it holds
+  anything on in the period:
 
   - ``nominalQuota`` = floor(guaranteed GPU-hours ÷ period hours) + the GPUs of its
-    reservations that run during the period (dedicated quota for their window);
-  - ``borrowingLimit`` = floor(guaranteed + opportunistic GPUs) − floor(guaranteed GPUs),
-    what it may take opportunistically beyond its own quota (0: no borrowing);
-  - ``lendingLimit`` = the non-reserved part of the quota, where a reservation runs, so the
+    reservations that run during the period (dedicated quota for their window); 0 where
+    the plan grants nothing;
+  - no ``borrowingLimit`` (fill): the queue may borrow any GPU idle in the cohort tree (its
+    team's, its area's, the pool's), so idle GPUs are used by whoever has work, beyond the
+    plan's grants and by projects the plan granted nothing; the lender takes them back at
+    once (below). With ``fill=False``: ``borrowingLimit`` = floor(guaranteed +
+    opportunistic GPUs) − floor(guaranteed GPUs), the plan's opportunistic headroom (0: no
+    borrowing), and no flavor where the plan grants nothing (such work is inadmissible);
+  - ``lendingLimit`` = the unreserved part of its quota, where a reservation runs, so the
     reserved GPUs are never lent out and so never reclaimed from a borrower;
   - preemption: ``reclaimWithinCohort: Any`` (a queue inside its nominal quota takes back
-    what borrowers hold: opportunistic work is reclaimed first), ``borrowWithinCohort:
-    Never`` (borrowed, i.e. opportunistic, work never preempts anyone),
-    ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable, so no other queue
-    ever runs on it and nothing within a queue's nominal quota is reclaimed: reservations
-    are not preempted.
+    what borrowers hold: borrowed work — opportunistic and fill — is reclaimed first, at
+    once: Kueue has no protected runtime), ``borrowWithinCohort: Never`` (borrowed work
+    never preempts anyone), ``withinClusterQueue: LowerPriority``. Reserved quota is not
+    lendable, so no other queue ever runs on it and nothing within a queue's nominal quota
+    is reclaimed: reservations are not preempted.
+  - ``fairSharing.weight`` (``weights="pace"``, the default) = the NGH per hour the
+    project's budget still owes it, (budget − used) ÷ hours left in the quarter, from the
+    plan's ``budgets`` (:func:`pace_weights`): idle GPUs are borrowed in proportion to
+    what each project is still owed, and a project whose budget is spent (weight 0, an
+    infinite share) borrows only what nobody else wants; ``weights="org"``: the org
+    weight.
 - a ``LocalQueue`` per project in the project's namespace.
 
 **Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
@@ -38,8 +51,9 @@ with work on every cluster would need a flavor each. With ``per_cluster`` (autom
 the plan has more than 64 clusters) each cluster gets a manifest set of its own,
 ``kueue-<period start>-<cluster>.yaml``, for the Kubernetes + Kueue that runs it (a GPU
 cluster usually runs its own): its ``ResourceFlavor``; the pool Cohort with that cluster's
-unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that holds anything on
-it in the period, with that one flavor and the same numbers as in the single set; the
+unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that may run on it
+(fill; with ``fill=False``, that holds anything on it in the period), with that one flavor
+and the same numbers as in the single set; the
 Cohorts above those projects (the org tree pruned to them). Every object carries a
 ``gpu-planner.io/cluster`` annotation. Quotas are the plan's either way: the single set's
 flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
@@ -73,6 +87,7 @@ MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-planner")
 SCENARIO_LABEL = f"{ANN}/scenario"
 POOL = "gpu-planner-pool"
 MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
+WEIGHTS = ("org", "pace")  # what a ClusterQueue's fairSharing.weight is
 
 
 def object_labels(plan: dict[str, Any]) -> dict[str, str]:
@@ -146,12 +161,12 @@ def pool_name(tree: OrgTree) -> str:
 
 
 def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
-          quotas: dict[str, dict[str, dict[str, int]]], window: Stamp
-          ) -> dict[str, Any]:
+          quotas: Quotas, window: Stamp) -> dict[str, Any]:
     """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
     flavors = []
     for c in clusters:
-        held = sum(q[c["cluster"]]["nominal"] for q in quotas.values() if c["cluster"] in q)
+        held = sum(int(q[c["cluster"]]["nominal"] or 0) for q in quotas.values()
+                   if c["cluster"] in q)
         free = int(c["nodes"]) * int(c["gpus_per_node"]) - held
         if free > 0:
             flavors.append({"name": safe_name(c["cluster"]),
@@ -179,38 +194,84 @@ def _cohorts(tree: OrgTree, nodes: set[str] | None, window: Stamp
     return out
 
 
-def project_quotas(plan: dict[str, Any], start: str, end: str
-                   ) -> dict[str, dict[str, dict[str, int]]]:
+#: A (project, cluster) cell of the export: nominal, borrowing (None: no
+#: ``borrowingLimit``, i.e. any idle GPU of the cohort tree) and reserved GPUs.
+Cell = dict[str, int | None]
+Quotas = dict[str, dict[str, Cell]]
+
+
+def allowed_clusters(budgets: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Project -> the clusters ``budgets.csv`` restricts it to (projects not listed: any).
+
+    ``budgets``: a scenario's budgets table (its ``clusters`` column, a tuple of cluster
+    ids, empty for every cluster).
+    """
+    return {str(p): tuple(c) for p, c in zip(budgets["project"], budgets["clusters"],
+                                              strict=True) if len(c)}
+
+
+def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True,
+                   projects: list[str] | None = None,
+                   allowed: dict[str, tuple[str, ...]] | None = None) -> Quotas:
     """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
 
     Read from the executor contract (:func:`planner.contract.in_force` over the period):
-    nominal = guaranteed whole GPUs + reserved GPUs, borrowing = the opportunistic headroom.
+    nominal = guaranteed whole GPUs + reserved GPUs. ``fill`` (the default): borrowing is
+    None (no ``borrowingLimit``: idle quota anywhere in the cohort tree may be borrowed,
+    and lenders reclaim it at once) and every project in ``projects`` gets a cell (nominal
+    0 where the plan grants nothing) on every cluster of the plan it may run on
+    (``allowed``: project -> clusters; a project missing from it may run anywhere). Without
+    ``fill``: borrowing = the opportunistic headroom, and only the cells the plan grants.
     """
     terms = in_force(plan, start, end)
-    out: dict[str, dict[str, dict[str, int]]] = {}
+    out: Quotas = {}
     for q in terms.quotas:
-        out.setdefault(q.project, {})[q.cluster] = {"nominal": q.guaranteed,
-                                                    "borrowing": q.opportunistic,
-                                                    "reserved": 0}
+        out.setdefault(q.project, {})[q.cluster] = {
+            "nominal": q.guaranteed, "borrowing": None if fill else q.opportunistic,
+            "reserved": 0}
     for r in terms.reservations:
         cell = out.setdefault(r.project, {}).setdefault(
-            r.cluster, {"nominal": 0, "borrowing": 0, "reserved": 0})
-        cell["nominal"] += r.gpus
-        cell["reserved"] += r.gpus
+            r.cluster, {"nominal": 0, "borrowing": None if fill else 0, "reserved": 0})
+        cell["nominal"] = int(cell["nominal"] or 0) + r.gpus
+        cell["reserved"] = int(cell["reserved"] or 0) + r.gpus
+    if fill:
+        every = [c["cluster"] for c in plan["clusters"]]
+        for project in projects or ():
+            mine = out.setdefault(project, {})
+            for cluster in (allowed or {}).get(project, every):
+                if cluster in every:
+                    mine.setdefault(cluster, {"nominal": 0, "borrowing": None, "reserved": 0})
     return out
 
 
-def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]],
-                   window: Stamp) -> dict[str, Any]:
+def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
+    """Project -> the NGH per hour its budget still owes it: (budget − used) ÷ hours left.
+
+    From the plan's ``budgets`` (budget and used at ``as_of``) and the hours from ``as_of``
+    to ``quarter_end``; 0 for a project whose budget is spent. The fair-sharing weight of
+    its ClusterQueue with ``weights="pace"``: idle GPUs are then borrowed in proportion to
+    what each project is still owed, and spent projects borrow only what nobody else wants.
+    """
+    if not plan.get("budgets"):
+        return {}  # nothing to weigh by: the org's weights stay
+    hours = max((pd.Timestamp(plan["quarter_end"]) - pd.Timestamp(plan["as_of"]))
+                / pd.Timedelta(hours=1), 1.0)
+    return {b["project"]: max(0.0, float(b["budget"]) - float(b["used"])) / hours
+            for b in plan.get("budgets", [])}
+
+
+def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
+                   window: Stamp, pace: dict[str, float] | None = None) -> dict[str, Any]:
     known = project in tree
     team = (tree.parent_of(project) if known else "") or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
         q = quotas[cluster]
         resource: dict[str, Any] = {"name": GPU, "nominalQuota": q["nominal"]}
-        resource["borrowingLimit"] = q["borrowing"]
+        if q["borrowing"] is not None:
+            resource["borrowingLimit"] = q["borrowing"]
         if q["reserved"]:
-            resource["lendingLimit"] = q["nominal"] - q["reserved"]
+            resource["lendingLimit"] = int(q["nominal"] or 0) - q["reserved"]
         flavors.append({"name": safe_name(cluster), "resources": [resource]})
     namespace = safe_name(project)
     spec: dict[str, Any] = {"cohortName": safe_name(team)}
@@ -221,7 +282,10 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, dict[str, int]
     spec["preemption"] = {"reclaimWithinCohort": "Any",
                           "borrowWithinCohort": {"policy": "Never"},
                           "withinClusterQueue": "LowerPriority"}
-    spec["fairSharing"] = {"weight": quantity(tree.weight_of(project) if known else 1.0)}
+    weight = tree.weight_of(project) if known else 1.0
+    if pace is not None and project in pace:
+        weight = pace[project]
+    spec["fairSharing"] = {"weight": quantity(weight)}
     return {"apiVersion": API, "kind": "ClusterQueue",
             "metadata": _meta(safe_name(project), project, window), "spec": spec}
 
@@ -242,18 +306,24 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
-                   cluster: str | None = None,
-                   quotas: dict[str, dict[str, dict[str, int]]] | None = None
-                   ) -> list[dict[str, Any]]:
+                   cluster: str | None = None, quotas: Quotas | None = None,
+                   fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
+                   weights: str = "pace") -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
-    ``quotas``: :func:`project_quotas` of the period, when the caller has them already.
+    ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
+    else built with ``fill`` and ``allowed`` (see there) for the org tree's projects.
+    ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
+    :func:`pace_weights`; a project missing from the plan's budgets keeps its org
+    weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
     """
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
     annotations = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
                    f"{ANN}/plan-as-of": plan["as_of"],
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
-        quotas = project_quotas(plan, start, end)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
     clusters = _sorted_clusters(plan)
     if cluster is None:
         projects = sorted(set(tree.leaves) | set(quotas))
@@ -267,7 +337,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     window = Stamp(object_labels(plan), annotations)
     objects = _flavors(clusters, window) + [_pool(clusters, tree, quotas, window)]
     objects += _cohorts(tree, nodes, window)
-    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window) for p in projects]
+    pace = pace_weights(plan) if weights == "pace" else None
+    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window, pace) for p in projects]
     objects += [_local_queue(p, window) for p in projects]
     return objects
 
@@ -299,11 +370,14 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 
 
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
-                 per_cluster: bool | None = None) -> dict[str, str]:
+                 per_cluster: bool | None = None, fill: bool = True,
+                 allowed: dict[str, tuple[str, ...]] | None = None,
+                 weights: str = "pace") -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
-    (``None``: when :func:`needs_per_cluster`). Raises ``ValueError`` when ``per_cluster`` is
+    (``None``: when :func:`needs_per_cluster`). ``fill`` and ``allowed``: see
+    :func:`project_quotas` (the module docstring). Raises ``ValueError`` when ``per_cluster`` is
     False and a resource group would need more than :data:`MAX_FLAVORS` flavors (the CRDs
     would refuse the manifest).
     """
@@ -314,9 +388,10 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     files: dict[str, str] = {}
     index = []
     for start, end in period_bounds(plan, periods):
-        quotas = project_quotas(plan, start, end)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
         for cluster in targets:
-            objects = period_objects(plan, tree, start, end, cluster, quotas)
+            objects = period_objects(plan, tree, start, end, cluster, quotas,
+                                     weights=weights)
             if most_flavors(objects) > MAX_FLAVORS:
                 raise ValueError(f"a Kueue resource group for {start} would hold "
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "

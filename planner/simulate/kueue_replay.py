@@ -28,8 +28,10 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   sharing on (the export needs it, see the README), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
   resource share wins, share = max(0, usage − subtree quota) ÷ the parent's subtree
-  quota ÷ weight (weight 0: infinite), computed with the workload admitted; ties in
-  submit order. Without fair sharing, submit order alone;
+  quota ÷ weight (weight 0: infinite), computed with the workload admitted; two
+  candidates are compared at the Cohort where their paths part
+  (:func:`tournament_order`), ties in submit order. Without fair sharing, submit order
+  alone;
 - **reclaim** (``reclaimWithinCohort: Any``): a workload that would stay within its
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
@@ -45,12 +47,18 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   (nominal − ``lendingLimit``) is never lent, so a reservation's GPUs are never
   borrowed and never reclaimed;
 - **no paced class**: quotas change only when a new period's objects are applied.
-  Work the plan did not see borrows within ``borrowingLimit`` or waits for the next
-  replan;
+  Work the plan did not see borrows idle GPUs (the export's fill) or waits for the
+  next replan;
+- **fill** (the export's default, ``fill=True``): every project's ClusterQueue has a
+  flavor on every cluster it may run on (nominal 0 where the plan grants nothing, so
+  ``allowed`` from the scenario's ``budgets.csv``) and no ``borrowingLimit``: idle
+  GPUs of the cohort tree go to whoever has work, the tournament deciding (weights
+  from the budget pace, ``weights="pace"``), and lenders reclaim them at once. With
+  ``fill=False`` (the earlier, grant-capped export) a project the plan grants nothing
+  on a cluster has no flavor there, so its work there is inadmissible until a replan
+  grants it some, and borrowing stops at the opportunistic grant;
 - **unallocated work**: Kueue cannot tell it from allocated work: it goes to its
-  project's LocalQueue and competes in submit order within the same quota. A project
-  the plan grants nothing on a cluster has no flavor for it in its ClusterQueue, so
-  its work there is inadmissible until a replan grants it some.
+  project's LocalQueue and competes in submit order within the same quota.
 
 Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 """
@@ -59,12 +67,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cmp_to_key
 from typing import Any
 
 import pandas as pd
 
 from planner.config import ModelConfig
-from planner.exporters.kueue import ANN, GPU, period_objects
+from planner.exporters.kueue import ANN, GPU, allowed_clusters, period_objects
 from planner.simulate.planner_policy import PlannerPolicy
 
 NOMINAL, BORROWED = "nominal", "borrowed"
@@ -182,18 +191,36 @@ class FlavorTree:
         lendable = max(self.nodes[node.parent].subtree, 1)
         return borrowed / lendable / node.weight
 
-    def path_shares(self, name: str, extra: int) -> tuple[float, ...]:
-        """Shares from the root's children down to the queue, with ``extra`` GPUs admitted.
+    def path_shares(self, name: str, extra: int) -> tuple[tuple[str, float], ...]:
+        """(node, share) from the root's children down to the queue, ``extra`` GPUs admitted.
 
-        Sorting by this tuple is the hierarchical tournament: at each Cohort the child
-        subtree with the lowest share goes first.
+        Two candidates are compared (:func:`tournament_order`) at the first level where
+        their paths part: the hierarchical tournament, where at each Cohort the child
+        subtree whose candidate gives it the lowest share goes first.
         """
         path = []
         node = name
         while self.nodes[node].parent is not None:
             path.append(node)
             node = self.nodes[node].parent
-        return tuple(self.share(n, extra) for n in reversed(path))
+        return tuple((n, self.share(n, extra)) for n in reversed(path))
+
+
+def tournament_order(a: tuple, b: tuple) -> int:
+    """Compare two candidates ``(path_shares, key, ...)``: Kueue's fair-sharing tournament.
+
+    At the first Cohort where their paths part, the child with the lower share (with
+    its candidate admitted) wins; a tie, or the same path, goes to the earlier key
+    (submit order). Shares above the parting level are the same subtree's and are not
+    compared: two workloads of one team are decided inside the team, not by how much
+    each would add to the team's share.
+    """
+    for (na, sa), (nb, sb) in zip(a[0], b[0], strict=False):
+        if na != nb:
+            if sa != sb:
+                return -1 if sa < sb else 1
+            break
+    return -1 if a[1] < b[1] else (1 if a[1] > b[1] else 0)
 
 
 @dataclass(frozen=True)
@@ -250,6 +277,9 @@ def quota_trees(objects: list[dict[str, Any]]
     return trees, project_queue, settings
 
 
+TOURNAMENT = cmp_to_key(tournament_order)
+
+
 class KueueReplayPolicy(PlannerPolicy):
     """``planner-kueue``: see the module docstring."""
 
@@ -258,9 +288,14 @@ class KueueReplayPolicy(PlannerPolicy):
     protects_min_runtime = False  # Kueue cannot protect a min runtime
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 fair_sharing: bool = True, reservation_requests: bool = False) -> None:
+                 fair_sharing: bool = True, reservation_requests: bool = False,
+                 fill: bool = True, weights: str = "pace") -> None:
         super().__init__(model=model, check_every=check_every)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
+        #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
+        #: flavors only where the plan grants something)
+        self.fill = fill
+        self.weights = weights  # the export's ClusterQueue weights: "org" or "pace"
         #: True: replans keep the scenario's own reservation requests beside the
         #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
         self.reservation_requests = reservation_requests
@@ -279,6 +314,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.queue: list[str | None] = [None] * len(sim.projects)
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
+        self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -300,7 +336,9 @@ class KueueReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
-        self.objects = period_objects(body, sim.tree, period["start"], period["end"])
+        self.objects = period_objects(body, sim.tree, period["start"], period["end"],
+                                      fill=self.fill, allowed=self.kueue_allowed,
+                                      weights=self.weights)
         trees, project_queue, self.settings = quota_trees(self.objects)
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
@@ -400,7 +438,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 entries.append((order, sim.key[job], p, job, reclaim))
             if not entries:
                 return
-            entries.sort()
+            entries.sort(key=TOURNAMENT)
             admitted = False
             for _, _, p, job, _ in entries:
                 if not sim.is_waiting(job):
