@@ -290,7 +290,9 @@ class KueueReplayPolicy(PlannerPolicy):
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
                  fill: bool = True, weights: str = "pace") -> None:
-        super().__init__(model=model, check_every=check_every)
+        # gang jobs that waited a period are reservation requests (reserved quota: Kueue
+        # admits the job on it when the nodes free; nothing is drained), as measured
+        super().__init__(model=model, check_every=check_every, gang_wait_hours=None)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)

@@ -13,10 +13,13 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
   hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
   (the executor enforces GPUs, so a period's grant is asked in GPUs, not averaged). No future
   submissions are known (the replay does not peek at the trace);
-- **reservation requests for the gang jobs that waited** (:meth:`PlannerPolicy.gang_requests`):
-  every waiting allocated job of at least one node's GPUs that has waited
-  ``gang_wait_hours`` (default one period: it went through a whole plan without
-  getting in, so the elastic grant alone does not seat it) is a request of
+- **reservation requests for the gang jobs that waited**, when asked for
+  (:meth:`PlannerPolicy.gang_requests`; off by default, ``gang_wait_hours`` = ∞: measured
+  on Philly and two synthetic quarters, the requests and the drains they bring cost more
+  delivery and occupancy than they win, see the README): every waiting allocated job of
+  at least one node's GPUs that has waited ``gang_wait_hours`` (``None``: one period: it
+  went through a whole plan without getting in, so the elastic grant alone does not
+  seat it) is a request of
   ⌈g / G⌉ nodes for its time limit left (rounded up to whole hours, at most the
   contract's ``max_reservation_hours`` and the quarter left), earliest start
   ``as_of``, deadline ``as_of`` + its length in whole periods + ``gang_slack_periods``
@@ -131,7 +134,7 @@ class PlannerPolicy(AdmissionPolicy):
     name = "planner"
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 gang_wait_hours: float | None = None, gang_slack_periods: int = 7,
+                 gang_wait_hours: float | None = math.inf, gang_slack_periods: int = 7,
                  age_hours: float = 48.0) -> None:
         model = model or load_model("default")
         self.gang_wait_hours = gang_wait_hours  # None: one period
