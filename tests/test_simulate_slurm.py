@@ -277,21 +277,24 @@ def test_planned_reservations_become_slurm_reservations_not_engine_holds():
 
 
 def test_planner_slurm_asks_no_reservations_for_waiting_gang_jobs_by_default():
-    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: the `planner` executor
-    # asks a reservation for it (one period, 24 h, is its threshold); planner-slurm asks
-    # none (the README says why), unless told a threshold.
+    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: with a threshold of one
+    # period (24 h; `None`) the `planner` executor asks a reservation for it, by default
+    # (∞) it asks none, nor does planner-slurm (the README says why), unless told a
+    # threshold.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     tr = trace([("G", "a", 0, 8, 5.0, 1.0)])
     as_of = sc.config.quarter_start + pd.Timedelta(hours=30)
     asked = {}
-    for name, policy in (("planner", PlannerPolicy(EIGHT)), ("slurm", SlurmReplayPolicy(EIGHT)),
+    for name, policy in (("planner", PlannerPolicy(EIGHT)),
+                         ("planner-1p", PlannerPolicy(EIGHT, gang_wait_hours=None)),
+                         ("slurm", SlurmReplayPolicy(EIGHT)),
                          ("slurm-12h", SlurmReplayPolicy(EIGHT, gang_wait_hours=12.0))):
         sim = Replay(sc, tr, policy)
         policy.prepare(sim)
         sim._enqueue(0)
         sim.now = 30.0
         asked[name] = list(policy.gang_requests(sim, as_of)["request_id"])
-    assert asked == {"planner": ["G"], "slurm": [], "slurm-12h": ["G"]}
+    assert asked == {"planner": [], "planner-1p": ["G"], "slurm": [], "slurm-12h": ["G"]}
 
 
 class _FixedGrants(SlurmReplayPolicy):
