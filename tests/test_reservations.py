@@ -159,6 +159,16 @@ request_rows = st.lists(st.tuples(
     st.sampled_from([24.0, 48.0]), st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=5)
 
 
+def tiny_instance(rows, nodes, budgets):
+    """The random tiny scenario of the property tests: 3 clusters, 4 daily periods."""
+    reservations = [(f"r{i}", project, cluster, n, hours, DAYS[first],
+                     DAYS[min(4, first + int(hours // 24) + slack)])
+                    for i, (project, cluster, n, hours, first, slack) in enumerate(rows)]
+    return scenario(clusters=[(f"c{k + 1}", "H100", nodes[k], 8) for k in range(3)],
+                    org=ORG, budgets=[("p", budgets[0]), ("q", budgets[1])],
+                    quarter_end=DAYS[4], reservations=reservations)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=request_rows, nodes=st.tuples(*[st.integers(1, 4)] * 3),
        budgets=st.tuples(st.sampled_from([300.0, 700.0, 1500.0, BIG]),
@@ -170,12 +180,7 @@ def test_placements_stay_whole_inside_their_window_within_capacity_and_budget(ro
     # length), whole nodes never exceed any cluster in any period, no project's budget is
     # overdrawn; the parts' summed bound is at least the brute-force optimum, the
     # objective at most it and equal to the placement's value, and equal when optimal.
-    reservations = [(f"r{i}", project, cluster, n, hours, DAYS[first],
-                     DAYS[min(4, first + int(hours // 24) + slack)])
-                    for i, (project, cluster, n, hours, first, slack) in enumerate(rows)]
-    sc = scenario(clusters=[(f"c{k + 1}", "H100", nodes[k], 8) for k in range(3)], org=ORG,
-                  budgets=[("p", budgets[0]), ("q", budgets[1])], quarter_end=DAYS[4],
-                  reservations=reservations)
+    sc = tiny_instance(rows, nodes, budgets)
     problem, built, placed, stage = solved(sc, time_limit=5.0)
     requests = {r.request_id: r for r in problem.requests}
     used = np.zeros((3, len(problem.hours)), dtype=np.int64)
@@ -285,12 +290,7 @@ def test_local_search_from_the_greedy_placement_stays_valid_and_never_loses(rows
     # Random tiny instances as above: from the greedy placement, each part's local search
     # returns starts inside the windows, within nodes and budgets, worth at least the
     # greedy placement and at most the brute-force optimum.
-    reservations_ = [(f"r{i}", project, cluster, n, hours, DAYS[first],
-                      DAYS[min(4, first + int(hours // 24) + slack)])
-                     for i, (project, cluster, n, hours, first, slack) in enumerate(rows)]
-    sc = scenario(clusters=[(f"c{k + 1}", "H100", nodes[k], 8) for k in range(3)], org=ORG,
-                  budgets=[("p", budgets[0]), ("q", budgets[1])], quarter_end=DAYS[4],
-                  reservations=reservations_)
+    sc = tiny_instance(rows, nodes, budgets)
     problem = build_problem(sc, MODEL)
     headroom = budget_headroom(problem)
     built = build_reservation_model(problem, headroom)
