@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import threading
 from dataclasses import dataclass, field
 
 import highspy
@@ -26,25 +25,17 @@ import pandas as pd
 INF = highspy.kHighsInf
 
 
-_FD1 = threading.Lock()  # new_highs parks fd 1 under it
-
-
 def new_highs(threads: int = 1, seed: int = 0, time_limit: float | None = None) -> highspy.Highs:
-    """A silent HiGHS instance (its banner goes to the C-level stdout, so park fd 1).
-
-    Thread-safe: fd 1 is parked and restored under a lock (the elastic LP's groups are
-    solved on two threads), so one thread cannot save another's parked fd as the real one.
-    """
-    with _FD1:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        try:
-            with open(os.devnull, "w") as null:
-                os.dup2(null.fileno(), 1)
-                highs = highspy.Highs()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
+    """A silent HiGHS instance (its banner goes to the C-level stdout, so park fd 1)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     highs.setOptionValue("output_flag", False)
     # HiGHS keeps one thread scheduler per process: every caller passes the model's count
     highs.setOptionValue("threads", int(threads))
