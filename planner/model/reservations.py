@@ -82,11 +82,13 @@ from planner.model.result import (
     relative_gap,
     status_from_gap,
 )
+from planner.model.swap_search import swap_search
 
 SCALE = 100  # the objective in integer units: GPU-hours × SCALE
 MIN_PART_SECONDS = 0.5  # the least time a part gets (HiGHS needs its presolve and root)
 STAGE = "highs-mip"  # the stage's solver name in plan.json
 LNS_SHARE = 0.5  # of a part's time: local search before branch and cut (improve_placement)
+POLISH_SHARE = 0.05  # of a part's time, the last: the swap search after branch and cut
 LNS_ROUNDS = 3  # local search rounds at most over every neighbourhood
 NEIGHBOURHOOD = 20  # requests a local search sub-MIP re-places together
 SUB_MIP_NODES = 200  # branch-and-bound nodes a sub-MIP may take (a deterministic work limit)
@@ -445,13 +447,15 @@ def build_reservation_model(problem: Problem, headroom: np.ndarray) -> Reservati
     return ReservationModel(parts)
 
 
-def _warm_vector(part: ReservationPart) -> np.ndarray:
-    """The warm start as the part's column values."""
+def _warm_vector(part: ReservationPart, placement: dict[str, int] | None = None
+                 ) -> np.ndarray:
+    """A placement (the warm start when not given) as the part's column values."""
+    placement = part.warm if placement is None else placement
     x = np.zeros(part.start.size)
     column = 0
     for r in part.requests:
-        if r.request_id in part.warm:
-            x[column + r.starts.index(part.warm[r.request_id])] = 1.0
+        if r.request_id in placement:
+            x[column + r.starts.index(placement[r.request_id])] = 1.0
         column += len(r.starts)
     return x
 
@@ -573,14 +577,20 @@ def relaxation_bound(part: ReservationPart, threads: int, seed: int) -> float:
 
 def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads: int,
                seed: int) -> tuple[dict[str, int], StageResult]:
-    """One part: local search from its warm start, then HiGHS; its placement and outcome.
+    """One part: local search from its warm start, then HiGHS, then a swap search.
 
     When the warm start is further than ``mip_gap`` from the part's LP relaxation value,
     :func:`improve_placement` gets :data:`LNS_SHARE` of ``time_limit`` and its placement
     becomes the warm start; HiGHS's branch and cut then gets the rest (at least
-    :data:`MIN_PART_SECONDS`) for a better placement and the bound. The bound is the
+    :data:`MIN_PART_SECONDS`) but the last :data:`POLISH_SHARE`, for a better placement
+    and the bound. When HiGHS's placement (or the warm start, where HiGHS returns less) is
+    not proven within ``mip_gap``, the swap search (:func:`swap_search`) takes it up for
+    the time left: HiGHS's placements are local optima of its sub-MIPs, not of single
+    insertions with ejections, which it finds in a fraction of a second. The bound is the
     lower of HiGHS's ``mip_dual_bound`` and the LP relaxation's value (both true bounds:
-    a HiGHS stopped before its root has only a loose one). Outcome in × SCALE units.
+    a HiGHS stopped before its root has only a loose one); the objective the value of
+    the placement returned, counted with the model's own integer coefficients. Outcome in
+    × SCALE units.
     """
     started = time.perf_counter()
     warm_value = placement_value(part.requests, part.values, part.warm)
@@ -592,7 +602,7 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
         improved, value = improve_placement(part, deadline, threads, seed)
         if value > warm_value:
             part.warm, part.warm_source = improved, f"{part.warm_source}+local-search"
-    left = time_limit - (time.perf_counter() - started)
+    left = (1 - POLISH_SHARE) * time_limit - (time.perf_counter() - started)
     highs = new_highs(threads, seed, max(MIN_PART_SECONDS, left))
     highs.setOptionValue("mip_rel_gap", float(mip_gap))
     highs.passModel(part.lp.to_highs(maximize=True))
@@ -613,20 +623,23 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
         return {}, outcome
     placed = _placement(part, np.asarray(highs.getSolution().col_value))
     bound = min(outcome.bound, relaxed)
-    if warm_value > outcome.objective:
+    objective = outcome.objective
+    if warm_value > objective:
         # HiGHS maps the warm start into its presolved space, where dual fixings can cost
         # it value ("MIP start solution is feasible in the reduced space" at less than it
         # was), and may stop before it finds better: the warm start is then the placement,
-        # its value the objective (the same integer coefficients HiGHS has), the bound
-        # still HiGHS's (or the LP's), the gap recomputed from the two
-        gap = relative_gap(warm_value, bound, floor=1.0)
-        return dict(part.warm), StageResult(STAGE, status_from_gap(gap), float(warm_value),
-                                            bound, gap, outcome.seconds)
-    if bound < outcome.bound:
-        gap = relative_gap(outcome.objective, bound, floor=1.0)
-        return placed, StageResult(STAGE, status_from_gap(gap), outcome.objective, bound, gap,
-                                   outcome.seconds)
-    return placed, outcome
+        # its value the objective (the same integer coefficients HiGHS has)
+        placed, objective = dict(part.warm), float(warm_value)
+    if relative_gap(objective, bound, floor=1.0) > mip_gap and POLISH_SHARE > 0:
+        polished, value = swap_search(part, placed, started + time_limit)
+        if value > objective and _fits(part.lp.matrix(maximize=True),
+                                       _warm_vector(part, polished)):
+            placed, objective = polished, float(value)
+    if objective == outcome.objective and bound == outcome.bound:
+        return placed, outcome
+    gap = relative_gap(objective, bound, floor=1.0)
+    return placed, StageResult(STAGE, status_from_gap(gap), objective, bound, gap,
+                               time.perf_counter() - started)
 
 
 def part_time_limit(left: float, columns: int, queued_columns: int) -> float:
