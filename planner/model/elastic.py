@@ -85,7 +85,14 @@ def keys(problem: Problem, project=None, cluster=None, period=None) -> Keys:
 
 
 def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """E: (p, k, t) with demand, in (p, k, t) order."""
+    """E: (p, k, t) with demand, in (p, k, t) order.
+
+    Read from ``problem.demand_cells`` when :func:`~planner.model.problem.build_problem`
+    kept them (the same triples as ``np.nonzero(dem > 0)``, without a pass over dem).
+    """
+    if problem.demand_cells is not None:
+        p, k, t = np.unravel_index(problem.demand_cells, problem.shape)
+        return p, k, t
     p, k, t = np.nonzero(problem.dem > 0)
     return p, k, t
 

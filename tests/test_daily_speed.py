@@ -1,0 +1,115 @@
+"""The daily run's speed shortcuts (issue 11, part 1) give the numbers of the code they replace.
+
+Each shortcut is compared, bit for bit, with the plain code it replaced, kept here as
+the reference: on hand cases first, then on random ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.config import load_model
+from planner.inputs.load import load_scenario
+from planner.model.elastic import elastic_triples
+from planner.model.problem import (
+    _stamps_to_np,
+    _to_datetime64,
+    build_problem,
+    overlap_hours,
+    period_grid,
+)
+from planner.paths import SAMPLE
+from tests.tiny import scenario
+
+PROPERTY = settings(deadline=None, max_examples=60,
+                    suppress_health_check=[HealthCheck.too_slow])
+MODEL = load_model("default")
+ORG = [("root", "", 1.0), ("a", "root", 1.0), ("b", "root", 2.0), ("c", "root", 1.0)]
+CLUSTERS = [("c1", "H100", 2, 8), ("c2", "A100", 1, 4)]
+
+
+def reference_demand(sc, problem) -> np.ndarray:
+    """The dense demand array as ``build_problem`` made it before (np.bincount, then × allowed)."""
+    shape = problem.shape
+    starts, ends = period_grid(sc, MODEL.solver.period_grid)
+    demand = sc.demand
+    hours = overlap_hours(_stamps_to_np(demand["start"]), _stamps_to_np(demand["end"]),
+                          _to_datetime64(starts), _to_datetime64(ends))
+    p_idx = demand["project"].map(sc.arrays.project_index).to_numpy(dtype=np.int64)
+    k_idx = demand["cluster"].map(sc.arrays.cluster_index).to_numpy(dtype=np.int64)
+    cell = ((p_idx * shape[1] + k_idx)[:, None] * shape[2]
+            + np.arange(shape[2], dtype=np.int64)[None, :])
+    gpu_hours = hours * demand["gpus"].to_numpy(dtype=float)[:, None]
+    dense = np.bincount(cell.reshape(-1), gpu_hours.reshape(-1),
+                        minlength=shape[0] * shape[1] * shape[2]).reshape(shape)
+    dense *= sc.arrays.allowed[:, :, None]
+    return dense
+
+
+def assert_same_demand(sc) -> None:
+    """dem and E of ``build_problem`` equal the dense reference's, bit for bit."""
+    problem = build_problem(sc, MODEL)
+    dense = reference_demand(sc, problem)
+    assert problem.dem.tobytes() == dense.tobytes()
+    triples = elastic_triples(problem)
+    reference = np.nonzero(dense > 0)
+    for got, want in zip(triples, reference, strict=True):
+        assert got.tolist() == want.tolist()
+
+
+def test_demand_cells_by_hand():
+    # daily periods 2026-11-02 (as_of) to 11-03: one period of 24 h.
+    # a on c1: two rows, 8 GPUs × 12 h + 4 GPUs × 24 h = 96 + 96 = 192 GPU-hours;
+    # b may use c2 only, so its row on c1 counts nothing; c wants 2 GPUs × 24 h on c2 = 48
+    sc = scenario(clusters=CLUSTERS, org=ORG,
+                  budgets=[("a", 1000.0), ("b", 1000.0, ("c2",)), ("c", 1000.0)],
+                  demand=[("a", "c1", "2026-11-02T00:00", "2026-11-02T12:00", 8),
+                          ("a", "c1", "2026-11-01T00:00", "2026-11-04T00:00", 4),
+                          ("b", "c1", "2026-11-02T00:00", "2026-11-03T00:00", 8),
+                          ("c", "c2", "2026-11-02T00:00", "2026-11-03T00:00", 2)])
+    problem = build_problem(sc, MODEL)
+    assert problem.projects == ("a", "b", "c")
+    assert problem.dem[0, 0, 0] == 192.0
+    assert problem.dem[1, 0, 0] == 0.0  # not an allowed cluster
+    assert problem.dem[2, 1, 0] == 48.0
+    assert problem.dem.sum() == 240.0
+    assert problem.demand_cells.tolist() == [0, 5]  # (a, c1, 0) and (c, c2, 0): 2·2·1 + 1
+    assert [x.tolist() for x in elastic_triples(problem)] == [[0, 2], [0, 1], [0, 0]]
+    assert_same_demand(sc)
+
+
+def test_demand_cells_of_the_sample():
+    assert_same_demand(load_scenario(SAMPLE))
+
+
+def test_no_demand_gives_no_cells():
+    sc = scenario(clusters=CLUSTERS, org=ORG, budgets=[("a", 10.0)])
+    problem = build_problem(sc, MODEL)
+    assert not problem.dem.any() and len(problem.demand_cells) == 0
+    assert all(len(x) == 0 for x in elastic_triples(problem))
+
+
+@st.composite
+def demand_rows(draw):
+    days = [f"2026-10-{d:02d}T{h:02d}:00" for d in range(20, 31) for h in (0, 7, 13)]
+    rows = []
+    for _ in range(draw(st.integers(0, 12))):
+        first, last = sorted(draw(st.lists(st.integers(0, len(days) - 1), min_size=2,
+                                           max_size=2, unique=True)))
+        rows.append((draw(st.sampled_from(["a", "b", "c"])),
+                     draw(st.sampled_from(["c1", "c2"])), days[first], days[last],
+                     draw(st.sampled_from([1, 3, 0.1, 7.25]))))
+    return rows
+
+
+@PROPERTY
+@given(rows=demand_rows(), restricted=st.booleans())
+def test_demand_cells_match_the_dense_sum(rows, restricted):
+    # overlapping rows on the same cells (summed in file order), cells with no row, and a
+    # project restricted to another cluster: the same array and triples as the dense code
+    budgets = [("a", 1e5), ("b", 1e5, ("c2",) if restricted else ()), ("c", 1e5)]
+    sc = scenario(clusters=CLUSTERS, org=ORG, budgets=budgets, demand=rows,
+                  as_of="2026-10-22", quarter_end="2026-11-01", period_hours=6.0)
+    assert_same_demand(sc)
