@@ -6,12 +6,20 @@ the reference: on hand cases first, then on random ones.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import fields
+
 import numpy as np
+import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.config import load_model
-from planner.inputs.load import load_scenario
+from planner.inputs import load
+from planner.inputs.load import _cell_text, _rows_text, _table_json, digest, load_scenario
+from planner.inputs.schema import TABLES
+from planner.inputs.validate import canonical
 from planner.model.elastic import elastic_triples
 from planner.model.problem import (
     _stamps_to_np,
@@ -21,6 +29,7 @@ from planner.model.problem import (
     period_grid,
 )
 from planner.paths import SAMPLE
+from tests.test_inputs_columns import good_tables
 from tests.tiny import scenario
 
 PROPERTY = settings(deadline=None, max_examples=60,
@@ -113,3 +122,69 @@ def test_demand_cells_match_the_dense_sum(rows, restricted):
     sc = scenario(clusters=CLUSTERS, org=ORG, budgets=budgets, demand=rows,
                   as_of="2026-10-22", quarter_end="2026-11-01", period_hours=6.0)
     assert_same_demand(sc)
+
+
+# ------------------------------------------------------------------ the input digest
+
+
+def reference_digest(config, tables) -> str:
+    """The digest as it was computed before: one ``json.dumps`` of the whole body."""
+    body = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
+                       if f.name != "gpu_rates"},
+            "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())},
+            "tables": {name: [tuple(frame.columns), *_rows_text(frame)]
+                       for name, frame in sorted(tables.items())}}
+    text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def reference_table(frame: pd.DataFrame) -> str:
+    return json.dumps([tuple(frame.columns), *_rows_text(frame)], ensure_ascii=False,
+                      sort_keys=True, separators=(",", ":"))
+
+
+def test_digest_of_the_sample_is_unchanged():
+    sc = load_scenario(SAMPLE)
+    tables = {name: getattr(sc, name) for name in TABLES}
+    assert sc.digest == reference_digest(sc.config, tables)
+    assert sc.digest.startswith("44438569")  # as before this branch
+
+
+def test_table_json_by_hand():
+    # text with a quote, a backslash, a non-ASCII letter and U+2028 (JSON escapes the
+    # first two only, as ensure_ascii=False writes); -0.0 keeps its sign; an object
+    # column of tuples is written as arrays; a missing text cell is null
+    frame = pd.DataFrame({
+        "id": pd.Series(['a"b', "c\\d", "é\u2028"], dtype="str"),
+        "x": pd.Series([-0.0, 1.5, 1e-7]),
+        "n": pd.Series([1, 2, 3], dtype="int64"),
+        "t": pd.Series([("a", "b"), (), ("c",)], dtype=object),
+        "s": pd.Series(["x", None, "z"], dtype="str"),
+    })
+    assert _table_json(frame) == reference_table(frame)
+    assert _table_json(frame).startswith('[["id","x","n","t","s"],["a\\"b","-0.0",1,["a","b"],"x"]')
+    empty = frame.iloc[:0]
+    assert _table_json(empty) == reference_table(empty) == '[["id","x","n","t","s"]]'
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(good_tables())
+def test_table_json_is_the_json_of_the_rows(parsed):
+    frame = load._frame(parsed.schema, canonical(parsed))
+    assert _table_json(frame) == reference_table(frame)
+
+
+@PROPERTY
+@given(st.lists(st.text(max_size=6), max_size=8), st.lists(st.floats(allow_nan=True), max_size=8))
+def test_table_json_of_hostile_text_and_odd_floats(texts, numbers):
+    n = min(len(texts), len(numbers))
+    frame = pd.DataFrame({"id": pd.Series(texts[:n], dtype="str"),
+                          "x": pd.Series(numbers[:n], dtype="float64")})
+    assert _table_json(frame) == reference_table(frame)
+
+
+def test_digest_of_a_tiny_scenario_matches():
+    sc = scenario(clusters=CLUSTERS, org=ORG, budgets=[("a", 10.0, ("c1", "c2"))],
+                  demand=[("a", "c1", "2026-11-02T00:00", "2026-11-02T12:00", 8)])
+    tables = {name: getattr(sc, name) for name in TABLES}
+    assert digest(sc.config, tables) == reference_digest(sc.config, tables)
