@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from dataclasses import fields
 
 import numpy as np
@@ -20,13 +22,22 @@ from planner.inputs import load
 from planner.inputs.load import _cell_text, _rows_text, _table_json, digest, load_scenario
 from planner.inputs.schema import TABLES
 from planner.inputs.validate import canonical
-from planner.model.elastic import elastic_triples
+from planner.model.elastic import elastic_triples, split_triples
 from planner.model.problem import (
     _stamps_to_np,
     _to_datetime64,
     build_problem,
     overlap_hours,
     period_grid,
+)
+from planner.model.reservations import build_reservation_model, solve_reservation_model
+from planner.model.solve import (
+    LpHelper,
+    _solve_groups,
+    budget_headroom,
+    elastic_inputs,
+    share_groups,
+    wants_helper,
 )
 from planner.paths import SAMPLE
 from tests.test_inputs_columns import good_tables
@@ -188,3 +199,77 @@ def test_digest_of_a_tiny_scenario_matches():
                   demand=[("a", "c1", "2026-11-02T00:00", "2026-11-02T12:00", 8)])
     tables = {name: getattr(sc, name) for name in TABLES}
     assert digest(sc.config, tables) == reference_digest(sc.config, tables)
+
+
+# --------------------------------------------------------- LP groups in a second process
+
+
+def sample_groups():
+    """The sample's elastic LP inputs, its triples cut per cluster into groups.
+
+    The sample's clusters form one group; each per-cluster block is still an LP of its
+    own (its rows restricted to the block), which is all the comparison needs.
+    """
+    problem = build_problem(load_scenario(SAMPLE), MODEL)
+    placed, _ = solve_reservation_model(build_reservation_model(problem,
+                                                                budget_headroom(problem)),
+                                        30, 0.005, problem.model.solver.threads, 0)
+    available, headroom, targets = elastic_inputs(problem, placed)
+    e = elastic_triples(problem)
+    groups = [tuple(index[e[1] == k] for index in e) for k in np.unique(e[1])]
+    return problem, groups, available, headroom, targets
+
+
+def assert_same_solve(got, expected) -> None:
+    for a, b in zip(got[0], expected[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got[1:4], expected[1:4], strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert (got[4].status, got[4].objective, got[4].bound, got[4].gap) == (
+        expected[4].status, expected[4].objective, expected[4].bound, expected[4].gap)
+
+
+def test_share_groups_by_hand():
+    # sizes 5, 9, 2, 4: largest first — 9 here (load 9, 0), 5 helper (9, 5), 4 helper
+    # (9, 9), 2 here on the tie (11, 9); the helper takes groups 0 and 3
+    groups = [(np.zeros(n),) for n in (5, 9, 2, 4)]
+    assert share_groups(groups) == [0, 3]
+    assert share_groups(groups[:1]) == []  # one group: solved here
+
+
+def test_groups_shared_with_a_helper_give_the_same_bytes():
+    # the helper process solves half the groups with its own HiGHS: the grants, duals
+    # and the stage's objective, bound and gap are those of solving all of them here
+    problem, groups, available, headroom, targets = sample_groups()
+    assert len(groups) == 8 and share_groups(groups)
+    alone = _solve_groups(problem, groups, available, headroom, targets, 1e18)
+    helper = LpHelper.start()
+    try:
+        shared = _solve_groups(problem, groups, available, headroom, targets, 1e18, helper)
+    finally:
+        helper.close()
+    assert helper.process is not None and helper.process.returncode == 0
+    assert_same_solve(shared, alone)
+    assert alone[1].any()
+
+
+def test_a_helper_that_fails_leaves_its_groups_to_this_process():
+    # a worker that exits at once (as a crash would), and one that could not start: the
+    # groups it was given are solved here, the plan is the same
+    problem, groups, available, headroom, targets = sample_groups()
+    alone = _solve_groups(problem, groups, available, headroom, targets, 1e18)
+    broken = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    for helper in (LpHelper(broken), LpHelper(None)):
+        try:
+            got = _solve_groups(problem, groups, available, headroom, targets, 1e18, helper)
+        finally:
+            helper.close()
+        assert_same_solve(got, alone)
+
+
+def test_small_or_single_group_lps_are_solved_here_alone():
+    problem = build_problem(load_scenario(SAMPLE), MODEL)
+    groups = split_triples(problem, elastic_triples(problem))
+    assert not wants_helper(problem, groups)  # one group, 3,588 triples
