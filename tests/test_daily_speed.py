@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from dataclasses import fields
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ from planner.model.problem import (
     period_grid,
 )
 from planner.model.reservations import build_reservation_model, solve_reservation_model
+from planner.model.result import CellValues
 from planner.model.solve import (
     LpHelper,
     _solve_groups,
@@ -40,6 +42,8 @@ from planner.model.solve import (
     wants_helper,
 )
 from planner.paths import SAMPLE
+from planner.plan.build import _allocations, num
+from planner.times import iso
 from tests.test_inputs_columns import good_tables
 from tests.tiny import scenario
 
@@ -273,3 +277,74 @@ def test_small_or_single_group_lps_are_solved_here_alone():
     problem = build_problem(load_scenario(SAMPLE), MODEL)
     groups = split_triples(problem, elastic_triples(problem))
     assert not wants_helper(problem, groups)  # one group, 3,588 triples
+
+
+# ------------------------------------------------------------------ the plan's allocations
+
+
+def reference_allocations(problem, solution) -> list[dict]:
+    """``_allocations`` as it was: records made per kind, then one ``sort`` by their text."""
+    starts = [iso(stamp) for stamp in problem.period_start]
+    out = []
+    for kind, values in (("guaranteed", solution.guaranteed),
+                         ("opportunistic", solution.opportunistic)):
+        positive = values.values > 0
+        ps, ks, ts = np.unravel_index(values.codes[positive], values.shape)
+        gpu_hours = values.values[positive]
+        gpus = gpu_hours / np.asarray(problem.hours, dtype=np.float64)[ts]
+        for p, k, t, h, g in zip(ps.tolist(), ks.tolist(), ts.tolist(), gpu_hours.tolist(),
+                                 gpus.tolist(), strict=True):
+            out.append({"project": problem.projects[p], "cluster": problem.clusters[k],
+                        "period_start": starts[t], "gpu_hours": num(h), "kind": kind,
+                        "gpus": num(g)})
+    out.sort(key=lambda a: (a["period_start"], a["cluster"], a["project"], a["kind"]))
+    return out
+
+
+def stand_in(projects, clusters, starts, guaranteed, opportunistic):
+    """The fields ``_allocations`` reads of a problem and a solution."""
+    period_start = tuple(pd.Timestamp(s) for s in starts)
+    problem = SimpleNamespace(projects=tuple(projects), clusters=tuple(clusters),
+                              period_start=period_start, hours=np.full(len(starts), 24.0))
+    shape = (len(projects), len(clusters), len(starts))
+
+    def cells(dense: np.ndarray) -> CellValues:
+        return CellValues.at(shape, np.nonzero(dense), dense[np.nonzero(dense)])
+
+    return problem, SimpleNamespace(guaranteed=cells(guaranteed),
+                                    opportunistic=cells(opportunistic))
+
+
+def test_allocations_by_hand():
+    # projects listed out of string order ("b" before "A"), two clusters, two days:
+    # sorted by day, then cluster, then project text ("A" < "b"), then kind
+    g = np.zeros((2, 2, 2))
+    o = np.zeros((2, 2, 2))
+    g[0, 1, 0] = 48.0  # b on c2, day 1
+    g[1, 1, 0] = 24.0  # A on c2, day 1
+    o[0, 1, 0] = 12.0  # b on c2, day 1, opportunistic
+    g[0, 0, 1] = 0.0000004  # rounds to 0.0 as written, still a record (its value > 0)
+    problem, solution = stand_in(["b", "A"], ["c1", "c2"],
+                                 ["2026-11-16T00:00Z", "2026-11-17T00:00Z"], g, o)
+    got = _allocations(problem, solution)
+    assert [(a["period_start"][:10], a["cluster"], a["project"], a["kind"], a["gpu_hours"])
+            for a in got] == [("2026-11-16", "c2", "A", "guaranteed", 24.0),
+                              ("2026-11-16", "c2", "b", "guaranteed", 48.0),
+                              ("2026-11-16", "c2", "b", "opportunistic", 12.0),
+                              ("2026-11-17", "c1", "b", "guaranteed", 0.0)]
+    assert got == reference_allocations(problem, solution)
+
+
+@PROPERTY
+@given(names=st.lists(st.text(min_size=1, max_size=3), min_size=2, max_size=6, unique=True),
+       seed=st.integers(0, 2**32 - 1))
+def test_allocations_match_the_sorted_records(names, seed):
+    rng = np.random.default_rng(seed)
+    half = len(names) // 2
+    projects, clusters = names[:half] or ["p"], names[half:]
+    starts = ["2026-11-16T00:00Z", "2026-11-16T12:00Z", "2026-11-17T00:00Z"]
+    shape = (len(projects), len(clusters), len(starts))
+    g = np.where(rng.random(shape) < 0.4, rng.exponential(10.0, shape), 0.0)
+    o = np.where(rng.random(shape) < 0.3, rng.exponential(10.0, shape), 0.0)
+    problem, solution = stand_in(projects, clusters, starts, g, o)
+    assert _allocations(problem, solution) == reference_allocations(problem, solution)
