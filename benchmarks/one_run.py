@@ -4,8 +4,8 @@
                                  [--time-limit SECONDS]
 
 Used by bench.py and solvers_bench.py so that each run's peak memory is its own
-(ru_maxrss of this process, plus that of the LP helper process when the elastic LP
-is shared with one: an upper bound of the two at once). ``cpu_s`` is the user + system
+(ru_maxrss of this process, plus the LP helper process's own peak, its VmHWM, when the
+elastic LP is shared with one: an upper bound of the two at once). ``cpu_s`` is the user + system
 CPU seconds of this process and its helper (HiGHS's threads included), which a loaded
 machine inflates less than wall time.
 ``--as-of`` plans from another date (``--as-of`` of ``planner run``; the quarter's
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from planner.config import load_model
 from planner.inputs.load import load_scenario
+from planner.model.solve import HELPER_PEAKS_MB
 from planner.run import parse_as_of, plan_scenario, write_outputs
 
 
@@ -49,8 +50,10 @@ def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | N
     s = run.solution
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # the LP helper process (planner.model.solve.LpHelper) counts too: its CPU seconds,
-    # and its peak added to this process's (an upper bound of the two at once)
+    # and its peak (its own VmHWM: the children's ru_maxrss would count this process's
+    # pages at the fork) added to this process's, an upper bound of the two at once
     helper = resource.getrusage(resource.RUSAGE_CHILDREN)
+    helper_peak = max(HELPER_PEAKS_MB, default=0.0)
     print(json.dumps({
         "load_s": loaded - started, "build_s": s.build_seconds, "solve_s": s.solve_seconds,
         "check_s": planned - loaded - s.build_seconds - s.solve_seconds,
@@ -62,8 +65,7 @@ def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | N
         "user_s": usage.ru_utime + helper.ru_utime, "sys_s": usage.ru_stime + helper.ru_stime,
         "helper_cpu_s": helper.ru_utime + helper.ru_stime,
         "as_of": str(sc.config.as_of.date()),
-        "peak_mb": (usage.ru_maxrss + helper.ru_maxrss) / 1024,
-        "helper_peak_mb": helper.ru_maxrss / 1024,
+        "peak_mb": usage.ru_maxrss / 1024 + helper_peak, "helper_peak_mb": helper_peak,
         "projects": len(run.problem.projects), "clusters": len(run.problem.clusters),
         "periods": len(run.problem.hours), "requests": len(run.problem.requests),
         "allocations": len(run.plan.allocations),

@@ -4,8 +4,8 @@
 (:func:`planner.model.backends.solve_matrix` calls it for ``highs``). Run as
 ``python -m planner.model.lp_worker``, this module reads one pickled request from
 stdin — a list of matrix forms, the seconds left, HiGHS's threads and seed — solves the
-forms one after another with :func:`run_highs` and writes the pickled outcomes to
-stdout. :mod:`planner.model.solve` starts it to solve some of the elastic LP's
+forms one after another with :func:`run_highs` and writes the pickled outcomes and its
+peak memory to stdout. :mod:`planner.model.solve` starts it to solve some of the elastic LP's
 independent groups of clusters while it solves the others itself: two processes, each
 with its own HiGHS, so that each group's solve is the one it would be alone (two HiGHS
 instances on two threads of one process share its scheduler and gave different grants
@@ -59,15 +59,31 @@ def solve_forms(forms: list[MatrixForm], seconds_left: float, threads: int, seed
             for form in forms]
 
 
+def peak_mb() -> float:
+    """Peak resident memory of this process since it started this program (MB), or nan.
+
+    ``VmHWM`` of /proc/self/status: ``getrusage``'s ``ru_maxrss`` would also count the
+    parent's pages this process held between fork and exec.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return float("nan")
+
+
 def main() -> None:
-    """Read a request from stdin, write the outcomes to stdout (both pickled)."""
+    """Read a request from stdin, write the outcomes and this process's peak MB to stdout."""
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # whatever HiGHS might print stays off the reply
     os.close(devnull)
     forms, seconds_left, threads, seed = pickle.load(sys.stdin.buffer)
-    pickle.dump(solve_forms(forms, seconds_left, threads, seed), out,
-                protocol=pickle.HIGHEST_PROTOCOL)
+    outcomes = solve_forms(forms, seconds_left, threads, seed)
+    pickle.dump((outcomes, peak_mb()), out, protocol=pickle.HIGHEST_PROTOCOL)
     out.close()
 
 

@@ -165,6 +165,10 @@ def _cell_values(problem: Problem, cells: tuple[np.ndarray, np.ndarray, np.ndarr
 #: sample has 4,600 (solved here alone), its 10× copy 50,000.
 HELPER_MIN_TRIPLES = 20_000
 
+#: Each helper's peak resident memory (MB, its ``VmHWM``), appended as helpers finish: for
+#: benchmarks/one_run.py, which adds it to this process's peak.
+HELPER_PEAKS_MB: list[float] = []
+
 
 def wants_helper(problem: Problem, groups: list) -> bool:
     """Whether to solve some groups in a second process.
@@ -230,7 +234,9 @@ class LpHelper:
             self.writer.join()
             if self.process.wait() != 0 or self.failed:
                 return None
-            return [MatrixResult.of(stage, x, duals) for stage, x, duals in pickle.loads(reply)]
+            outcomes, peak = pickle.loads(reply)
+            HELPER_PEAKS_MB.append(peak)
+            return [MatrixResult.of(stage, x, duals) for stage, x, duals in outcomes]
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
             return None
 
