@@ -273,10 +273,21 @@ def test_a_helper_that_fails_leaves_its_groups_to_this_process():
         assert_same_solve(got, alone)
 
 
-def test_small_or_single_group_lps_are_solved_here_alone():
+def test_small_or_single_group_lps_are_solved_here_alone(monkeypatch):
     problem = build_problem(load_scenario(SAMPLE), MODEL)
     groups = split_triples(problem, elastic_triples(problem))
+    monkeypatch.setenv("PLANNER_LP_HELPER", "1")
     assert not wants_helper(problem, groups)  # one group, 3,588 triples
+
+
+def test_the_helper_is_off_unless_asked_for(monkeypatch):
+    # a large LP of several groups (stood in for by 30,000 triples in 3 groups)
+    problem = build_problem(load_scenario(SAMPLE), MODEL)
+    groups = [(np.zeros(10_000),)] * 3
+    monkeypatch.delenv("PLANNER_LP_HELPER", raising=False)
+    assert not wants_helper(problem, groups)
+    monkeypatch.setenv("PLANNER_LP_HELPER", "1")
+    assert wants_helper(problem, groups)
 
 
 # ------------------------------------------------------------------ the plan's allocations
