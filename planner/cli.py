@@ -288,15 +288,14 @@ def option_problems(args: argparse.Namespace) -> list[InputProblem]:
 
 def _run(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
-    from planner.exporters.files import export_files
-    from planner.exporters.validate import export_problems
     from planner.inputs.load import load_scenario
     from planner.model.backends import check_solver
-    from planner.model.modelfile import model_files
-    from planner.plan.write import write_files
     from planner.run import load_previous, parse_as_of, plan_scenario, run_summary, write_outputs
 
     targets = _export_targets(args.export)
+    if targets:  # the exporters (YAML and all) only when asked for
+        from planner.exporters.files import export_files
+        from planner.exporters.validate import export_problems
     with err.status("loading the scenario", spinner="dots") as status:
         def progress(message: str) -> None:
             if not args.quiet:
@@ -321,19 +320,26 @@ def _run(args, console: Console, err: Console) -> ExitCode:
                                        "slurm")
             if problems:
                 raise InputError(problems)
-        built = []
-        result = plan_scenario(scenario, model, previous, progress, on_built=built.append)
+        built = []  # the elastic LP, built whole only for --write-model
+        result = plan_scenario(scenario, model, previous, progress,
+                               on_built=built.append if args.write_model else None)
         progress("writing")
-        problems = [p for target in targets  # before anything is written
-                    for p in export_problems(result.plan.body, "plan.json", scenario.org, target)]
-        if problems:
-            raise InputError(problems)
-        exports = {f"{target}/{name}": data  # the plan was checked, its org is the scenario's
-                   for target in targets for name, data in export_files(
-                       result.plan.body, target, scenario.org, 1, previous,
-                       budgets=scenario.budgets).items()}
+        exports = {}
+        if targets:
+            problems = [p for target in targets  # before anything is written
+                        for p in export_problems(result.plan.body, "plan.json", scenario.org,
+                                                 target)]
+            if problems:
+                raise InputError(problems)
+            exports = {f"{target}/{name}": data  # the plan was checked, its org the scenario's
+                       for target in targets for name, data in export_files(
+                           result.plan.body, target, scenario.org, 1, previous,
+                           budgets=scenario.budgets).items()}
         written = write_outputs(result, Path(args.out), exports)  # all or nothing
         if args.write_model and built:
+            from planner.model.modelfile import model_files
+            from planner.plan.write import write_files
+
             written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",

@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
 import pandas as pd
 
 from planner.check import check_plan
@@ -53,6 +52,8 @@ def load_previous(path: Path) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         line = getattr(err, "lineno", None)
         raise InputError([InputProblem(label, line, None, f"not a JSON plan: {err}")]) from None
+    import jsonschema  # only a replan reads a plan back (0.1 s of imports otherwise)
+
     errors = sorted(jsonschema.Draft202012Validator(plan_schema()).iter_errors(body),
                     key=lambda e: list(e.path))
     if errors:

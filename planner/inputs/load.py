@@ -84,18 +84,55 @@ def _rows_text(frame: pd.DataFrame) -> list[tuple[object, ...]]:
     return list(zip(*columns, strict=True)) if columns else []
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+_TEXT = json.encoder.encode_basestring  # the C function ``_JSON`` writes a str with
+
+
+def _column_json(column: pd.Series) -> list[str]:
+    """Each cell of ``column`` as ``_JSON`` writes the value :func:`_rows_text` gives it.
+
+    In bulk where the column's kind allows: datetimes and text through
+    :func:`_datetimes_text` and ``_TEXT``, floats as their quoted ``repr``, integers as
+    ``int``'s; any other cell (a tuple of ids, labels, a missing value, text in an
+    ``object`` column) through ``_JSON``.
+    """
+    kind = column.dtype.kind
+    if kind == "M":
+        return list(map(_TEXT, _datetimes_text(column)))
+    values = column.tolist()
+    if kind == "f":
+        return ['"' + text + '"' for text in map(repr, values)]  # repr: no quote, no escape
+    if kind in "iu":
+        return list(map(int.__repr__, values))
+    if isinstance(column.dtype, pd.StringDtype) and not column.hasnans:  # every cell a str
+        return list(map(_TEXT, values))
+    return [_JSON(v if type(v) in (str, tuple) else _cell_text(v)) for v in values]
+
+
+def _table_json(frame: pd.DataFrame) -> str:
+    """``_JSON([tuple(frame.columns), *_rows_text(frame)])``, the same text, a column at a time."""
+    head = _JSON(tuple(frame.columns))
+    if len(frame) == 0 or len(frame.columns) == 0:
+        return _JSON([tuple(frame.columns), *_rows_text(frame)])
+    rows = map(",".join, zip(*(_column_json(frame[name]) for name in frame.columns),
+                             strict=True))
+    return "[" + head + ",[" + "],[".join(rows) + "]]"
+
+
 def digest(config: ScenarioConfig, tables: Mapping[str, pd.DataFrame]) -> str:
     """sha256 over the scenario as loaded: its settings and its sorted, typed tables.
 
     What the inputs *say*, not how the files spell it: row order, the folder or workbook
     form, a BOM, ``8`` or ``8.0`` do not change it; any value that reaches the plan does.
+    The text hashed is ``_JSON(body)`` of ``body = {"config": …, "gpu_rates": …,
+    "tables": {name: [columns, *rows]}}`` (keys sorted); each table's part is written
+    by :func:`_table_json`, a column at a time, into the same text.
     """
-    body = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
+    head = {"config": {f.name: _cell_text(getattr(config, f.name)) for f in fields(config)
                        if f.name != "gpu_rates"},
-            "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())},
-            "tables": {name: [tuple(frame.columns), *_rows_text(frame)]
-                       for name, frame in sorted(tables.items())}}
-    text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            "gpu_rates": {k: repr(float(v)) for k, v in sorted(config.gpu_rates.items())}}
+    parts = [_TEXT(name) + ":" + _table_json(frame) for name, frame in sorted(tables.items())]
+    text = _JSON(head)[:-1] + ',"tables":{' + ",".join(parts) + "}}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -38,11 +38,11 @@ import numpy as np
 
 from planner.config import SolverOptions
 from planner.errors import InputError, InputProblem
-from planner.model.lp import MatrixForm, highs_lp, new_highs
+from planner.model.lp import MatrixForm
+from planner.model.lp_worker import run_highs
 from planner.model.result import (
     SolverStatus,
     StageResult,
-    highs_outcome,
     relative_gap,
     status_from_gap,
 )
@@ -74,6 +74,16 @@ class MatrixResult(StageResult):
 
     x: np.ndarray | None
     row_dual: np.ndarray | None
+
+    @staticmethod
+    def of(stage: StageResult, x: np.ndarray | None, row_dual: np.ndarray | None
+           ) -> MatrixResult:
+        """An outcome and its values (nan figures when the status gives no usable values)."""
+        if stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            return MatrixResult(stage.solver, stage.status, float("nan"), float("nan"),
+                                float("nan"), stage.seconds, None, None)
+        return MatrixResult(stage.solver, stage.status, stage.objective, stage.bound,
+                            stage.gap, stage.seconds, x, row_dual)
 
     def stage(self) -> StageResult:
         """The outcome alone, without the values (what a plan records)."""
@@ -156,21 +166,8 @@ def known_gap(objective: float, bound: float) -> float:
 
 def _solve_highs(form: MatrixForm, time_limit: float, threads: int, seed: int,
                  mip_gap: float) -> MatrixResult:
-    highs = new_highs(threads, seed, max(1.0, time_limit))
-    if form.is_mip:
-        highs.setOptionValue("mip_rel_gap", float(mip_gap))
-    started = time.perf_counter()
-    highs.passModel(highs_lp(form))
-    highs.run()
-    seconds = time.perf_counter() - started
-    stage = highs_outcome(highs, "highs", seconds)  # objective, bound and gap as HiGHS says
-    if stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
-        return MatrixResult("highs", stage.status, float("nan"), float("nan"), float("nan"),
-                            seconds, None, None)
-    solution = highs.getSolution()
-    duals = None if form.is_mip else np.asarray(solution.row_dual)
-    return MatrixResult("highs", stage.status, stage.objective, stage.bound, stage.gap, seconds,
-                        np.asarray(solution.col_value), duals)
+    stage, x, duals = run_highs(form, time_limit, threads, seed, mip_gap)
+    return MatrixResult.of(stage, x, duals)
 
 
 def _bound(value: float) -> float | None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.model.backends import solve_matrix
+from planner.model.backends import MatrixResult, solve_matrix
 from planner.model.lp import INF, Keys, LpBuilder
 from planner.model.problem import Problem
 from planner.model.result import CellValues, SolverStatus, StageResult
@@ -85,7 +85,14 @@ def keys(problem: Problem, project=None, cluster=None, period=None) -> Keys:
 
 
 def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """E: (p, k, t) with demand, in (p, k, t) order."""
+    """E: (p, k, t) with demand, in (p, k, t) order.
+
+    Read from ``problem.demand_cells`` when :func:`~planner.model.problem.build_problem`
+    kept them (the same triples as ``np.nonzero(dem > 0)``, without a pass over dem).
+    """
+    if problem.demand_cells is not None:
+        p, k, t = np.unravel_index(problem.demand_cells, problem.shape)
+        return p, k, t
     p, k, t = np.nonzero(problem.dem > 0)
     return p, k, t
 
@@ -304,6 +311,40 @@ def build_elastic_model(problem: Problem, available: np.ndarray, headroom: np.nd
     return ElasticModel(lp, e, g, o, budget_projects)
 
 
+@dataclass(frozen=True)
+class Readback:
+    """What reading a solved elastic LP's values needs of the built model (not its blocks)."""
+
+    n_triples: int
+    g: np.ndarray  # column of g_e
+    o: np.ndarray  # column of o_e
+    budget_projects: np.ndarray  # project of each budget row
+    budget_rows: slice
+
+    @staticmethod
+    def of(built: ElasticModel) -> Readback:
+        """The columns and budget rows of ``built``."""
+        return Readback(len(built.e[0]), built.g, built.o, built.budget_projects,
+                        built.lp.rows["budget"])
+
+
+def read_result(readback: Readback, result: MatrixResult, duals: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
+    """The grants g and o at its triples, its budget duals (into ``duals``), the outcome.
+
+    Values are read only from an optimal solve (zeros otherwise).
+    """
+    guaranteed, opportunistic = np.zeros(readback.n_triples), np.zeros(readback.n_triples)
+    stage = result.stage()
+    if result.status is not SolverStatus.OPTIMAL or result.x is None:
+        return guaranteed, opportunistic, duals, stage
+    guaranteed = result.x[readback.g]
+    opportunistic = result.x[readback.o]
+    if result.row_dual is not None:
+        duals[readback.budget_projects] = np.abs(result.row_dual[readback.budget_rows])
+    return guaranteed, opportunistic, duals, stage
+
+
 def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float,
                         duals: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, StageResult]:
@@ -316,19 +357,11 @@ def solve_elastic_model(built: ElasticModel, problem: Problem, time_limit: float
     """
     opts = problem.model.solver
     n_triples = len(built.e[0])
-    guaranteed, opportunistic = np.zeros(n_triples), np.zeros(n_triples)
     duals = np.zeros(problem.shape[0]) if duals is None else duals
     if built.lp.n_cols == 0:
-        return guaranteed, opportunistic, duals, StageResult(opts.lp_solver, SolverStatus.OPTIMAL,
-                                                             0.0, 0.0, 0.0, 0.0)
+        return (np.zeros(n_triples), np.zeros(n_triples), duals,
+                StageResult(opts.lp_solver, SolverStatus.OPTIMAL, 0.0, 0.0, 0.0, 0.0))
     result = solve_matrix(built.lp.matrix(maximize=True), opts.lp_solver,
                           time_limit=max(1.0, time_limit), threads=opts.threads,
                           seed=opts.random_seed)
-    stage = result.stage()
-    if result.status is not SolverStatus.OPTIMAL or result.x is None:
-        return guaranteed, opportunistic, duals, stage
-    guaranteed = result.x[built.g]
-    opportunistic = result.x[built.o]
-    if result.row_dual is not None:
-        duals[built.budget_projects] = np.abs(result.row_dual[built.lp.rows["budget"]])
-    return guaranteed, opportunistic, duals, stage
+    return read_result(Readback.of(built), result, duals)

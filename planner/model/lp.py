@@ -17,10 +17,16 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import highspy
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported only where a name is made (``--write-model``): the LP worker process
+# (:mod:`planner.model.lp_worker`) solves a MatrixForm with highspy and numpy alone
 
 INF = highspy.kHighsInf
 
@@ -89,6 +95,8 @@ def names(family: str, keys: list[tuple]) -> list[str]:
 
 def name_key(label: object) -> str:
     """One key of a name: a period start by :func:`period_key`, else by :func:`safe_key`."""
+    import pandas as pd
+
     if isinstance(label, pd.Timestamp):
         return period_key(label)
     return safe_key(str(label))

@@ -104,6 +104,8 @@ class Problem:
     requests: tuple[Request, ...]
     fixed: tuple[FixedReservation, ...]
     previous: PreviousPlan | None
+    # flat codes p·K·T + k·T + t of the cells with dem > 0, ascending (None: read dem)
+    demand_cells: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -253,21 +255,35 @@ def _usage_arrays(scenario: Scenario, projects: dict[str, int], clusters: dict[s
 
 
 def _demand_array(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int],
-                  starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+                  starts: np.ndarray, ends: np.ndarray, allowed: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """dem[p,k,t] (0 where ``allowed`` is False) and the flat codes of its cells > 0, ascending.
+
+    Each cell is Σ over the demand rows in file order (as ``np.add.at`` would), computed
+    at the cells some row reaches only and written into a fresh zero array: the other
+    cells, over 99 % at 28×, are never written, so their pages are never faulted in.
+    """
     shape = (len(projects), len(clusters), len(starts))
     demand = scenario.demand
     if demand.empty:
-        return np.zeros(shape)
+        return np.zeros(shape), np.zeros(0, dtype=np.int64)
     hours = overlap_hours(_stamps_to_np(demand["start"]), _stamps_to_np(demand["end"]),
                           starts, ends)
     p_idx = demand["project"].map(projects).to_numpy(dtype=np.int64)
     k_idx = demand["cluster"].map(clusters).to_numpy(dtype=np.int64)
-    # Σ over rows into (p, k, t), rows added in file order (as np.add.at would, faster)
     cell = ((p_idx * shape[1] + k_idx)[:, None] * shape[2]
-            + np.arange(shape[2], dtype=np.int64)[None, :])
-    gpu_hours = hours * demand["gpus"].to_numpy(dtype=float)[:, None]
-    return np.bincount(cell.reshape(-1), gpu_hours.reshape(-1),
-                       minlength=shape[0] * shape[1] * shape[2]).reshape(shape)
+            + np.arange(shape[2], dtype=np.int64)[None, :]).reshape(-1)
+    gpu_hours = (hours * demand["gpus"].to_numpy(dtype=float)[:, None]).reshape(-1)
+    # a term of +0.0 leaves a sum of non-negative terms as it is: only the others count
+    reached = np.flatnonzero(gpu_hours != 0.0)
+    cells, slot = np.unique(cell[reached], return_inverse=True)
+    # bincount adds each slot's terms in the order given (file order), as on the dense array
+    sums = np.bincount(slot, gpu_hours[reached], minlength=len(cells))
+    if allowed is not None:
+        sums *= allowed.reshape(-1)[cells // shape[2]]
+    out = np.zeros(shape)
+    out.reshape(-1)[cells] = sums
+    return out, cells[sums > 0]
 
 
 def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
@@ -450,8 +466,8 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     hours = np.array([(e - s) / HOUR for s, e in zip(starts, ends, strict=True)], dtype=float)
     cap = arrays.gpus[:, None] * hours[None, :]
     allowed = arrays.allowed
-    dem = _demand_array(scenario, p_index, k_index, _to_datetime64(starts), _to_datetime64(ends))
-    dem *= allowed[:, :, None]
+    dem, demand_cells = _demand_array(scenario, p_index, k_index, _to_datetime64(starts),
+                                      _to_datetime64(ends), allowed)
     budget = arrays.budget
     lookback = lookback_of(scenario, model)
     used, past = _usage_arrays(scenario, p_index, k_index, rate,
@@ -468,4 +484,4 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
                             ends if model.solver.period_grid else None)
     return Problem(scenario, model, tree, projects, clusters, arrays.gpu_type, nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
-                   past, lookback, requests, fixed, prev)
+                   past, lookback, requests, fixed, prev, demand_cells)

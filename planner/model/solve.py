@@ -11,6 +11,12 @@ the tests measure what the split loses against it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,10 +25,13 @@ import numpy as np
 
 from planner.errors import SolverError
 from planner.fairshare.targets import fair_share_targets_at
+from planner.model.backends import DEFAULT_SOLVER, MatrixResult
 from planner.model.elastic import (
     ElasticModel,
+    Readback,
     build_elastic_model,
     elastic_triples,
+    read_result,
     solve_elastic_model,
     split_triples,
 )
@@ -90,8 +99,20 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
     ``on_built`` is handed the built elastic LP before it is solved (``--write-model``).
     The LP goes to ``problem.model.solver.lp_solver``; reservations are HiGHS's always.
     """
-    opts = problem.model.solver
     started = time.perf_counter()
+    groups = split_triples(problem, elastic_triples(problem))
+    # started now, so that its start-up overlaps the reservation stage
+    helper = LpHelper.start() if wants_helper(problem, groups) else None
+    try:
+        return _solve(problem, groups, helper, started, on_built)
+    finally:
+        if helper is not None:
+            helper.close()
+
+
+def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: float,
+           on_built: Callable[[ElasticModel], None] | None) -> Solution:
+    opts = problem.model.solver
     build = 0.0
     headroom = budget_headroom(problem)
     tick = time.perf_counter()
@@ -107,7 +128,6 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
         raise SolverError(f"reservation placement found no valid plan ({stage1.status})")
     tick = time.perf_counter()
     available, elastic_headroom, targets = elastic_inputs(problem, placed)
-    groups = split_triples(problem, elastic_triples(problem))
     if len(groups) <= 1:
         elastic_model = build_elastic_model(problem, available, elastic_headroom, targets)
         build += time.perf_counter() - tick
@@ -123,7 +143,7 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
             on_built(build_elastic_model(problem, available, elastic_headroom, targets))
         cells, guaranteed, opportunistic, duals, stage2, group_build = _solve_groups(
             problem, groups, available, elastic_headroom, targets,
-            started + opts.time_limit_seconds)
+            started + opts.time_limit_seconds, helper)
         build += group_build
     if stage2.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {stage2.status}; no plan written")
@@ -141,33 +161,198 @@ def _cell_values(problem: Problem, cells: tuple[np.ndarray, np.ndarray, np.ndarr
     return CellValues(problem.shape, codes[order], _clean(values[order]))
 
 
+#: From how many elastic triples on the LP's groups are shared with a second process
+#: (:class:`LpHelper`): below it, starting the process costs more than it saves. The
+#: sample has 4,600 (solved here alone), its 10× copy 50,000.
+HELPER_MIN_TRIPLES = 20_000
+
+#: Each helper's peak resident memory (MB, its ``VmHWM``), appended as helpers finish: for
+#: benchmarks/one_run.py, which adds it to this process's peak.
+HELPER_PEAKS_MB: list[float] = []
+
+
+#: The environment variable that turns the helper on (``1``). Off by default: measured on
+#: the shared 2-core machine (load 2.4), the 10× LP took 1.79–2.16 s alone and 2.32–2.70 s
+#: with the helper, which pays its start-up and gets no free core.
+HELPER_ENV = "PLANNER_LP_HELPER"
+
+
+def wants_helper(problem: Problem, groups: list) -> bool:
+    """Whether to solve some groups in a second process.
+
+    Only when ``PLANNER_LP_HELPER=1`` is set, for a large LP of several groups solved by
+    HiGHS with ``solver.threads`` ≥ 2.
+    """
+    opts = problem.model.solver
+    return (os.environ.get(HELPER_ENV) == "1" and opts.lp_solver == DEFAULT_SOLVER
+            and opts.threads >= 2 and len(groups) >= 2
+            and sum(len(e[0]) for e in groups) >= HELPER_MIN_TRIPLES)
+
+
+class LpHelper:
+    """A second process (:mod:`planner.model.lp_worker`) that solves some LP groups.
+
+    :meth:`start` launches it; :meth:`send` hands it matrix forms (written to its stdin
+    by a thread, so the caller goes on at once); :meth:`results` reads its outcomes, or
+    ``None`` if it failed in any way (the caller then solves those groups itself: the
+    same solves, so the same plan); :meth:`close` ends it if it still runs.
+    """
+
+    def __init__(self, process: subprocess.Popen | None) -> None:
+        """Wrap a started worker process (``None``: it could not be started)."""
+        self.process = process
+        self.writer: threading.Thread | None = None
+        self.failed = process is None
+
+    @staticmethod
+    def start() -> LpHelper:
+        """Launch the worker (``python -m planner.model.lp_worker``)."""
+        try:
+            process = subprocess.Popen([sys.executable, "-m", "planner.model.lp_worker"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL)
+        except OSError:
+            process = None
+        return LpHelper(process)
+
+    def send(self, forms: list, seconds_left: float, threads: int, seed: int) -> None:
+        """The forms to solve, within ``seconds_left``, with HiGHS's ``threads`` and seed."""
+        if self.failed or self.process is None:
+            return
+        data = pickle.dumps((forms, seconds_left, threads, seed),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        stdin = self.process.stdin
+
+        def write() -> None:
+            try:
+                stdin.write(data)
+                stdin.close()
+            except OSError:
+                self.failed = True
+
+        self.writer = threading.Thread(target=write, daemon=True)
+        self.writer.start()
+
+    def results(self) -> list[MatrixResult] | None:
+        """The outcomes, in the order sent; ``None`` when the worker failed."""
+        if self.failed or self.process is None or self.writer is None:
+            return None
+        try:
+            reply = self.process.stdout.read()
+            self.writer.join()
+            if self.process.wait() != 0 or self.failed:
+                return None
+            outcomes, peak = pickle.loads(reply)
+            HELPER_PEAKS_MB.append(peak)
+            return [MatrixResult.of(stage, x, duals) for stage, x, duals in outcomes]
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+            return None
+
+    def close(self) -> None:
+        """End the worker if it still runs."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout) if self.process else ():
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def share_groups(groups: list) -> list[int]:
+    """The groups a helper takes: about half the triples, the largest groups first.
+
+    Each group, largest first (ties: lower index), goes to whichever side has fewer
+    triples so far (ties: this process). Returns the helper's groups in index order.
+    """
+    sizes = [len(e[0]) for e in groups]
+    load = [0, 0]  # this process, the helper
+    helper = []
+    for i in sorted(range(len(groups)), key=lambda i: (-sizes[i], i)):
+        side = 0 if load[0] <= load[1] else 1
+        load[side] += sizes[i]
+        if side:
+            helper.append(i)
+    return sorted(helper)
+
+
 def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroom: np.ndarray,
-                  targets: CellValues, deadline: float
+                  targets: CellValues, deadline: float, helper: LpHelper | None = None
                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray,
                              np.ndarray, StageResult, float]:
     """One LP a group of clusters (they share no row), each built, solved and let go in turn.
 
-    One at a time, on purpose: solving two groups' HiGHS instances on two threads at once
-    gave different grants from run to run (a plan must be the same bytes every time). The
-    stage's objective and bound are the sums of the groups' as each solver reported them,
-    its gap :func:`relative_gap` of those sums, its status the worst group's (the first
-    that is not optimal stops the rest: no plan is written then). Returns the triples
-    solved (the groups' one after another), g and o at them, the budget duals, the
-    outcome and the seconds spent building.
+    With a ``helper`` (a second process, :class:`LpHelper`), it solves the groups of
+    :func:`share_groups` while this process solves the others; each group is the same
+    LP solved by its own HiGHS either way, so the grants are the same bytes. (Solving
+    two groups' HiGHS instances on two threads of one process gave different grants from
+    run to run: they share its scheduler.) The stage's objective and bound are the sums
+    of the groups' as each solver reported them, its gap :func:`relative_gap` of those
+    sums, its status the first group's (in group order) that is not optimal, else
+    optimal: no plan is written then. Returns the triples solved (the groups' one after
+    another, up to that group), g and o at them, the budget duals, the outcome and the
+    seconds spent building.
     """
-    duals = np.zeros(problem.shape[0])
-    cells: list[tuple[np.ndarray, ...]] = []
-    grants: list[tuple[np.ndarray, np.ndarray]] = []
-    objective = bound = seconds = build = 0.0
-    stage = None
-    for e in groups:
+    opts = problem.model.solver
+    n_projects = problem.shape[0]
+    # each group's g, o, outcome and budget duals (a (P,) array of its own), written into
+    # the plan's duals in group order below, as solving them in turn would
+    outcomes: dict[int, tuple[np.ndarray, np.ndarray, StageResult, np.ndarray]] = {}
+    build = 0.0
+    remote = share_groups(groups) if helper is not None else []
+    readbacks: dict[int, Readback] = {}
+    if remote:
+        assert helper is not None
+        tick = time.perf_counter()
+        forms = []
+        for i in remote:
+            model = build_elastic_model(problem, available, headroom, targets, groups[i])
+            readbacks[i] = Readback.of(model)
+            forms.append(model.lp.matrix(maximize=True))
+            del model
+        build += time.perf_counter() - tick
+        helper.send(forms, max(1.0, deadline - time.perf_counter()), opts.threads,
+                    opts.random_seed)
+        del forms
+    for i, e in enumerate(groups):
+        if i in readbacks:
+            continue
         tick = time.perf_counter()
         model = build_elastic_model(problem, available, headroom, targets, e)
         build += time.perf_counter() - tick
-        # the time left when the solve starts; groups write disjoint projects' duals
-        g, o, _, stage = solve_elastic_model(model, problem,
-                                             max(1.0, deadline - time.perf_counter()), duals)
+        # the time left when the solve starts
+        outcomes[i] = solve_elastic_model(model, problem,
+                                          max(1.0, deadline - time.perf_counter()),
+                                          np.full(n_projects, np.nan))
         del model
+        if outcomes[i][3].status is not SolverStatus.OPTIMAL:
+            break
+    if remote:
+        assert helper is not None
+        results = helper.results()
+        for n, i in enumerate(remote):
+            if results is not None:
+                outcomes[i] = read_result(readbacks[i], results[n],
+                                          np.full(n_projects, np.nan))
+            else:  # the helper failed: the same groups, solved here
+                tick = time.perf_counter()
+                model = build_elastic_model(problem, available, headroom, targets, groups[i])
+                build += time.perf_counter() - tick
+                outcomes[i] = solve_elastic_model(
+                    model, problem, max(1.0, deadline - time.perf_counter()),
+                    np.full(n_projects, np.nan))
+                del model
+    duals = np.zeros(n_projects)
+    cells: list[tuple[np.ndarray, ...]] = []
+    grants: list[tuple[np.ndarray, np.ndarray]] = []
+    objective = bound = seconds = 0.0
+    stage = None
+    for i, e in enumerate(groups):
+        if i not in outcomes:
+            break  # after a group that is not optimal: not solved
+        g, o, written, stage = outcomes[i]
+        written_here = ~np.isnan(written)  # the duals this group's solve wrote
+        duals[written_here] = written[written_here]
         cells.append(e)
         grants.append((g, o))
         seconds += stage.seconds

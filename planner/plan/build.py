@@ -44,22 +44,42 @@ class Plan:
         return self.body["reservations"]
 
 
+def _ranks(labels: list[str]) -> np.ndarray:
+    """Each label's rank in Python's string order (the order ``sorted`` gives them)."""
+    order = sorted(range(len(labels)), key=labels.__getitem__)
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[order] = np.arange(len(labels))
+    return rank
+
+
 def _allocations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
+    """The grants > 0, sorted by (period_start, cluster, project, kind) as text.
+
+    The order comes from one ``np.lexsort`` over each key's rank in string order (each
+    label ranked once; the keys are unique, so it is the order ``sorted`` gives the
+    records), and each record is made once, in that order.
+    """
     starts = [iso(stamp) for stamp in problem.period_start]  # each period's text once
-    out = []
-    for kind, values in (("guaranteed", solution.guaranteed),
-                         ("opportunistic", solution.opportunistic)):
+    parts = []
+    for kind_rank, values in enumerate((solution.guaranteed, solution.opportunistic)):
         positive = values.values > 0  # codes ascend: (p, k, t) order, as np.nonzero's
         ps, ks, ts = np.unravel_index(values.codes[positive], values.shape)
         gpu_hours = values.values[positive]
         gpus = gpu_hours / np.asarray(problem.hours, dtype=np.float64)[ts]
-        for p, k, t, h, g in zip(ps.tolist(), ks.tolist(), ts.tolist(), gpu_hours.tolist(),
-                                 gpus.tolist(), strict=True):
-            out.append({"project": problem.projects[p], "cluster": problem.clusters[k],
-                        "period_start": starts[t], "gpu_hours": num(h), "kind": kind,
-                        "gpus": num(g)})
-    out.sort(key=lambda a: (a["period_start"], a["cluster"], a["project"], a["kind"]))
-    return out
+        parts.append((ps, ks, ts, gpu_hours, gpus, np.full(len(ps), kind_rank)))
+    ps, ks, ts, gpu_hours, gpus, kinds = (np.concatenate(column) for column in zip(*parts,
+                                                                                   strict=True))
+    # "guaranteed" < "opportunistic": the kind's rank is its index
+    order = np.lexsort((kinds, _ranks(list(problem.projects))[ps],
+                        _ranks(list(problem.clusters))[ks], _ranks(starts)[ts]))
+    names = ("guaranteed", "opportunistic")
+    projects, clusters = problem.projects, problem.clusters
+    return [{"project": projects[p], "cluster": clusters[k], "period_start": starts[t],
+             "gpu_hours": num(h), "kind": names[kind], "gpus": num(g)}
+            for p, k, t, h, g, kind in zip(ps[order].tolist(), ks[order].tolist(),
+                                           ts[order].tolist(), gpu_hours[order].tolist(),
+                                           gpus[order].tolist(), kinds[order].tolist(),
+                                           strict=True)]
 
 
 def _reservations(problem: Problem, solution: Solution) -> list[dict[str, Any]]:
