@@ -381,6 +381,48 @@ def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
                                       for f in g["flavors"]}
 
 
+# -- a reclaim that frees node room but too little quota ----------------------------------
+
+
+THREE_TEAMS = TWO_TEAMS + [("tc", "", 1.0), ("c", "tc", 1.0)]
+
+
+def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nodes():
+    # Two nodes (16 GPUs). a: nominal 8, lendable; b: a reserved node (nominal 8,
+    # lendingLimit 0: never lent); c: nothing. The pool holds 16 − 8 − 8 = 0; the root's
+    # quota for borrowers is a's 8 (b's 8 is not lent).
+    # t=0  B (b, 4 GPUs) within b's nominal: first, node 0 (4 left). Then c borrows a's
+    #      idle 8: C1 (4) best-fit on node 0 (full), C2 (2) and C3 (2) on node 1 (4 left:
+    #      b's unused reserved GPUs). c uses 8 = all a lends: a may admit 0.
+    # t=1  A (a, 4 GPUs) is within a's nominal: reclaim. On the nodes it fits already
+    #      (node 1's 4 free); preempt_for takes the most recently admitted victim, C3,
+    #      which frees 2 GPUs of quota, not 4. Kueue preempts until the workload fits
+    #      its quota: C2 too (quota 4). A is admitted at 1 on node 1, "nominal".
+    #      (Before the fix the replay preempted C3 alone, failed the quota check and
+    #      left A waiting until 10, C3 preempted for nothing; on the 8,000-job quarter,
+    #      where the victim's queue came before the lender in the next pass, the victim
+    #      was re-admitted and preempted again, for ever at one instant.)
+    #      C2 and C3 wait: a uses 4, c's C1 4 = a's 8.
+    # t=3  A ends; C2 and C3 (resumable, 9 h left each) are re-admitted 3 → 12.
+    sc = tiny(THREE_TEAMS, nodes=2)
+    tr = trace([("A", "a", 1, 4, 2.0, 1.0), ("B", "b", 0, 4, 10.0, 1.0),
+                ("C1", "c", 0, 4, 10.0, 0.0), ("C2", "c", 0, 2, 10.0, 0.0),
+                ("C3", "c", 0, 2, 10.0, 0.0)])
+    policy = FixedPlan(hand_plan(2, {"a": (8.0, 0.0)}, reservations=(("b", 1),)))
+    result = replay(sc, tr, policy)
+    ids = list(tr["job_id"])
+    a, b, c1, c2, c3 = (ids.index(j) for j in ("A", "B", "C1", "C2", "C3"))
+    tree = policy.trees[0]
+    assert (tree.nodes["b"].nominal, tree.nodes["b"].lending_limit) == (8, 0)
+    assert runs(result, a) == [(1.0, 3.0, DONE)]
+    assert runs(result, b) == [(0.0, 10.0, DONE)]
+    assert runs(result, c1) == [(0.0, 10.0, DONE)]
+    assert runs(result, c2) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(result, c3) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert tags(result)[(a, 1.0)] == NOMINAL
+    assert [result.preemptions[j] for j in (a, b, c1, c2, c3)] == [0, 0, 0, 1, 1]
+
+
 # -- the solver in the loop, the CLI name ------------------------------------------------
 
 

@@ -317,6 +317,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
         self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
+        self._failed: set[int] = set()
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -423,6 +424,7 @@ class KueueReplayPolicy(PlannerPolicy):
         if tree is None:
             return
         self._sync(sim, c, tree)
+        self._failed = set()  # jobs whose reclaim failed in this call
         if not sim.any_fits(c) and not tree.borrowing():
             return  # nothing fits on the nodes and nobody borrows: nothing to admit
         while True:
@@ -450,6 +452,41 @@ class KueueReplayPolicy(PlannerPolicy):
             if not admitted:
                 return
 
+    def _quota_without(self, sim, c: int, tree: FlavorTree, q: str,
+                       removed: dict[str, int]) -> int:
+        """What queue ``q`` could admit were ``removed`` GPUs (queue → GPUs) preempted.
+
+        Leaves the tree's usage as it found it (synced with the engine).
+        """
+        held = sim.held_project[:, c].tolist()
+        tree.set_usage({name: held[p] - removed.get(name, 0)
+                        for name, p in self.project_of.items()})
+        out = tree.available(q)
+        self._sync(sim, c, tree)
+        return out
+
+    def _reclaim_quota(self, sim, c: int, tree: FlavorTree, q: str, need: int,
+                       victims: list[tuple[int, str]]) -> list[int] | None:
+        """The fewest borrowed workloads whose preemption leaves ``need`` GPUs for ``q``.
+
+        Taken in the engine's victim order (Kueue preempts only when that makes the
+        workload fit in quota); None when even all of them would not.
+        """
+        jobs = sim.victim_jobs(c, victims)
+        everything: dict[str, int] = {}
+        for v in jobs:
+            name = self.queue[sim.jobs.project[v]]
+            everything[name] = everything.get(name, 0) + sim.held(v)
+        if self._quota_without(sim, c, tree, q, everything) < need:
+            return None
+        removed: dict[str, int] = {}
+        for i, v in enumerate(jobs):
+            name = self.queue[sim.jobs.project[v]]
+            removed[name] = removed.get(name, 0) + sim.held(v)
+            if self._quota_without(sim, c, tree, q, removed) >= need:
+                return jobs[:i + 1]
+        return None  # pragma: no cover - everything was enough above
+
     def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         q = self.queue[p]
         node = tree.nodes[q]
@@ -458,12 +495,32 @@ class KueueReplayPolicy(PlannerPolicy):
         if need > tree.available(q) or not sim.fits(c, gpus):
             if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
                 return False
+            if job in self._failed:
+                return False  # a reclaim of it already failed at this instant
             victims = self._victims(sim, c, tree)
+            # Kueue reclaims only when preempting borrowed work makes the workload fit in
+            # quota: without this check the node-based preempt_for below could free node
+            # room but too little quota, fail, and the victims be re-admitted, over and
+            # over at one instant (the fill export's livelock)
+            if need > tree.available(q) and (
+                    not victims
+                    or self._reclaim_quota(sim, c, tree, q, need, victims) is None):
+                return False
             if not victims or not sim.preempt_for(job, victims):
                 self._sync(sim, c, tree)
                 return False
             self._sync(sim, c, tree)
+            if need > tree.available(q) and sim.fits(c, gpus):
+                # nodes made, quota still short: the rest of the borrowed work Kueue
+                # would have preempted for the quota
+                victims = self._victims(sim, c, tree)
+                more = self._reclaim_quota(sim, c, tree, q, need, victims) if victims else None
+                for v in more or ():
+                    if sim.is_running(v):
+                        sim.preempt(v)
+                self._sync(sim, c, tree)
             if need > tree.available(q) or not sim.fits(c, gpus):
+                self._failed.add(job)  # preempted for nothing: not again at this instant
                 return False
         tag = NOMINAL if node.usage + need <= node.nominal else BORROWED
         sim.start(job, tag)
