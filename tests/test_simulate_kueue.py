@@ -7,6 +7,7 @@ built by the exporter's ``period_objects`` and read back by ``quota_trees``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import pandas as pd
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from planner.config import ContractTerms
 from planner.exporters.common import safe_name
 from planner.exporters.kueue import export_kueue, file_name, period_objects, project_quotas
-from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
     NOMINAL,
@@ -421,6 +422,25 @@ def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nod
     assert runs(result, c3) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert tags(result)[(a, 1.0)] == NOMINAL
     assert [result.preemptions[j] for j in (a, b, c1, c2, c3)] == [0, 0, 0, 1, 1]
+
+
+def test_planner_kueue_asks_gang_reservations_after_a_period_unless_told_not_to():
+    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: planner-kueue asks a
+    # reservation for it by default (a threshold of one period, 24 h), none with
+    # gang_wait_hours = ∞ (the variant the README measures), one with 12 h.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("G", "a", 0, 8, 5.0, 1.0)])
+    as_of = sc.config.quarter_start + pd.Timedelta(hours=30)
+    asked = {}
+    for name, policy in (("default", KueueReplayPolicy()),
+                         ("never", KueueReplayPolicy(gang_wait_hours=math.inf)),
+                         ("12h", KueueReplayPolicy(gang_wait_hours=12.0))):
+        sim = Replay(sc, tr, policy)
+        policy.prepare(sim)
+        sim._enqueue(0)
+        sim.now = 30.0
+        asked[name] = list(policy.gang_requests(sim, as_of)["request_id"])
+    assert asked == {"default": ["G"], "never": [], "12h": ["G"]}
 
 
 # -- the solver in the loop, the CLI name ------------------------------------------------

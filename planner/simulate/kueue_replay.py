@@ -289,10 +289,14 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
-                 fill: bool = True, weights: str = "pace") -> None:
-        # gang jobs that waited a period are reservation requests (reserved quota: Kueue
-        # admits the job on it when the nodes free; nothing is drained), as measured
-        super().__init__(model=model, check_every=check_every, gang_wait_hours=None)
+                 fill: bool = True, weights: str = "pace",
+                 gang_wait_hours: float | None = None) -> None:
+        # gang jobs that waited a period (``None``) are reservation requests (reserved
+        # quota: Kueue admits the job on it when the nodes free; nothing is drained). The
+        # reserved quota is never lent (``lendingLimit``), so it idles until the gang job
+        # fits; ``math.inf`` asks none (the README measures both)
+        super().__init__(model=model, check_every=check_every,
+                         gang_wait_hours=gang_wait_hours)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)
