@@ -424,23 +424,25 @@ def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nod
     assert [result.preemptions[j] for j in (a, b, c1, c2, c3)] == [0, 0, 0, 1, 1]
 
 
-def test_planner_kueue_asks_gang_reservations_after_a_period_unless_told_not_to():
-    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: planner-kueue asks a
-    # reservation for it by default (a threshold of one period, 24 h), none with
-    # gang_wait_hours = ∞ (the variant the README measures), one with 12 h.
+def test_planner_kueue_asks_no_gang_reservations_by_default():
+    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: planner-kueue asks no
+    # reservation for it by default (gang_wait_hours = ∞: reserved quota is never lent
+    # and idled, the README measures it), one with a threshold of one period (None,
+    # 24 h, the earlier default) or 12 h.
     sc = tiny(TWO_TEAMS)
     tr = trace([("G", "a", 0, 8, 5.0, 1.0)])
     as_of = sc.config.quarter_start + pd.Timedelta(hours=30)
     asked = {}
     for name, policy in (("default", KueueReplayPolicy()),
-                         ("never", KueueReplayPolicy(gang_wait_hours=math.inf)),
+                         ("1p", KueueReplayPolicy(gang_wait_hours=None)),
                          ("12h", KueueReplayPolicy(gang_wait_hours=12.0))):
         sim = Replay(sc, tr, policy)
         policy.prepare(sim)
         sim._enqueue(0)
         sim.now = 30.0
         asked[name] = list(policy.gang_requests(sim, as_of)["request_id"])
-    assert asked == {"default": ["G"], "never": [], "12h": ["G"]}
+    assert asked == {"default": [], "1p": ["G"], "12h": ["G"]}
+    assert KueueReplayPolicy().gang_wait_hours == math.inf
 
 
 # -- the solver in the loop, the CLI name ------------------------------------------------

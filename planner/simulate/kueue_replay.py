@@ -290,11 +290,12 @@ class KueueReplayPolicy(PlannerPolicy):
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
                  fill: bool = True, weights: str = "pace",
-                 gang_wait_hours: float | None = None) -> None:
-        # gang jobs that waited a period (``None``) are reservation requests (reserved
-        # quota: Kueue admits the job on it when the nodes free; nothing is drained). The
-        # reserved quota is never lent (``lendingLimit``), so it idles until the gang job
-        # fits; ``math.inf`` asks none (the README measures both)
+                 gang_wait_hours: float | None = math.inf) -> None:
+        # No reservation requests for waiting gang jobs by default (``math.inf``, as the
+        # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
+        # which the export never lends (``lendingLimit``), so it idles until the gang job
+        # fits on the nodes. Measured on the 8,000-job synthetic quarter: occupancy 0.831
+        # with requests after one period (``None``), 0.947 without (README).
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
