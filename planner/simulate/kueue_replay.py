@@ -36,7 +36,9 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
   queue's excess over its nominal quota (its most recently admitted workloads are
-  the borrowed ones). ``borrowWithinCohort: Never``: a borrowing workload preempts
+  the borrowed ones); only when preempting that borrowed work leaves the workload its
+  quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
+  room on the nodes. ``borrowWithinCohort: Never``: a borrowing workload preempts
   nobody. ``withinClusterQueue: LowerPriority`` does nothing: the export sets no
   priorities, so every workload has the same;
 - **no protected min runtime**: Kueue v0.19's ClusterQueue has no minimum runtime
