@@ -7,6 +7,7 @@ built by the exporter's ``period_objects`` and read back by ``quota_trees``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import pandas as pd
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from planner.config import ContractTerms
 from planner.exporters.common import safe_name
 from planner.exporters.kueue import export_kueue, file_name, period_objects, project_quotas
-from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
     NOMINAL,
@@ -379,6 +380,69 @@ def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
         assert safe_name(cluster) in {f["name"] for d in docs if d["kind"] == "ClusterQueue"
                                       for g in d["spec"]["resourceGroups"]
                                       for f in g["flavors"]}
+
+
+# -- a reclaim that frees node room but too little quota ----------------------------------
+
+
+THREE_TEAMS = TWO_TEAMS + [("tc", "", 1.0), ("c", "tc", 1.0)]
+
+
+def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nodes():
+    # Two nodes (16 GPUs). a: nominal 8, lendable; b: a reserved node (nominal 8,
+    # lendingLimit 0: never lent); c: nothing. The pool holds 16 − 8 − 8 = 0; the root's
+    # quota for borrowers is a's 8 (b's 8 is not lent).
+    # t=0  B (b, 4 GPUs) within b's nominal: first, node 0 (4 left). Then c borrows a's
+    #      idle 8: C1 (4) best-fit on node 0 (full), C2 (2) and C3 (2) on node 1 (4 left:
+    #      b's unused reserved GPUs). c uses 8 = all a lends: a may admit 0.
+    # t=1  A (a, 4 GPUs) is within a's nominal: reclaim. On the nodes it fits already
+    #      (node 1's 4 free); preempt_for takes the most recently admitted victim, C3,
+    #      which frees 2 GPUs of quota, not 4. Kueue preempts until the workload fits
+    #      its quota: C2 too (quota 4). A is admitted at 1 on node 1, "nominal".
+    #      (Before the fix the replay preempted C3 alone, failed the quota check and
+    #      left A waiting until 10, C3 preempted for nothing; on the 8,000-job quarter,
+    #      where the victim's queue came before the lender in the next pass, the victim
+    #      was re-admitted and preempted again, for ever at one instant.)
+    #      C2 and C3 wait: a uses 4, c's C1 4 = a's 8.
+    # t=3  A ends; C2 and C3 (resumable, 9 h left each) are re-admitted 3 → 12.
+    sc = tiny(THREE_TEAMS, nodes=2)
+    tr = trace([("A", "a", 1, 4, 2.0, 1.0), ("B", "b", 0, 4, 10.0, 1.0),
+                ("C1", "c", 0, 4, 10.0, 0.0), ("C2", "c", 0, 2, 10.0, 0.0),
+                ("C3", "c", 0, 2, 10.0, 0.0)])
+    policy = FixedPlan(hand_plan(2, {"a": (8.0, 0.0)}, reservations=(("b", 1),)))
+    result = replay(sc, tr, policy)
+    ids = list(tr["job_id"])
+    a, b, c1, c2, c3 = (ids.index(j) for j in ("A", "B", "C1", "C2", "C3"))
+    tree = policy.trees[0]
+    assert (tree.nodes["b"].nominal, tree.nodes["b"].lending_limit) == (8, 0)
+    assert runs(result, a) == [(1.0, 3.0, DONE)]
+    assert runs(result, b) == [(0.0, 10.0, DONE)]
+    assert runs(result, c1) == [(0.0, 10.0, DONE)]
+    assert runs(result, c2) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(result, c3) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert tags(result)[(a, 1.0)] == NOMINAL
+    assert [result.preemptions[j] for j in (a, b, c1, c2, c3)] == [0, 0, 0, 1, 1]
+
+
+def test_planner_kueue_asks_no_gang_reservations_by_default():
+    # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: planner-kueue asks no
+    # reservation for it by default (gang_wait_hours = ∞: reserved quota is never lent
+    # and idled, the README measures it), one with a threshold of one period (None,
+    # 24 h, the earlier default) or 12 h.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("G", "a", 0, 8, 5.0, 1.0)])
+    as_of = sc.config.quarter_start + pd.Timedelta(hours=30)
+    asked = {}
+    for name, policy in (("default", KueueReplayPolicy()),
+                         ("1p", KueueReplayPolicy(gang_wait_hours=None)),
+                         ("12h", KueueReplayPolicy(gang_wait_hours=12.0))):
+        sim = Replay(sc, tr, policy)
+        policy.prepare(sim)
+        sim._enqueue(0)
+        sim.now = 30.0
+        asked[name] = list(policy.gang_requests(sim, as_of)["request_id"])
+    assert asked == {"default": [], "1p": ["G"], "12h": ["G"]}
+    assert KueueReplayPolicy().gang_wait_hours == math.inf
 
 
 # -- the solver in the loop, the CLI name ------------------------------------------------

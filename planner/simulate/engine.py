@@ -466,6 +466,19 @@ class Replay:
         """GPUs on ``c`` held by running jobs past their protected runtime."""
         return self.expired_held[c]
 
+    def victim_jobs(self, c: int, victims: Iterable[tuple[int, str]]) -> list[int]:
+        """Running jobs of the ``victims`` groups on ``c`` past their protected runtime.
+
+        In the order :meth:`preempt_for` takes them (groups as listed; within a group the
+        engine's rule), without preempting anything.
+        """
+        out: list[int] = []
+        for v in victims:
+            group = self.expired[c].get(v)
+            if group:
+                out.extend(group.order())
+        return out
+
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
         return zip(range(self.nodes[c]), self.free[c], self.node_jobs[c], strict=True)

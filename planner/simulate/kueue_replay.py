@@ -36,7 +36,9 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
   queue's excess over its nominal quota (its most recently admitted workloads are
-  the borrowed ones). ``borrowWithinCohort: Never``: a borrowing workload preempts
+  the borrowed ones); only when preempting that borrowed work leaves the workload its
+  quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
+  room on the nodes. ``borrowWithinCohort: Never``: a borrowing workload preempts
   nobody. ``withinClusterQueue: LowerPriority`` does nothing: the export sets no
   priorities, so every workload has the same;
 - **no protected min runtime**: Kueue v0.19's ClusterQueue has no minimum runtime
@@ -289,10 +291,15 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
-                 fill: bool = True, weights: str = "pace") -> None:
-        # gang jobs that waited a period are reservation requests (reserved quota: Kueue
-        # admits the job on it when the nodes free; nothing is drained), as measured
-        super().__init__(model=model, check_every=check_every, gang_wait_hours=None)
+                 fill: bool = True, weights: str = "pace",
+                 gang_wait_hours: float | None = math.inf) -> None:
+        # No reservation requests for waiting gang jobs by default (``math.inf``, as the
+        # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
+        # which the export never lends (``lendingLimit``), so it idles until the gang job
+        # fits on the nodes. Measured on the 8,000-job synthetic quarter: occupancy 0.831
+        # with requests after one period (``None``), 0.947 without (README).
+        super().__init__(model=model, check_every=check_every,
+                         gang_wait_hours=gang_wait_hours)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)
@@ -317,6 +324,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
         self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
+        self._failed: set[int] = set()
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -423,6 +431,7 @@ class KueueReplayPolicy(PlannerPolicy):
         if tree is None:
             return
         self._sync(sim, c, tree)
+        self._failed = set()  # jobs whose reclaim failed in this call
         if not sim.any_fits(c) and not tree.borrowing():
             return  # nothing fits on the nodes and nobody borrows: nothing to admit
         while True:
@@ -450,6 +459,41 @@ class KueueReplayPolicy(PlannerPolicy):
             if not admitted:
                 return
 
+    def _quota_without(self, sim, c: int, tree: FlavorTree, q: str,
+                       removed: dict[str, int]) -> int:
+        """What queue ``q`` could admit were ``removed`` GPUs (queue → GPUs) preempted.
+
+        Leaves the tree's usage as it found it (synced with the engine).
+        """
+        held = sim.held_project[:, c].tolist()
+        tree.set_usage({name: held[p] - removed.get(name, 0)
+                        for name, p in self.project_of.items()})
+        out = tree.available(q)
+        self._sync(sim, c, tree)
+        return out
+
+    def _reclaim_quota(self, sim, c: int, tree: FlavorTree, q: str, need: int,
+                       victims: list[tuple[int, str]]) -> list[int] | None:
+        """The fewest borrowed workloads whose preemption leaves ``need`` GPUs for ``q``.
+
+        Taken in the engine's victim order (Kueue preempts only when that makes the
+        workload fit in quota); None when even all of them would not.
+        """
+        jobs = sim.victim_jobs(c, victims)
+        everything: dict[str, int] = {}
+        for v in jobs:
+            name = self.queue[sim.jobs.project[v]]
+            everything[name] = everything.get(name, 0) + sim.held(v)
+        if self._quota_without(sim, c, tree, q, everything) < need:
+            return None
+        removed: dict[str, int] = {}
+        for i, v in enumerate(jobs):
+            name = self.queue[sim.jobs.project[v]]
+            removed[name] = removed.get(name, 0) + sim.held(v)
+            if self._quota_without(sim, c, tree, q, removed) >= need:
+                return jobs[:i + 1]
+        return None  # pragma: no cover - everything was enough above
+
     def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         q = self.queue[p]
         node = tree.nodes[q]
@@ -458,12 +502,32 @@ class KueueReplayPolicy(PlannerPolicy):
         if need > tree.available(q) or not sim.fits(c, gpus):
             if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
                 return False
+            if job in self._failed:
+                return False  # a reclaim of it already failed at this instant
             victims = self._victims(sim, c, tree)
+            # Kueue reclaims only when preempting borrowed work makes the workload fit in
+            # quota: without this check the node-based preempt_for below could free node
+            # room but too little quota, fail, and the victims be re-admitted, over and
+            # over at one instant (the fill export's livelock)
+            if need > tree.available(q) and (
+                    not victims
+                    or self._reclaim_quota(sim, c, tree, q, need, victims) is None):
+                return False
             if not victims or not sim.preempt_for(job, victims):
                 self._sync(sim, c, tree)
                 return False
             self._sync(sim, c, tree)
+            if need > tree.available(q) and sim.fits(c, gpus):
+                # nodes made, quota still short: the rest of the borrowed work Kueue
+                # would have preempted for the quota
+                victims = self._victims(sim, c, tree)
+                more = self._reclaim_quota(sim, c, tree, q, need, victims) if victims else None
+                for v in more or ():
+                    if sim.is_running(v):
+                        sim.preempt(v)
+                self._sync(sim, c, tree)
             if need > tree.available(q) or not sim.fits(c, gpus):
+                self._failed.add(job)  # preempted for nothing: not again at this instant
                 return False
         tag = NOMINAL if node.usage + need <= node.nominal else BORROWED
         sim.start(job, tag)
