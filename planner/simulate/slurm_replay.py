@@ -92,7 +92,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
                  gang_wait_hours: float = math.inf, pace: str = "total",
                  no_decay: bool = True, shares: str = "budget",
-                 opportunistic_usage: float = 1.0) -> None:
+                 opportunistic_usage: float = 1.0, floor: str = "node") -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -107,6 +107,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         # values replay the variants measured in the README)
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
+        self.pace_floor = floor
 
     # -- state ---------------------------------------------------------------------------
 
@@ -158,7 +159,7 @@ class SlurmReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
-                            self.share_source, self.opportunistic_usage)
+                            self.share_source, self.opportunistic_usage, self.pace_floor)
         old = self.state.minutes() if self.state is not None else {}
         index = sim.tree.leaf_index
         for b in state.budgets:
