@@ -422,6 +422,28 @@ def test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget():
     assert tags(tr, unfloored)["A"] == {BUDGET}
 
 
+def test_backfill_reserves_nothing_for_a_head_that_cannot_start_within_bf_window():
+    # One node of 8; budgets ample. t=0: X (a, 4 GPUs, 40 h, limit 64 h) runs. t=1: H (b,
+    # 8 GPUs, 2 h) cannot fit: b has used nothing, so Fair Tree puts it first, and it is
+    # the blocked head; by the running jobs' limits it starts at 64 (X's limit), 63 h
+    # ahead. t=2: S (a, 2 GPUs, 50 h, limit 64 h) fits in the 4 idle GPUs but would end
+    # at 66, past H's expected start, on H's only node.
+    # Slurm's default bf_window (1440 min, 24 h): H's start is beyond it, so backfill
+    # reserves nothing for it and S starts at 2; H gets the node when X (40) and S (52)
+    # have ended: 52. With an unbounded window (the replay before) S must stay off H's
+    # node: the 4 GPUs stay idle from 2 to 40, H starts at 40 and S after it, at 42.
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
+    tr = trace([("X", "a", 0, 4, 40.0, 1.0), ("H", "b", 1, 8, 2.0, 1.0),
+                ("S", "a", 2, 2, 50.0, 1.0)])
+    shipped = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    assert first_starts(tr, shipped) == {"X": 0.0, "H": 52.0, "S": 2.0}
+    unbounded = replay(sc, tr, SlurmReplayPolicy(EIGHT, bf_window_hours=float("inf")))
+    assert first_starts(tr, unbounded) == {"X": 0.0, "H": 40.0, "S": 42.0}
+    for result in (shipped, unbounded):
+        assert set().union(*tags(tr, result).values()) == {BUDGET}
+        assert result.preemptions.sum() == 0
+
+
 def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     # Flags=NoDecay (shipped): the GPU-minutes gp-a counts are the GPU-hours its jobs ran,
     # undecayed. a1 (2 GPUs, 10 h) runs from 50 to 60, after the last replan (48), which
