@@ -22,7 +22,8 @@ What it sets:
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
   nothing is planned), ``Flags=NoDecay`` (the GPU-minutes count undecayed), and the pace
   cap ``GrpTRES=gres/gpu=`` :func:`pace_gpus` (GPUs its jobs hold at once: the first
-  period's ⌊g + o⌋ summed over clusters, plus reservations in force), made the account's
+  period's ⌊g + o⌋ summed over clusters, plus reservations in force, at least one node's
+  GPUs while the budget has minutes left), made the account's
   ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.

@@ -62,8 +62,9 @@ lines the script's header asks for):
   nodes if its time limit would reach the reservation's start.
 
 The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
-``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``
-and ``opportunistic_usage`` replay the variants the README measures against it.
+``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``,
+``opportunistic_usage`` and ``floor`` replay the variants the README measures against it,
+and ``bf_window_hours`` the site's backfill window (Slurm's default, a day).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
 event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
