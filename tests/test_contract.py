@@ -32,7 +32,7 @@ from planner.contract import (
     timeline,
 )
 from planner.exporters.kueue import export_kueue
-from planner.exporters.slurm import account, export_slurm, qos_name
+from planner.exporters.slurm import account, budget_minutes, export_slurm, qos_name
 from planner.inputs.load import load_scenario
 from planner.run import SAMPLE
 from planner.simulate.engine import JobState, Replay, replay
@@ -265,7 +265,8 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
 
     # Slurm's pace cap (GrpTRES of each budget QOS, as the script sets it) is the project's
     # cells summed: guaranteed + headroom on every cluster, plus its reservations in force
-    # in the first period; the planner-slurm replay applies the same number
+    # in the first period, at least one node's GPUs while its budget has minutes left (the
+    # floor); the planner-slurm replay applies the same number
     caps = {m.group(1): int(m.group(2)) for m in re.finditer(
         r"modify qos (\S+) set GrpTRES=gres/gpu=(\d+)", export_slurm(plan, org))}
     replayed = SlurmReplayPolicy(load_model("default"))
@@ -275,12 +276,15 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
         hours=1)
     replayed._read_first_period(sim2, plan, first["start"])
     budgeted = {b["project"] for b in plan["budgets"]}
+    minutes = budget_minutes(plan)
     assert budgeted and len(caps) == len(budgeted)
     for p, name in enumerate(sim.projects):
         if name not in budgeted:
             continue
         cells = sum(int(policy.guaranteed[p, k] + policy.opportunistic[p, k])
                     + terms.reserved_gpus(name, c) for k, c in enumerate(sim.cluster_ids))
+        if minutes[name] > 0:
+            cells = max(cells, max(sim.gpn))
         assert caps[qos_name(name)] == cells == replayed.cap_gpus[p], name
     assert sum(caps.values()) > 0
 

@@ -106,6 +106,30 @@ def test_full_script_sets_accounts_budgets_and_reservations():
            "PartitionName=c2 Flags=IGNORE_JOBS" in r1
 
 
+def test_the_pace_cap_is_at_least_a_node_while_a_budget_has_minutes_left():
+    # PLAN's first period, with p2 granted 1.5 guaranteed GPUs and =P 3 nothing: ⌊1.5⌋ = 1
+    # and 0 without the floor; with it (shipped) each may hold one node's GPUs (8: both
+    # clusters have 8 per node), as both have budget left. p1 (23) is above the floor.
+    plan = plan_copy()
+    first = plan["periods"][0]["start"]
+    for a in plan["allocations"]:
+        if a["period_start"] == first and a["project"] == "p2":
+            a.update(gpus=1.5 if a["kind"] == "guaranteed" else 0.0, gpu_hours=36.0)
+    plan["allocations"] = [a for a in plan["allocations"]
+                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    assert pace_gpus(plan, floor="none") == {"p1": 23, "p2": 1, "=P 3": 0}
+    assert pace_gpus(plan) == {"p1": 23, "p2": 8, "=P 3": 8}
+    assert "modify qos gp-p-3-8aff7f51 set GrpTRES=gres/gpu=8" in export_slurm(plan, ORG)
+    # a spent budget (GrpTRESMins 0) gets no floor: its cap is the grant alone
+    for b in plan["budgets"]:
+        if b["project"] == "=P 3":
+            b["used"] = b["budget"]
+    assert budget_minutes(plan)["=P 3"] == 0
+    assert pace_gpus(plan)["=P 3"] == 0
+    with pytest.raises(ValueError, match="floor"):
+        pace_gpus(plan, floor="half")
+
+
 def test_every_create_is_guarded_so_rerunning_converges():
     for line in commands(export_slurm(PLAN, ORG)):
         if " add " in line:
@@ -751,35 +775,37 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
 def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
     """The budget QOS holds at most its pace cap at once; the rest runs opportunistic.
 
-    p2's first period grants 1.5 guaranteed GPUs (cap ⌊1.5⌋ = 1), =P 3's nothing (cap 0,
-    which sacctmgr takes and prints as ``gres/gpu=0``). p2's first default-QOS job runs
-    under gp-p2; its second pends with reason ``QOSGrpGRES`` (the budget has minutes
-    left: only the cap stops it), while its ``--qos=gp-opportunistic`` job runs: the
-    wrapper's rule (README) moves a job pending on either budget limit there.
+    p2's first period grants 9.5 guaranteed GPUs (cap ⌊9.5⌋ = 9), =P 3's nothing (cap
+    one node's GPUs, 8: the floor for a project with budget left). p2's first default-QOS
+    job (8 GPUs) runs under gp-p2; its second (2 GPUs: 8 + 2 > 9) pends with reason
+    ``QOSGrpGRES`` (the budget has minutes left: only the cap stops it), while its
+    ``--qos=gp-opportunistic`` job runs: the wrapper's rule (README) moves a job pending
+    on either budget limit there.
     """
     plan = future_plan()
     first = plan["periods"][0]["start"]
     for a in plan["allocations"]:
         if a["period_start"] == first and a["project"] == "p2":
-            a.update(gpus=1.5, gpu_hours=36.0)
+            a.update(gpus=9.5, gpu_hours=228.0)
     plan["allocations"] = [a for a in plan["allocations"]
                            if not (a["period_start"] == first and a["project"] == "=P 3")]
-    assert pace_gpus(plan) == {"p1": 23, "p2": 1, "=P 3": 0}
+    assert pace_gpus(plan) == {"p1": 23, "p2": 9, "=P 3": 8}
+    assert pace_gpus(plan, floor="none") == {"p1": 23, "p2": 9, "=P 3": 0}
     real_slurm.bash(export_slurm(plan, ORG))
     state = real_slurm.state()
     assert_slurm_holds(real_slurm, plan, state)
     caps = {q["name"]: (q["grptres"], q["flags"]) for q in state["qos"]}
-    assert caps["gp-p2"] == ("gres/gpu=1", "NoDecay")
-    assert caps["gp-p-3-8aff7f51"] == ("gres/gpu=0", "NoDecay")
+    assert caps["gp-p2"] == ("gres/gpu=9", "NoDecay")
+    assert caps["gp-p-3-8aff7f51"] == ("gres/gpu=8", "NoDecay")
     _allow_root(real_slurm, "p2")
     jobs: list[str] = []
     try:
-        first_job = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        first_job = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:8", "--wrap", "sleep 300")
         jobs.append(first_job)
         until("p2's first job runs under gp-p2",
               lambda: real_slurm.job(first_job)["JobState"] == "RUNNING")
         assert real_slurm.job(first_job)["QOS"] == "gp-p2"
-        second = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "true")
+        second = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:2", "--wrap", "true")
         jobs.append(second)
         until("p2's second job pends on the cap",
               lambda: real_slurm.job(second)["Reason"] == "QOSGrpGRES")

@@ -8,7 +8,9 @@ tested on the command line below). Jobs without a
 ``time_limit_hours`` ask for their duration rounded up to a power of two hours.
 
 The first cases switch the budget QOS's pace cap (``GrpTRES``) off (``pace="none"``) to
-test the GPU-minutes, the exempt time and Fair Tree alone; the cap has cases of its own.
+test the GPU-minutes, the exempt time and Fair Tree alone; the cap has cases of its own,
+which test its mechanics below one node's GPUs with its floor off (``floor="none"``);
+the floor (one node's GPUs for a project with budget left, shipped) has its own case.
 """
 
 from __future__ import annotations
@@ -353,7 +355,7 @@ def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimabl
     rows = [(f"a{i}", "a", 0, 1, 10.0, 1.0) for i in range(1, 5)]
     rows += [(f"b{i}", "b", 1, 1, 20.0, 1.0) for i in range(1, 7)]
     tr = trace(rows)
-    policy = _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)})
+    policy = _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, floor="none")
     result = replay(sc, tr, policy)
     assert policy.state.limits()["a"][1:] == (2, True)  # GrpTRES 2 GPUs, Flags=NoDecay
     starts = first_starts(tr, result)
@@ -371,21 +373,75 @@ def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimabl
         assert _budget_gpus_at(tr, result, "a", t) <= 2
         assert _budget_gpus_at(tr, result, "b", t) <= 6
     # without the cap, all four of a's jobs are budget jobs and nothing is preempted
-    free = replay(sc, tr, _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, pace="none"))
+    free = replay(sc, tr, _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, pace="none",
+                                       floor="none"))
     assert tags(tr, free)["a3"] == {BUDGET} and free.preemptions.sum() == 0
 
 
 def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic():
-    # gp-a is capped at 2 GPUs (guaranteed 2, headroom 0): a's 8-GPU job never fits under
-    # gp-a, so it runs under gp-opportunistic at once on the idle node; b's 8-GPU budget job
-    # at 2 requeues it once its 8 h exemption has passed (at 8), and it restarts, again
-    # opportunistic, when b's job ends at 13, with its 12 h of work left (resumable).
+    # gp-a is capped at 2 GPUs (guaranteed 2, headroom 0; no floor): a's 8-GPU job never
+    # fits under gp-a, so it runs under gp-opportunistic at once on the idle node; b's
+    # 8-GPU budget job at 2 requeues it once its 8 h exemption has passed (at 8), and it
+    # restarts, again opportunistic, when b's job ends at 13, with its 12 h of work left
+    # (resumable). (With the shipped floor gp-a's cap is a node, 8, and A runs on its
+    # budget: test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget.)
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
     tr = trace([("A", "a", 0, 8, 20.0, 1.0), ("B", "b", 2, 8, 5.0, 1.0)])
-    result = replay(sc, tr, _FixedGrants({"a": (2.0, 0.0), "b": (8.0, 0.0)}))
+    result = replay(sc, tr, _FixedGrants({"a": (2.0, 0.0), "b": (8.0, 0.0)}, floor="none"))
     assert first_starts(tr, result) == {"A": 0.0, "B": 8.0}
     assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 8.0), (13.0, 25.0)]
     assert BUDGET not in tags(tr, result)["A"] and tags(tr, result)["B"] == {BUDGET}
+
+
+def test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget():
+    # Philly's `systems` team, by hand: its projects had no work at the replan, so the plan
+    # grants them nothing; their 8-GPU jobs came a couple of hours later. One node of 8.
+    # t=0: b (no budget) fills the node with eight unallocated one-GPU jobs (30 h) under
+    #      gp-opportunistic, exempt from preemption for 8 h. The replan at 0 sees no work
+    #      of a (budget 500 NGH): no allocation.
+    # t=1: a submits A, 8 GPUs for 3 h (allocated work, limit 4 h: 32 GPU-h ≤ 500).
+    # Shipped (floor="node"): gp-a's GrpTRES is one node's GPUs, 8, although the plan grants
+    #      a nothing: A is a budget-QOS job (Priority=100, Preempt=gp-opportunistic) and
+    #      requeues b's eight jobs when their exemption ends, at 8.
+    # Without the floor gp-a's cap is 0 (GrpTRES=gres/gpu=0): A pends on QOSGrpGRES, the
+    #      wrapper moves it to gp-opportunistic, where it cannot preempt b's jobs, and it
+    #      waits for the replan at 24, which sees its demand and raises the cap: it then
+    #      requeues b's jobs (exempt only until 8) and starts at 24, on its budget.
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    tr = trace(rows + [("A", "a", 1, 8, 3.0, 3.0)])
+    shipped = SlurmReplayPolicy(EIGHT)
+    result = replay(sc, tr, shipped)
+    assert first_starts(tr, result)["A"] == 8.0
+    assert tags(tr, result)["A"] == {BUDGET}
+    assert result.preemptions.sum() == 8
+    # the last replan (48): a has budget left and nothing granted, cap a node; b no budget
+    assert shipped.state.limits()["a"][1] == 8 and shipped.state.limits()["b"][1] == 0
+    unfloored = replay(sc, tr, SlurmReplayPolicy(EIGHT, floor="none"))
+    assert first_starts(tr, unfloored)["A"] == 24.0
+    assert tags(tr, unfloored)["A"] == {BUDGET}
+
+
+def test_backfill_reserves_nothing_for_a_head_that_cannot_start_within_bf_window():
+    # One node of 8; budgets ample. t=0: X (a, 4 GPUs, 40 h, limit 64 h) runs. t=1: H (b,
+    # 8 GPUs, 2 h) cannot fit: b has used nothing, so Fair Tree puts it first, and it is
+    # the blocked head; by the running jobs' limits it starts at 64 (X's limit), 63 h
+    # ahead. t=2: S (a, 2 GPUs, 50 h, limit 64 h) fits in the 4 idle GPUs but would end
+    # at 66, past H's expected start, on H's only node.
+    # Slurm's default bf_window (1440 min, 24 h): H's start is beyond it, so backfill
+    # reserves nothing for it and S starts at 2; H gets the node when X (40) and S (52)
+    # have ended: 52. With an unbounded window (the replay before) S must stay off H's
+    # node: the 4 GPUs stay idle from 2 to 40, H starts at 40 and S after it, at 42.
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
+    tr = trace([("X", "a", 0, 4, 40.0, 1.0), ("H", "b", 1, 8, 2.0, 1.0),
+                ("S", "a", 2, 2, 50.0, 1.0)])
+    shipped = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    assert first_starts(tr, shipped) == {"X": 0.0, "H": 52.0, "S": 2.0}
+    unbounded = replay(sc, tr, SlurmReplayPolicy(EIGHT, bf_window_hours=float("inf")))
+    assert first_starts(tr, unbounded) == {"X": 0.0, "H": 40.0, "S": 42.0}
+    for result in (shipped, unbounded):
+        assert set().union(*tags(tr, result).values()) == {BUDGET}
+        assert result.preemptions.sum() == 0
 
 
 def test_no_decay_keeps_the_budget_qos_usage_undecayed():

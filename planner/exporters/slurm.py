@@ -22,7 +22,8 @@ What it sets:
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
   nothing is planned), ``Flags=NoDecay`` (the GPU-minutes count undecayed), and the pace
   cap ``GrpTRES=gres/gpu=`` :func:`pace_gpus` (GPUs its jobs hold at once: the first
-  period's ⌊g + o⌋ summed over clusters, plus reservations in force), made the account's
+  period's ⌊g + o⌋ summed over clusters, plus reservations in force, at least one node's
+  GPUs while the budget has minutes left), made the account's
   ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.
@@ -320,7 +321,18 @@ def exempt_hours(plan: dict[str, Any]) -> float:
 PACES = ("guaranteed", "total", "none")
 
 
-def pace_gpus(plan: dict[str, Any], pace: str = "total") -> dict[str, int]:
+#: The floor of the pace cap (:func:`pace_gpus`): one node's GPUs for a project with
+#: budget left (shipped), or none (the cap is the plan's grant alone, 0 where it grants none)
+FLOORS = ("node", "none")
+
+
+def node_gpus(plan: dict[str, Any]) -> int:
+    """The GPUs of the plan's widest node (0 for a plan without clusters)."""
+    return max((int(c["gpus_per_node"]) for c in plan.get("clusters", [])), default=0)
+
+
+def pace_gpus(plan: dict[str, Any], pace: str = "total", floor: str = "node"
+              ) -> dict[str, int]:
     """Project -> GPUs its budget QOS may hold at once (``GrpTRES=gres/gpu=``).
 
     Read through the executor contract (:func:`planner.contract.in_force`) over the
@@ -330,10 +342,21 @@ def pace_gpus(plan: dict[str, Any], pace: str = "total") -> dict[str, int]:
     QOS too). Slurm's clusters of the plan are partitions
     of one Slurm cluster and a QOS limit counts every partition, so the cap is the
     project's total: Slurm cannot cap a (project, partition) pair without a QOS per pair.
-    Every project with a budget gets a cap (0 where the period grants it nothing).
+
+    ``floor="node"`` (shipped): a project with budget left (``GrpTRESMins`` > 0) may hold
+    at least one node's GPUs (:func:`node_gpus`) whatever the period grants, so work it
+    submits after the replan runs on its budget (QOS priority, preempting opportunistic
+    work) up to a node at once instead of waiting a whole period under
+    ``gp-opportunistic``: the ``planner`` executor's "a project running nothing may start
+    one job of up to a node", in the one form a static QOS limit can hold; its
+    ``GrpTRESMins`` still bounds what it spends. ``floor="none"``: 0 where the period grants
+    nothing (the cap measured before: a project whose work all arrived after a replan
+    waited up to a day).
     """
     if pace not in PACES:
         raise ValueError(f"pace must be one of {PACES}, not {pace!r}")
+    if floor not in FLOORS:
+        raise ValueError(f"floor must be one of {FLOORS}, not {floor!r}")
     first = plan["periods"][0]
     terms = in_force(plan, first["start"], first["end"])
     out = {b["project"]: 0 for b in plan["budgets"]}
@@ -343,21 +366,26 @@ def pace_gpus(plan: dict[str, Any], pace: str = "total") -> dict[str, int]:
     for r in terms.reservations:
         if r.project in out:
             out[r.project] += r.gpus
+    if floor == "node":
+        least, left = node_gpus(plan), budget_minutes(plan)
+        out = {p: max(gpus, least) if left[p] > 0 else gpus for p, gpus in out.items()}
     return out
 
 
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
-                shares: str = "budget", opportunistic_usage: float = 1.0) -> SlurmState:
+                shares: str = "budget", opportunistic_usage: float = 1.0,
+                floor: str = "node") -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
-    ``"none"``: no cap), ``no_decay`` its ``Flags=NoDecay``; the defaults are what
+    ``"none"``: no cap) and ``floor`` its floor, ``no_decay`` its ``Flags=NoDecay``; the
+    defaults are what
     ``planner export --to slurm`` ships (the other values are for measuring them).
     """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     minutes = budget_minutes(plan)
-    caps = pace_gpus(plan, pace) if pace != "none" else {}
+    caps = pace_gpus(plan, pace, floor) if pace != "none" else {}
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
                               minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay)
                     for p in sorted(minutes))

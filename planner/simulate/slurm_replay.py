@@ -52,15 +52,19 @@ lines the script's header asks for):
 - *backfill*: with requested time limits, one reservation for that first blocked job
   (the nodes that free first; :meth:`FairTreePolicy._reservation`): a later job starts if
   it ends before then or stays off those nodes (Slurm's backfill reserves for every
-  higher job it tests; this reserves for the first only, as ``fairtree`` does).
+  higher job it tests; this reserves for the first only, as ``fairtree`` does). As
+  Slurm's backfill with its default ``bf_window`` (1440 minutes; ``bf_window_hours``),
+  no reservation is made for a head whose expected start lies beyond the window
+  ("starts too far in the future to worry about"): every later job that fits starts.
 - *reservations*: a job of the reservation's account runs inside it (the wrapper adds
   ``--reservation``) where its time limit ends before the reservation does; every other
   job stays off reserved nodes while the reservation is active, and off a future one's
   nodes if its time limit would reach the reservation's start.
 
 The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
-``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``
-and ``opportunistic_usage`` replay the variants the README measures against it.
+``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``,
+``opportunistic_usage`` and ``floor`` replay the variants the README measures against it,
+and ``bf_window_hours`` the site's backfill window (Slurm's default, a day).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
 event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
@@ -92,7 +96,8 @@ class SlurmReplayPolicy(PlannerPolicy):
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
                  gang_wait_hours: float = math.inf, pace: str = "total",
                  no_decay: bool = True, shares: str = "budget",
-                 opportunistic_usage: float = 1.0) -> None:
+                 opportunistic_usage: float = 1.0, floor: str = "node",
+                 bf_window_hours: float = 24.0) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -103,10 +108,12 @@ class SlurmReplayPolicy(PlannerPolicy):
                          gang_wait_hours=gang_wait_hours)
         self.decay = 0.5 ** (1.0 / half_life_hours)
         self.bf_max_job_test = bf_max_job_test
+        self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
         # what slurm_state exports (the defaults are what `planner export` ships; other
         # values replay the variants measured in the README)
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
+        self.pace_floor = floor
 
     # -- state ---------------------------------------------------------------------------
 
@@ -158,7 +165,7 @@ class SlurmReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
-                            self.share_source, self.opportunistic_usage)
+                            self.share_source, self.opportunistic_usage, self.pace_floor)
         old = self.state.minutes() if self.state is not None else {}
         index = sim.tree.leaf_index
         for b in state.budgets:
@@ -383,6 +390,10 @@ class SlurmReplayPolicy(PlannerPolicy):
     def _backfill(self, sim, c: int, head: int, order: list[int]) -> None:
         """Later jobs that end before the blocked head's start or stay off its nodes."""
         shadow, held = FairTreePolicy._reservation(sim, c, head)
+        if shadow > sim.now + self.bf_window + _EPS:
+            # the head cannot start within bf_window: Slurm's backfill reserves nothing
+            # for it ("starts too far in the future to worry about")
+            shadow, held = math.inf, frozenset()
         tested = 0
         for p in order:
             while tested < self.bf_max_job_test:
