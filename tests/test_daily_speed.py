@@ -18,6 +18,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import planner.model.solve as solve_module
 from planner.config import load_model
 from planner.inputs import load
 from planner.inputs.load import _cell_text, _rows_text, _table_json, digest, load_scenario
@@ -280,14 +281,25 @@ def test_small_or_single_group_lps_are_solved_here_alone(monkeypatch):
     assert not wants_helper(problem, groups)  # one group, 3,588 triples
 
 
-def test_the_helper_is_off_unless_asked_for(monkeypatch):
+def test_the_helper_is_on_when_asked_or_while_a_core_is_free(monkeypatch):
     # a large LP of several groups (stood in for by 30,000 triples in 3 groups)
     problem = build_problem(load_scenario(SAMPLE), MODEL)
     groups = [(np.zeros(10_000),)] * 3
+    monkeypatch.setattr(solve_module.os, "cpu_count", lambda: 2)
     monkeypatch.delenv("PLANNER_LP_HELPER", raising=False)
+    monkeypatch.setattr(solve_module.os, "getloadavg", lambda: (1.6, 1.0, 1.0))
+    assert not wants_helper(problem, groups)  # both cores busy
+    monkeypatch.setattr(solve_module.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    assert wants_helper(problem, groups)  # about a core free
+    monkeypatch.setenv("PLANNER_LP_HELPER", "0")
     assert not wants_helper(problem, groups)
     monkeypatch.setenv("PLANNER_LP_HELPER", "1")
+    monkeypatch.setattr(solve_module.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
     assert wants_helper(problem, groups)
+    monkeypatch.delenv("PLANNER_LP_HELPER")
+    monkeypatch.setattr(solve_module.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(solve_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not wants_helper(problem, groups)  # one core: nothing to share
 
 
 # ------------------------------------------------------------------ the plan's allocations

@@ -171,20 +171,40 @@ HELPER_MIN_TRIPLES = 20_000
 HELPER_PEAKS_MB: list[float] = []
 
 
-#: The environment variable that turns the helper on (``1``). Off by default: measured on
-#: the shared 2-core machine (load 2.4), the 10× LP took 1.79–2.16 s alone and 2.32–2.70 s
-#: with the helper, which pays its start-up and gets no free core.
+#: The environment variable that chooses: ``1`` always, ``0`` never; unset: only while a
+#: core is free. Measured on the 2-core machine at load 0.7-1.1, alternating, medians of 3
+#: (`benchmarks/bench.py`): the 10× daily plan 3.10 / 3.01 s without the helper, 2.89 / 2.78 s
+#: with it; 28× 12.35 / 13.40 s without, 10.39 / 11.15 s with it;
+#: at load 2.4 the 10× LP took 1.79-2.16 s alone and 2.32-2.70 s with the helper, which
+#: then pays its start-up and gets no free core. Either way the plan is the same bytes.
 HELPER_ENV = "PLANNER_LP_HELPER"
+
+
+def core_is_free() -> bool:
+    """Whether the 1-minute load average leaves about a core idle beside this process.
+
+    Below ``cores - 0.5``: a machine that ran nothing but one planning process after another
+    shows a load of about 1, and the helper paid there (2 cores, load 0.7-1.1).
+    """
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform: assume busy
+        return False
+    return cores >= 2 and load < cores - 0.5
 
 
 def wants_helper(problem: Problem, groups: list) -> bool:
     """Whether to solve some groups in a second process.
 
-    Only when ``PLANNER_LP_HELPER=1`` is set, for a large LP of several groups solved by
-    HiGHS with ``solver.threads`` ≥ 2.
+    For a large LP of several groups solved by HiGHS with ``solver.threads`` ≥ 2, when
+    ``PLANNER_LP_HELPER=1``, or when it is unset and a core is free (:func:`core_is_free`);
+    ``PLANNER_LP_HELPER=0`` never. Which process solves a group changes no byte of the plan.
     """
     opts = problem.model.solver
-    return (os.environ.get(HELPER_ENV) == "1" and opts.lp_solver == DEFAULT_SOLVER
+    setting = os.environ.get(HELPER_ENV)
+    wanted = setting == "1" or (setting is None and core_is_free())
+    return (wanted and opts.lp_solver == DEFAULT_SOLVER
             and opts.threads >= 2 and len(groups) >= 2
             and sum(len(e[0]) for e in groups) >= HELPER_MIN_TRIPLES)
 
