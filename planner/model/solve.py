@@ -334,17 +334,22 @@ def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroo
         helper.send(forms, max(1.0, deadline - time.perf_counter()), opts.threads,
                     opts.random_seed)
         del forms
-    for i, e in enumerate(groups):
-        if i in readbacks:
-            continue
+
+    def solve_here(i: int) -> float:
+        """Build group i's LP, solve it in this process (into ``outcomes``); build seconds."""
         tick = time.perf_counter()
-        model = build_elastic_model(problem, available, headroom, targets, e)
-        build += time.perf_counter() - tick
+        model = build_elastic_model(problem, available, headroom, targets, groups[i])
+        built = time.perf_counter() - tick
         # the time left when the solve starts
         outcomes[i] = solve_elastic_model(model, problem,
                                           max(1.0, deadline - time.perf_counter()),
                                           np.full(n_projects, np.nan))
-        del model
+        return built
+
+    for i in range(len(groups)):
+        if i in readbacks:
+            continue
+        build += solve_here(i)
         if outcomes[i][3].status is not SolverStatus.OPTIMAL:
             break
     if remote:
@@ -355,13 +360,7 @@ def _solve_groups(problem: Problem, groups: list, available: np.ndarray, headroo
                 outcomes[i] = read_result(readbacks[i], results[n],
                                           np.full(n_projects, np.nan))
             else:  # the helper failed: the same groups, solved here
-                tick = time.perf_counter()
-                model = build_elastic_model(problem, available, headroom, targets, groups[i])
-                build += time.perf_counter() - tick
-                outcomes[i] = solve_elastic_model(
-                    model, problem, max(1.0, deadline - time.perf_counter()),
-                    np.full(n_projects, np.nan))
-                del model
+                build += solve_here(i)
     duals = np.zeros(n_projects)
     cells: list[tuple[np.ndarray, ...]] = []
     grants: list[tuple[np.ndarray, np.ndarray]] = []
