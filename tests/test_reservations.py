@@ -282,6 +282,24 @@ def test_a_part_that_reaches_its_gap_early_leaves_its_time_to_the_next(monkeypat
     assert stage.gap == pytest.approx(0.01)
 
 
+def assert_placements_valid(problem, headroom, placements) -> None:
+    """Every (part, placement): starts inside the windows; all of them within nodes and budgets.
+
+    Checked from the requests themselves, not from any search's own arrays.
+    """
+    used = np.zeros((len(problem.nodes), len(problem.hours)), dtype=np.int64)
+    spent = np.zeros(len(headroom))
+    for part, placement in placements:
+        by_id = {r.request_id: r for r in part.requests}
+        for request_id, start in placement.items():
+            r = by_id[request_id]
+            assert start in r.starts
+            used[r.cluster, start:start + r.length] += r.nodes
+            spent[r.project] += r.ngh
+    assert (used <= problem.nodes[:, None]).all()
+    assert (spent <= headroom + 1e-6).all()
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=request_rows, nodes=st.tuples(*[st.integers(1, 4)] * 3),
        budgets=st.tuples(st.sampled_from([300.0, 700.0, 1500.0, BIG]),
@@ -295,22 +313,15 @@ def test_local_search_from_the_greedy_placement_stays_valid_and_never_loses(rows
     problem = build_problem(sc, MODEL)
     headroom = budget_headroom(problem)
     built = build_reservation_model(problem, headroom)
-    used = np.zeros((3, len(problem.hours)), dtype=np.int64)
-    spent = np.zeros(2)
+    placements = []
     for part in built.parts:
         part.warm = greedy_placement(problem, part.requests, part.values, headroom)
         greedy = placement_value(part.requests, part.values, part.warm)
         improved, value = improve_placement(part, float("inf"), THREADS, 0)
         assert value == placement_value(part.requests, part.values, improved) >= greedy
         assert value <= brute_force(problem, part.requests, part.values, headroom)
-        by_id = {r.request_id: r for r in part.requests}
-        for request_id, start in improved.items():
-            r = by_id[request_id]
-            assert start in r.starts
-            used[r.cluster, start:start + r.length] += r.nodes
-            spent[r.project] += r.ngh
-    assert (used <= problem.nodes[:, None]).all()
-    assert (spent <= headroom + 1e-6).all()
+        placements.append((part, improved))
+    assert_placements_valid(problem, headroom, placements)
 
 
 def test_swap_search_repairs_the_blocking_greedy_placement_by_ejecting_one_for_two():
@@ -372,8 +383,7 @@ def test_swap_search_from_the_greedy_placement_stays_valid_and_never_loses(rows,
     problem = build_problem(sc, MODEL)
     headroom = budget_headroom(problem)
     built = build_reservation_model(problem, headroom)
-    used = np.zeros((3, len(problem.hours)), dtype=np.int64)
-    spent = np.zeros(2)
+    placements = []
     for part in built.parts:
         greedy = greedy_placement(problem, part.requests, part.values, headroom)
         placed, value = swap_search(part, greedy, float("inf"), moves)
@@ -381,11 +391,5 @@ def test_swap_search_from_the_greedy_placement_stays_valid_and_never_loses(rows,
         assert value == placement_value(part.requests, part.values, placed)
         assert placement_value(part.requests, part.values, greedy) <= value
         assert value <= brute_force(problem, part.requests, part.values, headroom)
-        by_id = {r.request_id: r for r in part.requests}
-        for request_id, start in placed.items():
-            r = by_id[request_id]
-            assert start in r.starts
-            used[r.cluster, start:start + r.length] += r.nodes
-            spent[r.project] += r.ngh
-    assert (used <= problem.nodes[:, None]).all()
-    assert (spent <= headroom + 1e-6).all()
+        placements.append((part, placed))
+    assert_placements_valid(problem, headroom, placements)
