@@ -90,6 +90,8 @@ def _slurm_conf(root: Path, clusters: list[dict[str, Any]]) -> str:
         # guaranteed QOS preempt gp-opportunistic jobs, which are requeued; QOS priorities
         # order pending jobs only with a QOS weight
         "PreemptType=preempt/qos", "PreemptMode=REQUEUE", "PriorityWeightQOS=100000",
+        # reservations for budget jobs only (a waiting gp-opportunistic job blocks no one)
+        "SchedulerParameters=bf_min_prio_reserve=100000",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=localhost", "AccountingStoragePort=6819",
         # the munge socket for talking to slurmdbd (AuthInfo only covers the rest)

@@ -360,7 +360,7 @@ def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
     assert [s.split("=")[0] for s in settings] == [
         "GresTypes", "AccountingStorageType", "AccountingStorageTRES", "PreemptType",
         "PreemptMode", "AccountingStorageEnforce", "PriorityType", "PriorityWeightQOS",
-        "PriorityWeightFairshare"]
+        "PriorityWeightFairshare", "SchedulerParameters"]
     # the README's block and the script's header hold the very lines, comments included
     readme_lines = [line.strip() for line in readme.splitlines()]
     start = readme_lines.index(SLURM_CONF_LINES[0])
@@ -817,6 +817,46 @@ def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
         job = real_slurm.job(second)
         assert (job["JobState"], job["Reason"], job["QOS"]) == ("PENDING", "QOSGrpGRES",
                                                                 "gp-p2")
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_reserves_nothing_for_a_waiting_opportunistic_job(real_slurm):
+    """``bf_min_prio_reserve`` (the header's ``SchedulerParameters``): a waiting
+    gp-opportunistic job keeps no GPU idle for itself.
+
+    c1 has 4 nodes of 8 GPUs (one CPU each). A p2 opportunistic job holds a GPU on c1n1
+    (time limit 5 min); W, an opportunistic job for all four nodes, cannot start until it
+    ends; S, a later opportunistic 1-GPU job whose time limit (60 min) outlasts it, fits
+    on another node. Without the setting, W (same priority, earlier) would block S: Slurm
+    reserves the four nodes for W from the first job's end, and S's limit reaches past it.
+    With it, W is below ``bf_min_prio_reserve`` (gp-opportunistic's priority is at most the
+    fair-share weight, 10000): S starts at once and completes while W still waits.
+    """
+    plan = future_plan()
+    real_slurm.bash(export_slurm(plan, ORG))
+    _allow_root(real_slurm, "p2")
+    assert "bf_min_prio_reserve=100000" in real_slurm.run(
+        "scontrol", "show", "config").stdout
+    opportunistic = ("-A", "p2", f"--qos={OPPORTUNISTIC_QOS}")
+    jobs: list[str] = []
+    try:
+        first = _sbatch(real_slurm, *opportunistic, "-w", "c1n1", "--gres=gpu:1",
+                        "--wrap", "sleep 300")
+        jobs.append(first)
+        until("the first job runs on c1n1",
+              lambda: real_slurm.job(first)["JobState"] == "RUNNING")
+        wide = _sbatch(real_slurm, *opportunistic, "-N4", "--gres=gpu:8", "--wrap", "true")
+        jobs.append(wide)
+        until("W pends for resources", lambda: real_slurm.job(wide)["Reason"] == "Resources")
+        small = _sbatch(real_slurm, *opportunistic, "--time=60", "--gres=gpu:1",
+                        "--wrap", "sleep 1")
+        jobs.append(small)
+        assert int(real_slurm.job(small)["Priority"]) <= int(real_slurm.job(wide)["Priority"])
+        until("S completes", lambda: _sacct_states(real_slurm, small) == ["COMPLETED"])
+        assert real_slurm.job(wide)["JobState"] == "PENDING"
+        assert real_slurm.job(first)["JobState"] == "RUNNING"
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)

@@ -444,6 +444,47 @@ def test_backfill_reserves_nothing_for_a_head_that_cannot_start_within_bf_window
         assert result.preemptions.sum() == 0
 
 
+def test_slurm_protects_opportunistic_work_for_its_exempt_time_not_its_min_runtime():
+    # The bundled model: gp-opportunistic's PreemptExemptTime is min(cap 8 h, fill slice
+    # 1 h) = 1 h. One node of 8. t=0: B (b, which has no budget: gp-opportunistic; 8 GPUs,
+    # 20 h, min runtime 8 h in the trace, resumable) takes the node. t=2: A (a, 8 GPUs,
+    # 3 h) runs on a's budget (the node floor: the plan at 0 saw no work of a) and may
+    # preempt gp-opportunistic. Slurm knows nothing of B's min runtime: B has been exempt
+    # only until 1, so A requeues it at 2 and B resumes at 5 with its 18 h left. (The
+    # replay before protected B for its trace min runtime, as the `planner` executor
+    # protects allocated work, and A started only at 8.)
+    sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    tr = trace([("B", "b", 0, 8, 20.0, 8.0), ("A", "a", 2, 8, 3.0, 3.0)])
+    result = replay(sc, tr, SlurmReplayPolicy(_DEFAULT))
+    assert first_starts(tr, result) == {"B": 0.0, "A": 2.0}
+    assert job_runs(tr, result, "B") == [(0.0, 2.0, PREEMPTED), (5.0, 23.0, "done")]
+    # (a run's tag is the one it ends under: both of B's runs outlived their exemption)
+    assert tags(tr, result) == {"B": {OPPORTUNISTIC}, "A": {BUDGET}}
+
+
+def test_a_waiting_opportunistic_job_reserves_no_nodes_bf_min_prio_reserve():
+    # One node of 8; b has no budget, so its jobs run under gp-opportunistic. t=0: X (a's
+    # budget, 4 GPUs, 10 h, limit 16 h) runs. t=1: W (b, 8 GPUs, 2 h) cannot fit: the
+    # first job that cannot start; by X's limit it could start at 16, within bf_window.
+    # t=2: S (b, 2 GPUs, 20 h, limit 32 h) fits in the idle GPUs but would end after 16
+    # on W's only node.
+    # Shipped (bf_min_prio_reserve = the QOS weight): W, a gp-opportunistic job, is below
+    # it and reserves nothing, so S starts at 2; W gets the node when X (10) and S (22)
+    # have ended: 22. Without the setting (min_prio_reserve=False) W's reservation keeps
+    # S off the node: 4 GPUs idle from 2 to 10, W runs from 10 to 12, then S.
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 0.0)))
+    tr = trace([("X", "a", 0, 4, 10.0, 1.0), ("W", "b", 1, 8, 2.0, 1.0),
+                ("S", "b", 2, 2, 20.0, 1.0)])
+    shipped = replay(sc, tr, SlurmReplayPolicy(EIGHT))
+    assert first_starts(tr, shipped) == {"X": 0.0, "W": 22.0, "S": 2.0}
+    reserving = replay(sc, tr, SlurmReplayPolicy(EIGHT, min_prio_reserve=False))
+    assert first_starts(tr, reserving) == {"X": 0.0, "W": 10.0, "S": 12.0}
+    for result in (shipped, reserving):
+        assert tags(tr, result)["X"] == {BUDGET}
+        assert BUDGET not in tags(tr, result)["W"] | tags(tr, result)["S"]
+        assert result.preemptions.sum() == 0
+
+
 def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     # Flags=NoDecay (shipped): the GPU-minutes gp-a counts are the GPU-hours its jobs ran,
     # undecayed. a1 (2 GPUs, 10 h) runs from 50 to 60, after the last replan (48), which

@@ -67,8 +67,12 @@ script's header repeats it): ``GresTypes=gpu`` (GPUs as generic resources),
 ``PreemptType=preempt/qos`` and ``PreemptMode=REQUEUE`` for the preemption, and
 ``PriorityType=priority/multifactor`` with ``PriorityWeightQOS`` > 0 for the QOS priorities
 to order pending jobs and a smaller ``PriorityWeightFairshare`` for Fair Tree to order jobs
-within a QOS (:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan,
-named as the cluster (the header lists them).
+within a QOS, and ``SchedulerParameters=bf_min_prio_reserve=`` the QOS weight, the lowest
+priority of a budget job (added to a site's own ``SchedulerParameters`` list), so that the
+main and backfill schedulers reserve nodes for waiting budget jobs only: a waiting
+``gp-opportunistic`` job, wide or not, keeps no idle GPU from later work
+(:data:`SLURM_CONF_LINES`); and a partition per cluster of the plan, named as the cluster
+(the header lists them).
 
 Every command is guarded so that re-running converges and never duplicates: an account or
 QOS is added only when ``sacctmgr -n show`` finds none, then modified to the plan's values
@@ -127,6 +131,8 @@ SLURM_CONF_LINES = (
     "pending jobs",
     f"PriorityWeightFairshare={PRIORITY_WEIGHT_FAIRSHARE}   # below the QOS weight: Fair Tree "
     "orders jobs within a QOS",
+    f"SchedulerParameters=bf_min_prio_reserve={PRIORITY_WEIGHT_QOS}   # reservations for "
+    "budget jobs only: a waiting gp-opportunistic job delays no other",
 )
 
 

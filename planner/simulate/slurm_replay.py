@@ -48,8 +48,17 @@ lines the script's header asks for):
 - *main pass*: jobs in priority order start where they fit; a budget job that does not
   fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
   least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
-  ends the pass.
-- *backfill*: with requested time limits, one reservation for that first blocked job
+  ends the pass. ``PreemptExemptTime`` is all that protects a running job: Slurm knows
+  no min runtime (the engine protects nothing, ``protects_min_runtime = False``), and
+  budget-QOS jobs are never preempted.
+- ``bf_min_prio_reserve`` (``SchedulerParameters``, the script's header asks for
+  ``PRIORITY_WEIGHT_QOS``): a blocked job below that priority, i.e. every
+  ``gp-opportunistic`` job, reserves nothing and delays no later job ("jobs with a lower
+  priority will not prevent a newly submitted job from starting immediately"), so when
+  the first job that cannot start is opportunistic every later job that fits starts
+  (``min_prio_reserve=False`` replays a site without the setting).
+- *backfill*: with requested time limits, one reservation for that first blocked budget
+  job
   (the nodes that free first; :meth:`FairTreePolicy._reservation`): a later job starts if
   it ends before then or stays off those nodes (Slurm's backfill reserves for every
   higher job it tests; this reserves for the first only, as ``fairtree`` does). As
@@ -91,13 +100,16 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     name = "planner-slurm"
     work_conserving = False  # backfill leaves GPUs idle ahead of a blocked job
+    # Slurm protects a running job only by its QOS's PreemptExemptTime (gp-opportunistic's
+    # exempt time, the contract's fill slice), not by the min runtime the trace gives it
+    protects_min_runtime = False
 
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
                  gang_wait_hours: float = math.inf, pace: str = "total",
                  no_decay: bool = True, shares: str = "budget",
                  opportunistic_usage: float = 1.0, floor: str = "node",
-                 bf_window_hours: float = 24.0) -> None:
+                 bf_window_hours: float = 24.0, min_prio_reserve: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -114,6 +126,10 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
         self.pace_floor = floor
+        # SchedulerParameters=bf_min_prio_reserve (the script's header asks for it): only
+        # budget-QOS jobs get reservations and block later jobs; False replays a site
+        # without it (every blocked head, gp-opportunistic too, gets one)
+        self.min_prio_reserve = min_prio_reserve
 
     # -- state ---------------------------------------------------------------------------
 
@@ -385,11 +401,20 @@ class SlurmReplayPolicy(PlannerPolicy):
             break
         if head is None or not sim.any_fits(c):
             return
-        self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)])
+        reserve = not self.min_prio_reserve or self.qos_of(
+            sim, sim.jobs.project[head], head) == BUDGET
+        self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)], reserve)
 
-    def _backfill(self, sim, c: int, head: int, order: list[int]) -> None:
-        """Later jobs that end before the blocked head's start or stay off its nodes."""
-        shadow, held = FairTreePolicy._reservation(sim, c, head)
+    def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
+                  ) -> None:
+        """Later jobs that end before the blocked head's start or stay off its nodes.
+
+        ``reserve=False``: the head is below ``bf_min_prio_reserve`` (a
+        ``gp-opportunistic`` job): nothing is reserved for it, so every later job that
+        fits starts.
+        """
+        shadow, held = FairTreePolicy._reservation(sim, c, head) if reserve else (
+            math.inf, frozenset())
         if shadow > sim.now + self.bf_window + _EPS:
             # the head cannot start within bf_window: Slurm's backfill reserves nothing
             # for it ("starts too far in the future to worry about")
