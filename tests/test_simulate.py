@@ -376,3 +376,25 @@ def test_planner_fills_projects_without_budget_after_those_with_one():
     assert [starts[f"b{i}"] for i in range(8)] == [5.0] * 8
     tags = {s.job: s.tag for s in result.segments}
     assert {tags[j] for j in tr.index[tr["project"] == "b"]} == {"fill"}
+
+
+def test_a_replan_plans_from_its_period_boundary_even_when_an_event_stands_a_hair_before():
+    # J ends at 24 − 1e-10 h, within the engine's tolerance of the 24 h tick, so the clock
+    # reads 23.9999999999 when the hourly refresh (and the day's replan) runs. The replan
+    # plans from the boundary, 2026-10-02T00:00:00Z, whatever the clock: before, as_of was
+    # 23:59:59.99…, a grid a hair off the demand's, and a 6-hour-period replay of Philly
+    # then broke rule 2 (granted 10.253 GPU-hours against a demand of 10.252).
+    class Recording(PlannerPolicy):
+        def _read_first_period(self, sim, body: dict, first: str) -> None:
+            self.as_ofs.append((sim.now, body["as_of"], first))
+            super()._read_first_period(sim, body, first)
+
+    sc = two_teams(days=3)
+    tr = trace([("J", "a", 0, 1, 24.0 - 1e-10, 1.0)])
+    policy = Recording()
+    policy.as_ofs = []
+    replay(sc, tr, policy)
+    nows = [now for now, _, _ in policy.as_ofs]
+    assert nows[1] == pytest.approx(24.0) and nows[1] < 24.0  # the case this is about
+    assert [(as_of, first) for _, as_of, first in policy.as_ofs] == [
+        (f"2026-10-0{d}T00:00:00Z", f"2026-10-0{d}T00:00:00Z") for d in (1, 2, 3)]

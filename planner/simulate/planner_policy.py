@@ -187,9 +187,13 @@ class PlannerPolicy(AdmissionPolicy):
         self.entitlement = np.maximum(shared, np.minimum(self.pace, demand))
         if now < self.next_plan - 1e-9:
             return False
+        boundary = self.next_plan
         self.next_plan += self.period
         cfg = sim.scenario.config
-        as_of = cfg.quarter_start + pd.Timedelta(hours=now)
+        # the period boundary itself, not ``now``: the engine's clock may stand a hair
+        # before the whole hour (an event within its tolerance of it), which made as_of
+        # 11:59:59.999… and a plan grid a second off the demand's (rule 2 then broke)
+        as_of = cfg.quarter_start + pd.Timedelta(hours=boundary)
         if as_of >= cfg.quarter_end:
             return False
         from planner.run import plan_scenario
