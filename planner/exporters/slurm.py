@@ -13,10 +13,11 @@ What it sets:
   puts the projects furthest behind their budget share first in this tier; ``sacct``
   records each job with its QOS), ``Priority=0`` (below the budget QOS),
   ``PreemptMode=requeue`` (a preempted job goes back to the queue) and
-  ``PreemptExemptTime`` = the plan contract's ``min_runtime_cap_hours`` (a job runs that long
-  before a budget job may requeue it: the protected minimum runtime; Slurm 22.05 honours
-  a QOS's exempt time for ``PreemptMode=REQUEUE``). Every project account
-  may use it (``--qos=gp-opportunistic``);
+  ``PreemptExemptTime`` = the plan contract's protection of such work, min(
+  ``min_runtime_cap_hours``, ``fill_slice_hours``) (:func:`exempt_hours`: a job runs that
+  long before a budget job may requeue it, and nothing else protects it, as Slurm knows no
+  min runtime; Slurm 22.05 honours a QOS's exempt time for ``PreemptMode=REQUEUE``). Every
+  project account may use it (``--qos=gp-opportunistic``);
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
