@@ -401,8 +401,8 @@ class SlurmReplayPolicy(PlannerPolicy):
             break
         if head is None or not sim.any_fits(c):
             return
-        reserve = not self.min_prio_reserve or self.qos_of(
-            sim, sim.jobs.project[head], head) == BUDGET
+        # bf_min_prio_reserve: only a budget head (the QOS it was popped under) reserves
+        reserve = not self.min_prio_reserve or qos == BUDGET
         self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)], reserve)
 
     def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
