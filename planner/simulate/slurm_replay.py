@@ -302,7 +302,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         ends = self.exempt_ends
         while ends and ends[0][0] <= sim.now + _EPS:
             _, job, began = heapq.heappop(ends)
-            if sim.state[job] == 2 and sim.run_start[job] == began and sim.tag[job] == EXEMPT:
+            if sim.is_running(job) and sim.run_start[job] == began and sim.tag[job] == EXEMPT:
                 sim.retag(job, OPPORTUNISTIC)
 
     # -- scheduling ----------------------------------------------------------------------
