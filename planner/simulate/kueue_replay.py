@@ -38,9 +38,23 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   queue's excess over its nominal quota (its most recently admitted workloads are
   the borrowed ones); only when preempting that borrowed work leaves the workload its
   quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
-  room on the nodes. ``borrowWithinCohort: Never``: a borrowing workload preempts
-  nobody. ``withinClusterQueue: LowerPriority`` does nothing: the export sets no
-  priorities, so every workload has the same;
+  room on the nodes. ``withinClusterQueue: LowerPriority`` does nothing: the export
+  sets no priorities, so every workload has the same;
+- **fair-sharing preemption** (:meth:`KueueReplayPolicy._fair_targets`): with Fair
+  Sharing on, ``reclaimWithinCohort: Any`` lets a pending workload *beyond* its queue's
+  nominal quota preempt too, under the Configuration's ``preemptionStrategies`` (Kueue's
+  docs, "Preemption", "Fair Sharing"; ``pkg/scheduler/preemption/fair_strategy.go``):
+  candidates are the borrowed workloads of the other borrowing queues; the queue with
+  the highest share (down the cohort tree from the root) goes first; a candidate is taken
+  under ``LessThanOrEqualToFinalShare`` when the preemptor's share with its workload is at
+  most the target's share without the candidate, the two compared at the children of
+  their lowest common Cohort; ``LessThanInitialShare`` (Kueue's default second strategy,
+  ``strategies=STRATEGIES``) takes one more candidate per queue whose share is strictly
+  above the preemptor's new one. Targets stop once the workload fits (quota and nodes)
+  and are minimised in reverse. The README's configuration, replayed by default, names
+  the first strategy alone. (``borrowWithinCohort`` belongs to classic preemption; Kueue
+  ignores it under Fair Sharing.) A job preempted in a scheduling pass preempts nobody
+  in that pass, and one whose attempt failed is not retried in it;
 - **no protected min runtime**: Kueue v0.19's ClusterQueue has no minimum runtime
   before preemption (its ``preemption`` block is the three settings above), so a
   borrowed workload is reclaimed the moment a lender needs its quota
