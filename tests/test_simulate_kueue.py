@@ -22,6 +22,7 @@ from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
     NOMINAL,
+    STRATEGIES,
     FlavorTree,
     KueueReplayPolicy,
     QuotaNode,
@@ -272,12 +273,57 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
     tr = trace([("X1", "x1", 0, 3, 20.0, 1.0), ("Y1", "y1", 0, 2, 20.0, 1.0),
                 ("X2", "x2", 1, 2, 2.0, 1.0), ("Y2", "y1", 1, 2, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
+    # X2 preempts nobody under LessThanOrEqualToFinalShare (the exported configuration):
+    # inside X, x2's share with X2 would be 2 (÷ X's subtree quota, 0 taken as 1), x1's
+    # without X1 0. Kueue's default strategies add LessThanInitialShare, under which x2's
+    # 2 < x1's 3 lets X2 take X1's GPUs at 1 (X1 restarts when X2 ends).
     result = replay(sc, tr, FixedPlan(plan))
     assert runs(result, rows["Y2"]) == [(1.0, 3.0, DONE)]
     assert runs(result, rows["X2"]) == [(3.0, 5.0, DONE)]
+    both = replay(sc, tr, FixedPlan(plan, strategies=STRATEGIES))
+    assert runs(both, rows["X2"]) == [(1.0, 3.0, DONE)]
+    assert runs(both, rows["X1"])[0] == (0.0, 1.0, PREEMPTED)
     # without fair sharing Kueue orders by submit time alone: X2 (earlier row) first
     flat = replay(sc, tr, FixedPlan(plan, fair_sharing=False))
     assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
+
+
+def test_fair_sharing_preemption_lets_a_lower_share_gang_take_a_node_from_a_borrower():
+    # Two nodes of 8, nobody holds nominal quota (the pool owns 16); teams ta (a) and tb
+    # (b), org weights 1, so shares are borrowed GPUs ÷ 16 at the root.
+    # t=0  B1, B2, B3 (b, 4 GPUs each, 20 h, not resumable) are admitted: best fit puts
+    #      B1 and B2 on node 0, B3 on node 1; 4 GPUs idle on node 1.
+    # t=1  A (a, an 8-GPU gang, 2 h) needs a whole node: none is free. a borrows (nominal
+    #      0), so the lender's reclaim does not apply; Fair Sharing's preemption does.
+    #      a's share with A: 8 ÷ 16 = 0.5; b's: 12 ÷ 16 = 0.75, and 8 ÷ 16 = 0.5 without
+    #      one 4-GPU job: LessThanOrEqualToFinalShare (0.5 ≤ 0.5) makes b's most recently
+    #      started job a target. The engine's order offers B3 first (same start, last
+    #      row); without it node 1 is whole: A runs 1 → 3 on it, B3 is preempted at 1.
+    #      B3 cannot take it back: b's share with B3 would be 0.75, a's 0.5.
+    # t=3  A ends; B3 restarts 3 → 23 (20 h from scratch).
+    # Without the preemption (the replay before, fair_preemption=False) A waits for a
+    # node to empty: 20 → 22. The runner-up case: with a's own 4-GPU job A0 on node 1
+    # instead of B3, a's share with the gang would be 12 ÷ 16 = 0.75 against b's 0.5:
+    # no strategy passes, and A waits to 20 under both.
+    sc = tiny(TWO_TEAMS, nodes=2)
+    plan = hand_plan(2, {})
+    tr = trace([("B1", "b", 0, 4, 20.0, 1.0, False), ("B2", "b", 0, 4, 20.0, 1.0, False),
+                ("B3", "b", 0, 4, 20.0, 1.0, False), ("A", "a", 1, 8, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    fair = replay(sc, tr, FixedPlan(plan))
+    assert runs(fair, rows["A"]) == [(1.0, 3.0, DONE)]
+    assert runs(fair, rows["B3"]) == [(0.0, 1.0, PREEMPTED), (3.0, 23.0, DONE)]
+    assert runs(fair, rows["B1"]) == [(0.0, 20.0, DONE)]
+    assert runs(fair, rows["B2"]) == [(0.0, 20.0, DONE)]
+    assert fair.lost_gpu_hours[rows["B3"]] == 4.0
+    before = replay(sc, tr, FixedPlan(plan, fair_preemption=False))
+    assert runs(before, rows["A"]) == [(20.0, 22.0, DONE)]
+    own = trace([("B1", "b", 0, 4, 20.0, 1.0, False), ("B2", "b", 0, 4, 20.0, 1.0, False),
+                 ("A0", "a", 0, 4, 20.0, 1.0, False), ("A", "a", 1, 8, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(own["job_id"])}
+    kept = replay(sc, own, FixedPlan(plan))
+    assert runs(kept, rows["A"]) == [(20.0, 22.0, DONE)]
+    assert kept.preemptions.sum() == 0
 
 
 def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_decide():

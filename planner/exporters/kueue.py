@@ -32,10 +32,14 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     reserved GPUs are never lent out and so never reclaimed from a borrower;
   - preemption: ``reclaimWithinCohort: Any`` (a queue inside its nominal quota takes back
     what borrowers hold: borrowed work — opportunistic and fill — is reclaimed first, at
-    once: Kueue has no protected runtime), ``borrowWithinCohort: Never`` (borrowed work
-    never preempts anyone), ``withinClusterQueue: LowerPriority``. Reserved quota is not
-    lendable, so no other queue ever runs on it and nothing within a queue's nominal quota
-    is reclaimed: reservations are not preempted.
+    once: Kueue has no protected runtime); with Fair Sharing on (the export needs it) it
+    also lets a queue beyond its nominal quota preempt the borrowed work of queues whose
+    share is higher, under the Configuration's ``preemptionStrategies`` (the README names
+    ``[LessThanOrEqualToFinalShare]``; ``planner-kueue`` replays it);
+    ``borrowWithinCohort: Never`` (classic preemption's setting, which Kueue ignores under
+    Fair Sharing), ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable,
+    so no other queue ever runs on it and nothing within a queue's nominal quota is
+    preempted: reservations are not preempted.
   - ``fairSharing.weight`` (``weights="pace"``, the default) = the NGH per hour the
     project's budget still owes it, (budget − used) ÷ hours left in the quarter, from the
     plan's ``budgets`` (:func:`pace_weights`): idle GPUs are borrowed in proportion to

@@ -38,9 +38,23 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   queue's excess over its nominal quota (its most recently admitted workloads are
   the borrowed ones); only when preempting that borrowed work leaves the workload its
   quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
-  room on the nodes. ``borrowWithinCohort: Never``: a borrowing workload preempts
-  nobody. ``withinClusterQueue: LowerPriority`` does nothing: the export sets no
-  priorities, so every workload has the same;
+  room on the nodes. ``withinClusterQueue: LowerPriority`` does nothing: the export
+  sets no priorities, so every workload has the same;
+- **fair-sharing preemption** (:meth:`KueueReplayPolicy._fair_targets`): with Fair
+  Sharing on, ``reclaimWithinCohort: Any`` lets a pending workload *beyond* its queue's
+  nominal quota preempt too, under the Configuration's ``preemptionStrategies`` (Kueue's
+  docs, "Preemption", "Fair Sharing"; ``pkg/scheduler/preemption/fair_strategy.go``):
+  candidates are the borrowed workloads of the other borrowing queues; the queue with
+  the highest share (down the cohort tree from the root) goes first; a candidate is taken
+  under ``LessThanOrEqualToFinalShare`` when the preemptor's share with its workload is at
+  most the target's share without the candidate, the two compared at the children of
+  their lowest common Cohort; ``LessThanInitialShare`` (Kueue's default second strategy,
+  ``strategies=STRATEGIES``) takes one more candidate per queue whose share is strictly
+  above the preemptor's new one. Targets stop once the workload fits (quota and nodes)
+  and are minimised in reverse. The README's configuration, replayed by default, names
+  the first strategy alone. (``borrowWithinCohort`` belongs to classic preemption; Kueue
+  ignores it under Fair Sharing.) A job preempted in a scheduling pass preempts nobody
+  in that pass, and one whose attempt failed is not retried in it;
 - **no protected min runtime**: Kueue v0.19's ClusterQueue has no minimum runtime
   before preemption (its ``preemption`` block is the three settings above), so a
   borrowed workload is reclaimed the moment a lender needs its quota
@@ -79,6 +93,8 @@ from planner.exporters.kueue import ANN, GPU, allowed_clusters, period_objects
 from planner.simulate.planner_policy import PlannerPolicy
 
 NOMINAL, BORROWED = "nominal", "borrowed"
+#: Kueue's fair-sharing preemption strategies, in its default order
+STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
 @dataclass
@@ -161,6 +177,22 @@ class FlavorTree:
             if node.parent is None or gpus <= local:
                 return
             gpus -= local
+            node = self.nodes[node.parent]
+
+    def shift(self, name: str, gpus: int) -> None:
+        """Change queue ``name``'s usage by ``gpus`` (either sign); Cohorts' follow.
+
+        A Cohort's usage is its children's usage beyond their guaranteed quota, so only the
+        change in that excess goes up a level (what :meth:`set_usage` would recompute).
+        """
+        self._memo.clear()
+        node = self.nodes[name]
+        while gpus:
+            before = max(0, node.usage - node.guaranteed)
+            node.usage += gpus
+            gpus = max(0, node.usage - node.guaranteed) - before
+            if node.parent is None:
+                return
             node = self.nodes[node.parent]
 
     def available(self, name: str) -> int:
@@ -292,7 +324,9 @@ class KueueReplayPolicy(PlannerPolicy):
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
                  fill: bool = True, weights: str = "pace",
-                 gang_wait_hours: float | None = math.inf) -> None:
+                 gang_wait_hours: float | None = math.inf,
+                 fair_preemption: bool = True,
+                 strategies: tuple[str, ...] = (STRATEGIES[0],)) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
@@ -301,6 +335,22 @@ class KueueReplayPolicy(PlannerPolicy):
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
+        #: Fair Sharing's own preemption (``preemptionStrategies``
+        #: [LessThanOrEqualToFinalShare, LessThanInitialShare]): a pending workload beyond
+        #: its nominal quota preempts borrowed work of queues with a higher share. Part of
+        #: what Kueue does with the export's ``reclaimWithinCohort: Any`` once Fair Sharing
+        #: is on; False replays only the lender's reclaim (the replay before)
+        self.fair_preemption = fair_preemption and fair_sharing
+        unknown = set(strategies) - set(STRATEGIES)
+        if unknown or not strategies or strategies[0] != STRATEGIES[0]:
+            raise ValueError(f"preemptionStrategies {strategies!r}: [{STRATEGIES[0]}] or "
+                             f"{list(STRATEGIES)} (Kueue's default)")
+        #: the Kueue Configuration's ``fairSharing.preemptionStrategies`` replayed: the
+        #: README's configuration, [LessThanOrEqualToFinalShare] alone (Kueue's default
+        #: adds LessThanInitialShare: on the 8,000-job quarter, in the README's diagnostic
+        #: runs, 28,182 preemptions against 18,055, weekly 0.933 against 0.936, worst team
+        #: 0.859 against 0.870)
+        self.strategies = tuple(strategies)
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)
         self.fill = fill
@@ -325,6 +375,8 @@ class KueueReplayPolicy(PlannerPolicy):
         self.settings: dict[str, QueueSettings] = {}
         self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
         self._failed: set[int] = set()
+        self._preempted: set[int] = set()
+        self._splits = {}
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -350,6 +402,7 @@ class KueueReplayPolicy(PlannerPolicy):
                                       fill=self.fill, allowed=self.kueue_allowed,
                                       weights=self.weights)
         trees, project_queue, self.settings = quota_trees(self.objects)
+        self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
@@ -413,6 +466,10 @@ class KueueReplayPolicy(PlannerPolicy):
             top = queue.head_fit(reclaimable)
             if top is not None:
                 return top[1], True
+        if settings.reclaim and self.fair_preemption:
+            top = queue.head()  # the oldest workload: the one Kueue tries first
+            if top is not None and top[1] not in self._failed:
+                return top[1], True
         return None
 
     def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
@@ -432,6 +489,7 @@ class KueueReplayPolicy(PlannerPolicy):
             return
         self._sync(sim, c, tree)
         self._failed = set()  # jobs whose reclaim failed in this call
+        self._preempted = set()  # jobs preempted in this call: they preempt nobody in it
         if not sim.any_fits(c) and not tree.borrowing():
             return  # nothing fits on the nodes and nobody borrows: nothing to admit
         while True:
@@ -501,7 +559,7 @@ class KueueReplayPolicy(PlannerPolicy):
         gpus = sim.jobs.gpus[job]
         if need > tree.available(q) or not sim.fits(c, gpus):
             if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
-                return False
+                return self._fair_preempt(sim, c, p, job, tree)
             if job in self._failed:
                 return False  # a reclaim of it already failed at this instant
             victims = self._victims(sim, c, tree)
@@ -513,9 +571,11 @@ class KueueReplayPolicy(PlannerPolicy):
                     not victims
                     or self._reclaim_quota(sim, c, tree, q, need, victims) is None):
                 return False
+            before = sim.victim_jobs(c, victims)
             if not victims or not sim.preempt_for(job, victims):
                 self._sync(sim, c, tree)
                 return False
+            self._preempted.update(v for v in before if sim.is_waiting(v))
             self._sync(sim, c, tree)
             if need > tree.available(q) and sim.fits(c, gpus):
                 # nodes made, quota still short: the rest of the borrowed work Kueue
@@ -525,6 +585,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 for v in more or ():
                     if sim.is_running(v):
                         sim.preempt(v)
+                        self._preempted.add(v)
                 self._sync(sim, c, tree)
             if need > tree.available(q) or not sim.fits(c, gpus):
                 self._failed.add(job)  # preempted for nothing: not again at this instant
@@ -533,3 +594,178 @@ class KueueReplayPolicy(PlannerPolicy):
         sim.start(job, tag)
         tree.add_usage(q, need)
         return True
+
+    # -- Fair Sharing's preemption --------------------------------------------------------
+
+    def _split(self, tree: FlavorTree, a: str, b: str) -> tuple[str, str]:
+        """The children of the lowest common Cohort of ``a`` and ``b`` on their two paths.
+
+        Kueue compares two queues' shares there (hierarchical fair sharing): the queues
+        themselves when they share a Cohort, else the subtrees holding them.
+        """
+        cache = self._splits.setdefault(id(tree), {})
+        found = cache.get((a, b))
+        if found is not None:
+            return found
+        pa = [n for n, _ in tree.path_shares(a, 0)]
+        pb = [n for n, _ in tree.path_shares(b, 0)]
+        found = (pa[-1], pb[-1])  # (two queues never lie on one path)
+        for x, y in zip(pa, pb, strict=False):
+            if x != y:
+                found = (x, y)
+                break
+        cache[(a, b)] = found
+        return found
+
+    def _fits_without(self, sim, c: int, gpus: int, targets: list[int]) -> bool:
+        """Whether a job of ``gpus`` GPUs would fit on ``c``'s nodes were ``targets`` gone."""
+        gpn = sim.gpn[c]
+        gone = set(targets)
+        free = []
+        for _, left, jobs in sim.nodes_on(c):
+            for j in jobs:
+                if j in gone:
+                    left += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
+            free.append(left)
+        if gpus >= gpn:
+            return sum(1 for f in free if f == gpn) >= -(-gpus // gpn)
+        return any(f >= gpus for f in free)
+
+    def _fair_targets(self, sim, c: int, tree: FlavorTree, q: str, job: int
+                      ) -> list[int] | None:
+        """Kueue's fair-sharing preemption targets for ``job`` of queue ``q``, or None.
+
+        Candidates: the borrowed workloads of the other queues that borrow (usage above
+        nominal; their most recently admitted work, in the engine's victim order). With
+        the preemptor's workload counted in its queue, the queue (subtree) with the
+        highest share is taken first, going down the cohort tree from the root; a
+        candidate is a target under ``LessThanOrEqualToFinalShare`` when the preemptor's
+        share with its workload is at most the target's share without the candidate
+        (shares compared at the children of the two queues' lowest common Cohort), after
+        which the queue is picked afresh; candidates that fail are tried once more under
+        ``LessThanInitialShare`` (the preemptor's new share strictly below the target's
+        share; the first candidate of each queue, highest share first). It stops once the
+        workload fits (quota and, in the replay, nodes); then, in reverse, drops every
+        target without which it still fits. None when it cannot be made to fit.
+        """
+        need = sim.held(job)
+        gpus = sim.jobs.gpus[job]
+        # quick exit (most attempts): no other borrowing queue's share exceeds the
+        # preemptor's new share at their split, so neither strategy can pass
+        tree.shift(q, need)
+        hope = False
+        for y, node in tree.nodes.items():
+            if node.queue and y != q and node.usage > node.nominal and y in self.project_of:
+                ax, ay = self._split(tree, q, y)
+                if tree.share(ax) < tree.share(ay):
+                    hope = True
+                    break
+        tree.shift(q, -need)
+        if not hope:
+            return None
+        victims = self._victims(sim, c, tree)  # retags each borrower's excess as BORROWED
+        me = self.project_of[q]
+        cands: dict[str, list[int]] = {}
+        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p != me]):
+            cands.setdefault(self.queue[sim.jobs.project[v]], []).append(v)
+        if not cands:
+            return None
+        held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
+        if not self._fits_without(sim, c, gpus, list(held_of)):
+            return None  # not even every candidate gone would make room on the nodes
+        targets: list[int] = []
+
+        def pair(y: str) -> tuple[float, float]:
+            """(the preemptor's new share, the target's share) at their split."""
+            ax, ay = self._split(tree, q, y)
+            return tree.share(ax), tree.share(ay)
+
+        def without(y: str, v: int) -> float:
+            """The target's share at the split were ``v`` preempted."""
+            tree.shift(y, -held_of[v])
+            share = pair(y)[1]
+            tree.shift(y, held_of[v])
+            return share
+
+        def fits() -> bool:
+            tree.shift(q, -need)
+            ok = tree.available(q) >= need
+            tree.shift(q, need)
+            return ok and self._fits_without(sim, c, gpus, targets)
+
+        def take(v: int) -> None:
+            targets.append(v)
+            tree.shift(self.queue[sim.jobs.project[v]], -held_of[v])
+
+        tree.shift(q, need)  # the preemptor's workload counted, as Kueue simulates it
+        try:
+            retry: dict[str, list[int]] = {}
+            while cands and not fits():
+                y = self._highest(tree, set(cands))
+                mine = pair(y)[0]
+                while cands[y]:
+                    v = cands[y].pop(0)
+                    if mine <= without(y, v):
+                        take(v)
+                        break
+                    retry.setdefault(y, []).append(v)
+                if not cands[y]:
+                    del cands[y]
+            second = self.strategies[1:] == STRATEGIES[1:]
+            for y in sorted(retry, key=lambda name: -pair(name)[1]) if second else ():
+                if fits():
+                    break
+                mine, old = pair(y)
+                if mine < old:
+                    take(retry[y][0])
+            if not fits():
+                return None
+            for v in reversed(list(targets)):
+                y = self.queue[sim.jobs.project[v]]
+                targets.remove(v)
+                tree.shift(y, held_of[v])
+                if not fits():
+                    targets.append(v)
+                    tree.shift(y, -held_of[v])
+            return targets
+        finally:
+            self._sync(sim, c, tree)
+
+    def _highest(self, tree: FlavorTree, queues: set[str]) -> str:
+        """The queue among ``queues`` reached from the root by the highest-share children."""
+        holds: dict[str, set[str]] = {}
+        for y in queues:
+            node: str | None = y
+            while node is not None:
+                holds.setdefault(node, set()).add(y)
+                node = tree.nodes[node].parent
+        top = next(n for n in holds if tree.nodes[n].parent is None)
+        while top not in queues:
+            kids = [k for k in tree.nodes[top].children if k in holds]
+            top = max(kids, key=lambda k: (tree.share(k), k))
+        return top
+
+    def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+        """Admit ``job`` by Fair Sharing's preemption, when its strategies allow it."""
+        q = self.queue[p]
+        if (not self.fair_preemption or not self.settings[q].reclaim
+                or job in self._failed or job in self._preempted):
+            return False
+        targets = self._fair_targets(sim, c, tree, q, job)
+        if not targets:
+            self._failed.add(job)
+            return False
+        for v in targets:
+            if sim.is_running(v):
+                sim.preempt(v)
+                self._preempted.add(v)
+        self._sync(sim, c, tree)
+        need = sim.held(job)
+        if need > tree.available(q) or not sim.fits(c, sim.jobs.gpus[job]):
+            self._failed.add(job)  # pragma: no cover - the targets were chosen to fit
+            return False
+        sim.start(job, BORROWED if tree.nodes[q].usage + need > tree.nodes[q].nominal
+                  else NOMINAL)
+        tree.add_usage(q, need)
+        return True
+
