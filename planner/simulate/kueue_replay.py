@@ -559,34 +559,12 @@ class KueueReplayPolicy(PlannerPolicy):
         gpus = sim.jobs.gpus[job]
         if need > tree.available(q) or not sim.fits(c, gpus):
             if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
-                return self._fair_preempt(sim, c, p, job, tree)
-            if job in self._failed:
+                if not self._fair_preempt(sim, c, p, job, tree):
+                    return False
+            elif job in self._failed:
                 return False  # a reclaim of it already failed at this instant
-            victims = self._victims(sim, c, tree)
-            # Kueue reclaims only when preempting borrowed work makes the workload fit in
-            # quota: without this check the node-based preempt_for below could free node
-            # room but too little quota, fail, and the victims be re-admitted, over and
-            # over at one instant (the fill export's livelock)
-            if need > tree.available(q) and (
-                    not victims
-                    or self._reclaim_quota(sim, c, tree, q, need, victims) is None):
+            elif not self._reclaim(sim, c, q, job, tree):
                 return False
-            before = sim.victim_jobs(c, victims)
-            if not victims or not sim.preempt_for(job, victims):
-                self._sync(sim, c, tree)
-                return False
-            self._preempted.update(v for v in before if sim.is_waiting(v))
-            self._sync(sim, c, tree)
-            if need > tree.available(q) and sim.fits(c, gpus):
-                # nodes made, quota still short: the rest of the borrowed work Kueue
-                # would have preempted for the quota
-                victims = self._victims(sim, c, tree)
-                more = self._reclaim_quota(sim, c, tree, q, need, victims) if victims else None
-                for v in more or ():
-                    if sim.is_running(v):
-                        sim.preempt(v)
-                        self._preempted.add(v)
-                self._sync(sim, c, tree)
             if need > tree.available(q) or not sim.fits(c, gpus):
                 self._failed.add(job)  # preempted for nothing: not again at this instant
                 return False
@@ -594,6 +572,44 @@ class KueueReplayPolicy(PlannerPolicy):
         sim.start(job, tag)
         tree.add_usage(q, need)
         return True
+
+    def _reclaim(self, sim, c: int, q: str, job: int, tree: FlavorTree) -> bool:
+        """A lender's reclaim of borrowed work for ``job``; False when it preempted nothing.
+
+        Whether ``job`` then fits (quota and nodes) is :meth:`_admit`'s check.
+        """
+        need = sim.held(job)
+        gpus = sim.jobs.gpus[job]
+        victims = self._victims(sim, c, tree)
+        # Kueue reclaims only when preempting borrowed work makes the workload fit in
+        # quota: without this check the node-based preempt_for below could free node
+        # room but too little quota, fail, and the victims be re-admitted, over and
+        # over at one instant (the fill export's livelock)
+        if need > tree.available(q) and (
+                not victims
+                or self._reclaim_quota(sim, c, tree, q, need, victims) is None):
+            return False
+        before = sim.victim_jobs(c, victims)
+        if not victims or not sim.preempt_for(job, victims):
+            self._sync(sim, c, tree)
+            return False
+        self._preempted.update(v for v in before if sim.is_waiting(v))
+        self._sync(sim, c, tree)
+        if need > tree.available(q) and sim.fits(c, gpus):
+            # nodes made, quota still short: the rest of the borrowed work Kueue
+            # would have preempted for the quota
+            victims = self._victims(sim, c, tree)
+            more = self._reclaim_quota(sim, c, tree, q, need, victims) if victims else None
+            self._preempt(sim, c, tree, more or ())
+        return True
+
+    def _preempt(self, sim, c: int, tree: FlavorTree, jobs) -> None:
+        """Preempt those of ``jobs`` still running (they preempt nobody in this pass)."""
+        for v in jobs:
+            if sim.is_running(v):
+                sim.preempt(v)
+                self._preempted.add(v)
+        self._sync(sim, c, tree)
 
     # -- Fair Sharing's preemption --------------------------------------------------------
 
@@ -746,7 +762,11 @@ class KueueReplayPolicy(PlannerPolicy):
         return top
 
     def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
-        """Admit ``job`` by Fair Sharing's preemption, when its strategies allow it."""
+        """Preempt for ``job`` by Fair Sharing, when its strategies allow it.
+
+        False when they do not (nothing preempted); whether ``job`` then fits is
+        :meth:`_admit`'s check.
+        """
         q = self.queue[p]
         if (not self.fair_preemption or not self.settings[q].reclaim
                 or job in self._failed or job in self._preempted):
@@ -755,17 +775,6 @@ class KueueReplayPolicy(PlannerPolicy):
         if not targets:
             self._failed.add(job)
             return False
-        for v in targets:
-            if sim.is_running(v):
-                sim.preempt(v)
-                self._preempted.add(v)
-        self._sync(sim, c, tree)
-        need = sim.held(job)
-        if need > tree.available(q) or not sim.fits(c, sim.jobs.gpus[job]):
-            self._failed.add(job)  # pragma: no cover - the targets were chosen to fit
-            return False
-        sim.start(job, BORROWED if tree.nodes[q].usage + need > tree.nodes[q].nominal
-                  else NOMINAL)
-        tree.add_usage(q, need)
+        self._preempt(sim, c, tree, targets)
         return True
 
