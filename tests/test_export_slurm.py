@@ -862,6 +862,51 @@ def test_real_slurm_reserves_nothing_for_a_waiting_opportunistic_job(real_slurm)
             real_slurm.run("scancel", *jobs, check=False)
 
 
+def test_real_slurm_backfill_starts_a_later_budget_job_by_requeueing_opportunistic_work(
+        real_slurm):
+    """What ``planner-slurm``'s replay of backfill rests on (``reserve_each``).
+
+    c1 has 4 nodes of 8 GPUs and one CPU each. O, p2's gp-opportunistic job, holds c1n1
+    (exempt time 0 here); p1's budget jobs hold c1n2-c1n4 for 5 minutes. W, p1's budget job
+    for all four nodes, cannot start: the budget jobs cannot be requeued. A, p1's later
+    budget job for c1n1 (time limit 1 minute, ending before W can start), has the same
+    priority as W but comes after it. Slurm starts A at once, requeueing O, while W
+    still waits: a job after the first one that cannot start may still start by
+    preemption when it delays no reservation, as the replay's backfill does.
+    """
+    plan = future_plan()
+    plan["contract"]["min_runtime_cap_hours"] = 0.0  # no exempt time: preemptable at once
+    real_slurm.bash(export_slurm(plan, ORG))
+    _allow_root(real_slurm, "p1", "p2")
+    jobs: list[str] = []
+    try:
+        opportunistic = _sbatch(real_slurm, "-A", "p2", f"--qos={OPPORTUNISTIC_QOS}",
+                                "-w", "c1n1", "--gres=gpu:8", "--wrap", "sleep 300")
+        jobs.append(opportunistic)
+        until("O runs on c1n1",
+              lambda: real_slurm.job(opportunistic)["JobState"] == "RUNNING")
+        busy = [_sbatch(real_slurm, "-A", "p1", "-w", f"c1n{n}", "--gres=gpu:1",
+                        "--wrap", "sleep 300") for n in (2, 3, 4)]
+        jobs.extend(busy)
+        until("p1's budget jobs run on c1n2-c1n4",
+              lambda: all(real_slurm.job(j)["JobState"] == "RUNNING" for j in busy))
+        wide = _sbatch(real_slurm, "-A", "p1", "-N4", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(wide)
+        until("W pends for resources", lambda: real_slurm.job(wide)["Reason"] == "Resources")
+        later = _sbatch(real_slurm, "-A", "p1", "-w", "c1n1", "--time=1", "--gres=gpu:1",
+                        "--wrap", "sleep 1")
+        jobs.append(later)
+        assert int(real_slurm.job(later)["Priority"]) <= int(real_slurm.job(wide)["Priority"])
+        until("A completes", lambda: _sacct_states(real_slurm, later) == ["COMPLETED"],
+              timeout=120)
+        assert real_slurm.job(later)["QOS"] == "gp-p1"
+        assert real_slurm.job(wide)["JobState"] == "PENDING"
+        assert _sacct_states(real_slurm, opportunistic)[0] == "PREEMPTED"
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
 def test_real_slurm_dry_run_lists_the_changes_and_makes_none(real_slurm):
     plan = future_plan()
     real_slurm.bash(export_slurm(plan, ORG))  # converge to the plan whatever ran before

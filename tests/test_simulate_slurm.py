@@ -33,6 +33,7 @@ from planner.simulate.engine import PREEMPTED, Replay, replay
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.slurm_replay import BUDGET, EXEMPT, OPPORTUNISTIC, SlurmReplayPolicy
 from tests.test_simulate import Q0, first_starts, trace, two_teams
+from tests.tiny import scenario
 
 _DEFAULT = load_model("default")
 EIGHT = replace(_DEFAULT, contract=replace(_DEFAULT.contract, fill_slice_hours=8.0))
@@ -442,6 +443,63 @@ def test_backfill_reserves_nothing_for_a_head_that_cannot_start_within_bf_window
     for result in (shipped, unbounded):
         assert set().union(*tags(tr, result).values()) == {BUDGET}
         assert result.preemptions.sum() == 0
+
+
+def test_backfill_reserves_for_every_blocked_budget_job_not_only_the_first():
+    # Two nodes of 8; budgets ample, no pace cap. t=0: a1 and a2 (a, 6 GPUs, 10 h, limit
+    # 16 h) run, one on each node (2 GPUs idle on each). t=1: b1 (b, 8 GPUs, 2 h) and a3
+    # (a, 8 GPUs, 2 h) arrive; b has used nothing, so Fair Tree puts b first: b1 is the
+    # first job that cannot start and its reservation takes node 0 at 16 (the limits).
+    # t=2: s (a, 2 GPUs, 20 h, limit 32 h), after a3 in a's order, fits in the idle GPUs
+    # of either node, but would run past 16.
+    # Slurm's backfill tests a3 as well and, as it cannot start either, reserves node 1
+    # for it at 16: s must stay off both nodes. At 10 a1 and a2 end: b1 and a3 start
+    # (10 → 12), then s at 12. The earlier replay reserved for the first blocked job only
+    # (``reserve_each=False``): s took node 1's idle GPUs at 2, and a3 waited until b1
+    # left node 0: 12.
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)), nodes=2)
+    tr = trace([("a1", "a", 0, 6, 10.0, 1.0), ("a2", "a", 0, 6, 10.0, 1.0),
+                ("b1", "b", 1, 8, 2.0, 1.0), ("a3", "a", 1, 8, 2.0, 1.0),
+                ("s", "a", 2, 2, 20.0, 1.0)])
+    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    assert first_starts(tr, each) == {"a1": 0.0, "a2": 0.0, "b1": 10.0, "a3": 10.0,
+                                      "s": 12.0}
+    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False))
+    assert first_starts(tr, first_only) == {"a1": 0.0, "a2": 0.0, "b1": 10.0, "a3": 12.0,
+                                            "s": 2.0}
+    for result in (each, first_only):
+        assert set().union(*tags(tr, result).values()) == {BUDGET}
+        assert result.preemptions.sum() == 0
+
+
+def test_backfill_starts_a_later_budget_job_by_requeueing_opportunistic_work():
+    # Two nodes of 8; no pace cap; a and b have budgets, o none (its jobs run under
+    # gp-opportunistic, exempt for their first 8 h, the fill slice here).
+    # t=0: O (o, 8 GPUs, 30 h, limit 32 h) takes node 0, X (b, 4 GPUs, 20 h, limit 32 h)
+    # node 1. t=1: H (a, 16 GPUs, 2 h) needs both nodes; a has used nothing, so it comes
+    # first, and X, budget work, cannot be requeued: H is the first job that cannot start,
+    # its reservation both nodes at 32 (X's limit). t=2: A (b, 8 GPUs, 4 h, limit 4 h).
+    # At 8 O's exemption ends. Slurm's backfill tests A after H: it ends at 12, before H's
+    # planned start, so it may use H's nodes, and as a budget job it requeues O: A runs
+    # 8 → 12. H starts when X ends, 20. Without preemption in backfill (the earlier
+    # replay, ``reserve_each=False``) A waits behind H until 22, and H requeues O at 20.
+    sc = scenario(clusters=[("c1", "H100", 2, 8)],
+                  org=[("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0), ("o", "t", 1.0)],
+                  budgets=[("a", 1000.0), ("b", 1000.0), ("o", 0.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
+    tr = trace([("O", "o", 0, 8, 30.0, 1.0), ("X", "b", 0, 4, 20.0, 1.0),
+                ("H", "a", 1, 16, 2.0, 1.0), ("A", "b", 2, 8, 4.0, 1.0)])
+    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    assert {k: v for k, v in first_starts(tr, each).items() if k in "HA"} == {
+        "H": 20.0, "A": 8.0}
+    assert job_runs(tr, each, "O")[0] == (0.0, 8.0, PREEMPTED)
+    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False))
+    assert {k: v for k, v in first_starts(tr, first_only).items() if k in "HA"} == {
+        "H": 20.0, "A": 22.0}
+    assert job_runs(tr, first_only, "O")[0] == (0.0, 20.0, PREEMPTED)
+    for result in (each, first_only):
+        assert tags(tr, result)["A"] == tags(tr, result)["H"] == {BUDGET}
+        assert result.preemptions.sum() == 1
 
 
 def test_slurm_protects_opportunistic_work_for_its_exempt_time_not_its_min_runtime():

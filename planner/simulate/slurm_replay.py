@@ -57,14 +57,22 @@ lines the script's header asks for):
   priority will not prevent a newly submitted job from starting immediately"), so when
   the first job that cannot start is opportunistic every later job that fits starts
   (``min_prio_reserve=False`` replays a site without the setting).
-- *backfill*: with requested time limits, one reservation for that first blocked budget
-  job
-  (the nodes that free first; :meth:`FairTreePolicy._reservation`): a later job starts if
-  it ends before then or stays off those nodes (Slurm's backfill reserves for every
-  higher job it tests; this reserves for the first only, as ``fairtree`` does). As
-  Slurm's backfill with its default ``bf_window`` (1440 minutes; ``bf_window_hours``),
-  no reservation is made for a head whose expected start lies beyond the window
-  ("starts too far in the future to worry about"): every later job that fits starts.
+- *backfill*: with requested time limits, in priority order. The first blocked budget job
+  gets a reservation (the nodes that free first by the running jobs' limits); then each
+  project's first waiting job is tested as Slurm's backfill tests every job: it starts
+  if it can off the nodes reserved for the jobs before it whose planned start its limit
+  would reach, a budget job requeueing ``gp-opportunistic`` work past its exempt time
+  as in the main pass (Slurm's will-run test counts preemptable jobs' resources as
+  available; the real Slurm 22.05 does it in ``tests/test_export_slurm.py``); a budget
+  job that cannot start gets a reservation of its own on nodes no earlier reservation
+  holds. The project's later jobs then start where they
+  fit off the reserved nodes their limits would reach (``bf_max_job_test`` jobs in all).
+  As Slurm's backfill with its default ``bf_window`` (1440 minutes;
+  ``bf_window_hours``), no reservation is made for a job whose expected start lies
+  beyond the window ("starts too far in the future to worry about").
+  ``reserve_each=False`` replays the earlier model, measured in the README: one
+  reservation, for the first blocked job only (as ``fairtree``), and no preemption in
+  backfill.
 - *reservations*: a job of the reservation's account runs inside it (the wrapper adds
   ``--reservation``) where its time limit ends before the reservation does; every other
   job stays off reserved nodes while the reservation is active, and off a future one's
@@ -109,7 +117,8 @@ class SlurmReplayPolicy(PlannerPolicy):
                  gang_wait_hours: float = math.inf, pace: str = "total",
                  no_decay: bool = True, shares: str = "budget",
                  opportunistic_usage: float = 1.0, floor: str = "node",
-                 bf_window_hours: float = 24.0, min_prio_reserve: bool = True) -> None:
+                 bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
+                 reserve_each: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -130,6 +139,12 @@ class SlurmReplayPolicy(PlannerPolicy):
         # budget-QOS jobs get reservations and block later jobs; False replays a site
         # without it (every blocked head, gp-opportunistic too, gets one)
         self.min_prio_reserve = min_prio_reserve
+        # Slurm's backfill tests each pending job in priority order: one that can start
+        # without delaying a reservation starts (a budget job preempting gp-opportunistic
+        # work, as the main pass), one that cannot gets a reservation of its own; False
+        # replays the earlier model (one reservation, for the first blocked job, and no
+        # preemption in backfill)
+        self.reserve_each = reserve_each
 
     # -- state ---------------------------------------------------------------------------
 
@@ -333,16 +348,19 @@ class SlurmReplayPolicy(PlannerPolicy):
                                    if s < end - _EPS and e > now + _EPS))
 
     def _try_start(self, sim, c: int, p: int, job: int, qos: str, preempt: bool,
-                   shadow: float = math.inf, held: frozenset[int] = frozenset()) -> bool:
-        """Start ``job`` inside its reservation or outside, preempting if allowed."""
+                   avoid: frozenset[int] = frozenset()) -> bool:
+        """Start ``job`` inside its reservation or outside, off ``avoid``, preempting if allowed.
+
+        ``avoid``: the nodes backfill keeps for higher-priority jobs whose planned start
+        comes before this one's time limit would end.
+        """
         g = sim.jobs.gpus[job]
-        ends_in_time = sim.now + sim.requested_hours(job) <= shadow + _EPS
         for inside in (True, False):
             blocked = self._blocked(sim, c, p, job, inside)
             if blocked is None:
                 continue
-            if not ends_in_time:
-                blocked = blocked | held
+            if avoid:
+                blocked = blocked | avoid
             if sim.fits(c, g, blocked) or (preempt and sim.preempt_for(
                     job, self._victims(sim), blocked)):
                 self._start(sim, p, job, qos, blocked)
@@ -375,7 +393,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         """Slurm's main pass in priority order, then backfill (the module docstring)."""
         self._accrue(sim)
         self._end_exemptions(sim)
-        if not sim.any_fits(c) and not sim.expired_held[c]:
+        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return
         heap = []
         for p in sim.waiting_projects(c):
@@ -399,7 +417,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             head = job
             heapq.heappush(heap, (key, p, job, qos))
             break
-        if head is None or not sim.any_fits(c):
+        if head is None or not self._room(sim, c):
             return
         # bf_min_prio_reserve: only a budget head (the QOS it was popped under) reserves
         reserve = not self.min_prio_reserve or qos == BUDGET
@@ -407,31 +425,112 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
                   ) -> None:
-        """Later jobs that end before the blocked head's start or stay off its nodes.
+        """Later jobs that start without delaying a higher-priority job's reservation.
 
         ``reserve=False``: the head is below ``bf_min_prio_reserve`` (a
-        ``gp-opportunistic`` job): nothing is reserved for it, so every later job that
-        fits starts.
+        ``gp-opportunistic`` job): nothing is reserved for it. With ``reserve_each`` every
+        project's first waiting job is tested as Slurm's backfill tests each job: it
+        starts now if it can off the nodes reserved so far (a budget job preempting
+        ``gp-opportunistic`` work past its exempt time), otherwise a budget job gets a
+        reservation of its own (:meth:`_reserve`) and its project's later jobs start where
+        they fit off the reserved nodes their limits would reach.
         """
-        shadow, held = FairTreePolicy._reservation(sim, c, head) if reserve else (
-            math.inf, frozenset())
-        if shadow > sim.now + self.bf_window + _EPS:
-            # the head cannot start within bf_window: Slurm's backfill reserves nothing
-            # for it ("starts too far in the future to worry about")
-            shadow, held = math.inf, frozenset()
+        plans: list[tuple[float, frozenset[int]]] = []  # (planned start, nodes) per reservation
+        if reserve:
+            self._reserve(sim, c, head, plans)
         tested = 0
         for p in order:
+            if self.reserve_each and tested < self.bf_max_job_test:
+                first = sim.head(c, p)
+                if first is not None and first != head:
+                    tested += 1
+                    qos = self.qos_of(sim, p, first)
+                    avoid = self._avoid(plans, sim.now + sim.requested_hours(first))
+                    if not self._try_start(sim, c, p, first, qos, preempt=qos == BUDGET,
+                                           avoid=avoid) and (
+                            qos == BUDGET or not self.min_prio_reserve):
+                        self._reserve(sim, c, first, plans)
             while tested < self.bf_max_job_test:
                 job = sim.head_fit(c, p)
                 if job is None:
                     break
                 tested += 1
-                if sim.now + sim.requested_hours(job) > shadow + _EPS:  # must stay off
-                    job = sim.head_fit(c, p, held)  # the head's nodes
-                    if job is None or sim.now + sim.requested_hours(job) <= shadow + _EPS:
+                avoid = self._avoid(plans, sim.now + sim.requested_hours(job))
+                if avoid and sim.head_fit(c, p, avoid) != job:  # it must stay off nodes
+                    everything = self._avoid(plans, math.inf)  # it cannot: the first
+                    job = sim.head_fit(c, p, everything)  # that fits off every one
+                    if job is None:
                         break
+                    avoid = everything
                 if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
-                                       preempt=False, shadow=shadow, held=held):
+                                       preempt=False, avoid=avoid):
                     break
-            if not sim.any_fits(c) or tested >= self.bf_max_job_test:
+            if not self._room(sim, c) or tested >= self.bf_max_job_test:
                 return
+
+    def _room(self, sim, c: int) -> bool:
+        """Whether backfill may still start a job.
+
+        One fits, or (``reserve_each``) a budget job might requeue ``gp-opportunistic``
+        work past its exempt time.
+        """
+        return sim.any_fits(c) or (self.reserve_each and sim.preemptible_gpus(c) > 0)
+
+    @staticmethod
+    def _avoid(plans: list[tuple[float, frozenset[int]]], end: float) -> frozenset[int]:
+        """Nodes of the reservations planned to start before ``end``."""
+        return frozenset().union(*(nodes for start, nodes in plans if start < end - _EPS))
+
+    def _reserve(self, sim, c: int, job: int, plans: list[tuple[float, frozenset[int]]]
+                 ) -> None:
+        """Backfill's reservation for a blocked job: when and where it will fit.
+
+        With ``reserve_each`` the nodes already reserved for higher-priority jobs are left
+        out, and a budget job counts ``gp-opportunistic`` work past its exempt time as
+        freed now and exempt work as freed when its exemption ends (Slurm's will-run test
+        counts preemptable jobs' resources as available); otherwise as ``fairtree``
+        (:meth:`FairTreePolicy._reservation`). No reservation for a job expected to start
+        beyond ``bf_window`` ("starts too far in the future to worry about").
+        """
+        if not self.reserve_each:
+            shadow, held = FairTreePolicy._reservation(sim, c, job)
+        else:
+            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
+        if shadow <= sim.now + self.bf_window + _EPS:
+            plans.append((shadow, held))
+
+    def _reservation(self, sim, c: int, job: int, taken: frozenset[int]
+                     ) -> tuple[float, frozenset[int]]:
+        """When and on which nodes off ``taken`` ``job`` will fit (the jobs' limits)."""
+        g, gpn = sim.jobs.gpus[job], sim.gpn[c]
+        preempts = self.qos_of(sim, sim.jobs.project[job], job) == BUDGET
+        now, exempt = sim.now, self.exempt_hours
+
+        def end(j: int) -> float:
+            if preempts and sim.tag[j] == OPPORTUNISTIC:
+                return now
+            if preempts and sim.tag[j] == EXEMPT:
+                return min(sim.expected_end(j), max(sim.run_start[j] + exempt, now))
+            return sim.expected_end(j)
+
+        frees: list[tuple[float, int]] = []
+        for node, free, jobs in sim.nodes_on(c):
+            if node in taken:
+                continue
+            if g >= gpn:
+                frees.append((max((end(j) for j in jobs), default=now), node))
+                continue
+            have = free
+            for t, j in sorted((end(j), j) for j in jobs):
+                if have >= g:
+                    break
+                have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
+                if have >= g:
+                    frees.append((t, node))
+            if free >= g:
+                frees.append((now, node))
+        need = -(-g // gpn) if g >= gpn else 1
+        if len(frees) < need:
+            return math.inf, frozenset()
+        first = sorted(frees)[:need]
+        return first[-1][0], frozenset(n for _, n in first)
