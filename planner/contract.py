@@ -205,6 +205,17 @@ def preemptible_protection(plan: dict[str, Any]) -> float:
     return min(cap, float(terms.get("fill_slice_hours", cap)))
 
 
+def fair_share_half_life(plan: dict[str, Any]) -> float | None:
+    """The plan's ``contract.fair_share_half_life_hours``, or None.
+
+    None: no lookback, or a plan written before the field existed. An executor whose
+    fair share decays past usage (Slurm's ``PriorityDecayHalfLife``) decays it with this
+    half-life, so that it forgets usage as the plan's lookback does.
+    """
+    half = plan.get("contract", {}).get("fair_share_half_life_hours")
+    return None if half is None else float(half)
+
+
 def reservations(plan: dict[str, Any]) -> tuple[Reserved, ...]:
     """Every reservation of the plan, typed, in the plan's order."""
     gpn = {c["cluster"]: int(c["gpus_per_node"]) for c in plan.get("clusters", [])}

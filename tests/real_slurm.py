@@ -92,6 +92,8 @@ def _slurm_conf(root: Path, clusters: list[dict[str, Any]]) -> str:
         "PreemptType=preempt/qos", "PreemptMode=REQUEUE", "PriorityWeightQOS=100000",
         # reservations for budget jobs only (a waiting gp-opportunistic job blocks no one)
         "SchedulerParameters=bf_min_prio_reserve=100000",
+        # the fair-share decay a plan of the default model on a 7-day lookback asks for
+        "PriorityDecayHalfLife=2-10:13:00",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=localhost", "AccountingStoragePort=6819",
         # the munge socket for talking to slurmdbd (AuthInfo only covers the rest)

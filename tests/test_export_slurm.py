@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import shutil
@@ -347,6 +348,24 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
                                                "flags": "", "grptres": ""}
     assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
     assert state["account"]["opportunistic"]["defaultqos"] == own
+
+
+def test_the_header_asks_for_the_plans_fair_share_half_life():
+    # a plan of a 7-day lookback window carries ln 2 · 168 / 2 = 58.2244 h: whole minutes,
+    # 3493 = 2 days 10 h 13 min; a plan without the field leaves Slurm's own decay alone
+    plan = json.loads(json.dumps(PLAN))
+    plan["contract"]["fair_share_half_life_hours"] = math.log(2) * 84
+    header = export_slurm(plan, ORG)[:export_slurm(plan, ORG).index("set -eu")]
+    line = "#   PriorityDecayHalfLife=2-10:13:00   # fair share forgets usage as the plan's " \
+           "lookback does"
+    assert line in header.splitlines()
+    assert slurm_state(plan, ORG).decay_half_life_hours == pytest.approx(58.2244, abs=1e-4)
+    assert "PriorityDecayHalfLife" not in export_slurm(PLAN, ORG)
+    assert slurm_state(PLAN, ORG).decay_half_life_hours is None
+    # the test Slurm runs the default model's value (the README's sample plans)
+    from tests.real_slurm import _slurm_conf
+    assert "PriorityDecayHalfLife=2-10:13:00" in _slurm_conf(Path("/nonexistent"),
+                                                             PLAN["clusters"]).splitlines()
 
 
 def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
@@ -837,8 +856,10 @@ def test_real_slurm_reserves_nothing_for_a_waiting_opportunistic_job(real_slurm)
     plan = future_plan()
     real_slurm.bash(export_slurm(plan, ORG))
     _allow_root(real_slurm, "p2")
-    assert "bf_min_prio_reserve=100000" in real_slurm.run(
-        "scontrol", "show", "config").stdout
+    config = real_slurm.run("scontrol", "show", "config").stdout
+    assert "bf_min_prio_reserve=100000" in config
+    # the decay of a 7-day lookback, as the header of such a plan asks (Slurm reads it)
+    assert re.search(r"PriorityDecayHalfLife\s*=\s*2-10:13:00", config)
     opportunistic = ("-A", "p2", f"--qos={OPPORTUNISTIC_QOS}")
     jobs: list[str] = []
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -640,3 +642,20 @@ def test_targets_at_cells_are_the_dense_targets_bit_for_bit(instance, seed, spar
                                 past, planned, lookback)
     np.testing.assert_array_equal(got, dense[cells])
     assert not dense[demand == 0].any()  # nothing is lost outside the cells
+
+
+def test_the_half_life_that_stands_for_a_lookback():
+    # a decay's own half-life; a window of W periods: the half-life with the window's mean
+    # age, ln 2 · W / 2 (a 7-day window on daily periods: ln 2 · 84 h = 58.22 h, the same on
+    # 6-hour periods); no lookback: none (no decay expresses "usage never counts")
+    assert Lookback.from_days(half_life_days=3, period_hours=24).half_life_hours(24) == 72
+    for ph in (24, 6):
+        hours = Lookback.from_days(window_days=7, period_hours=ph).half_life_hours(ph)
+        assert hours == pytest.approx(math.log(2) * 84)
+    assert Lookback.none().half_life_hours(24) is None
+    # the mean age of the decay's weights 2^(−a/h) over a ≥ 0 is h / ln 2 = 84 h, the
+    # window's mean age, 168 / 2
+    h = math.log(2) * 84
+    ages = np.arange(0, 20000) * 0.05
+    w = 0.5 ** (ages / h)
+    assert (ages * w).sum() / w.sum() == pytest.approx(84, rel=1e-3)

@@ -16,6 +16,7 @@ the floor (one node's GPUs for a project with budget left, shipped) has its own 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -547,8 +548,9 @@ def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     # Flags=NoDecay (shipped): the GPU-minutes gp-a counts are the GPU-hours its jobs ran,
     # undecayed. a1 (2 GPUs, 10 h) runs from 50 to 60, after the last replan (48), which
     # resets nothing after it: at the end (72) gp-a has counted 20 GPU-hours. Without the
-    # flag Slurm decays them with PriorityDecayHalfLife (7 days), hourly here (the last
-    # decay at 71): the 2 GPU-hours of hour 50 + i are decayed 21 − i times (i = 0..9).
+    # flag Slurm decays them with PriorityDecayHalfLife, hourly here (the last decay at
+    # 71): the 2 GPU-hours of hour 50 + i are decayed 21 − i times (i = 0..9). The plans
+    # of this 7-day lookback ask for a half-life of ln 2 · 7 · 24 / 2 = 58.2 h.
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 0.0)))
     tr = trace([("a1", "a", 50, 2, 10.0, 1.0)])
     kept = _FixedGrants({"a": (4.0, 0.0)})
@@ -557,6 +559,13 @@ def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     assert kept.qos_used[a] == pytest.approx(20.0)
     decayed = _FixedGrants({"a": (4.0, 0.0)}, no_decay=False)
     replay(sc, tr, decayed)
-    half = 0.5 ** (1 / 168)
+    assert decayed.state.decay_half_life_hours == pytest.approx(math.log(2) * 84, abs=1e-6)
+    half = 0.5 ** (1 / (math.log(2) * 84))
     assert decayed.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
                                                 rel=1e-6)
+    # a site that keeps Slurm's default (7 days; ``half_life_hours`` replays it)
+    week = _FixedGrants({"a": (4.0, 0.0)}, no_decay=False, half_life_hours=168.0)
+    replay(sc, tr, week)
+    half = 0.5 ** (1 / 168)
+    assert week.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
+                                             rel=1e-6)

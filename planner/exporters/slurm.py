@@ -108,7 +108,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.contract import in_force, planned_guaranteed, preemptible_protection, reservations
+from planner.contract import (
+    fair_share_half_life,
+    in_force,
+    planned_guaranteed,
+    preemptible_protection,
+    reservations,
+)
 from planner.exporters.common import by_depth, safe_name
 from planner.inputs.org import OrgTree
 
@@ -135,6 +141,25 @@ SLURM_CONF_LINES = (
     f"SchedulerParameters=bf_min_prio_reserve={PRIORITY_WEIGHT_QOS}   # reservations for "
     "budget jobs only: a waiting gp-opportunistic job delays no other",
 )
+
+
+def decay_line(half_life_hours: float) -> str:
+    """slurm.conf's ``PriorityDecayHalfLife`` for a half-life in hours (whole minutes)."""
+    minutes = max(1, round(half_life_hours * 60))
+    return (f"PriorityDecayHalfLife={_clock(minutes * 60)}   # fair share forgets usage as "
+            "the plan's lookback does")
+
+
+def slurm_conf_lines(plan: dict[str, Any]) -> tuple[str, ...]:
+    """What slurm.conf must hold for ``plan``: :data:`SLURM_CONF_LINES`, and the decay.
+
+    ``PriorityDecayHalfLife`` is the plan's ``contract.fair_share_half_life_hours``
+    (:func:`planner.contract.fair_share_half_life`: a 7-day lookback window decays with a
+    58.2 h half-life, ``2-10:13:00``), so Fair Tree forgets usage about as the plan's fair
+    share does; a plan without it leaves Slurm's own (7 days).
+    """
+    half = fair_share_half_life(plan)
+    return SLURM_CONF_LINES if half is None else (*SLURM_CONF_LINES, decay_line(half))
 
 
 def fairshare(weight: float) -> int:
@@ -270,6 +295,8 @@ class SlurmState:
     opportunistic: OpportunisticQos
     budgets: tuple[BudgetQos, ...]  # by project id
     reservations: tuple[SlurmReservation, ...]  # by request id
+    #: slurm.conf's PriorityDecayHalfLife the plan asks for (hours; None: Slurm's own)
+    decay_half_life_hours: float | None = None
 
     def minutes(self) -> dict[str, int]:
         """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
@@ -408,7 +435,8 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                       accounts=slurm_accounts(tree, by_depth(tree, tree.ids), chosen),
                       opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan),
                                                      usage_factor=opportunistic_usage),
-                      budgets=budgets, reservations=held)
+                      budgets=budgets, reservations=held,
+                      decay_half_life_hours=fair_share_half_life(plan))
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
@@ -599,7 +627,7 @@ def _header(plan: dict[str, Any]) -> list[str]:
         "# usage: slurm-apply.sh [--dry-run]   (or DRY_RUN=1): print each change, quoted,",
         "#   instead of making it (the read-only guards still run)",
         "# slurm.conf must have (this script cannot set it):",
-        *(f"#   {line}" for line in SLURM_CONF_LINES),
+        *(f"#   {line}" for line in slurm_conf_lines(plan)),
         "# and a partition per cluster of the plan, named as the cluster "
         "(PartitionName=<cluster> Nodes=<its nodes>):",
         *partitions,

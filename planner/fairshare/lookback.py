@@ -74,3 +74,19 @@ class Lookback:
         assert self.half_life_periods is not None
         return np.where(past, 0.5 ** ((np.maximum(ages, 1.0) - 1.0) / self.half_life_periods),
                         0.0)
+
+    def half_life_hours(self, period_hours: float) -> float | None:
+        """The half-life of an exponential decay that stands for this lookback, in hours.
+
+        A decay's own half-life; for a window of W periods the half-life h whose usage has
+        the window's mean age: the decay weighs usage of age a by 2^(−a/h), mean age
+        h / ln 2, and the window's is W/2, so h = ln 2 · W / 2 (a 7-day window: 58.2 h).
+        This is what an executor whose fair share can only decay (Slurm's
+        ``PriorityDecayHalfLife``) is given. None without a lookback (usage never counts,
+        which no decay expresses).
+        """
+        if self.half_life_periods is not None:
+            return self.half_life_periods * period_hours
+        if not self.window_periods:
+            return None
+        return math.log(2) * self.window_periods * period_hours / 2

@@ -180,6 +180,21 @@ def _clusters(problem: Problem) -> list[dict[str, Any]]:
     return out
 
 
+def contract_terms(problem: Problem) -> dict[str, Any]:
+    """The plan's ``contract``: the model's terms, plus ``fair_share_half_life_hours``.
+
+    The half-life (hours) of the decay that stands for the fair share's lookback
+    (:meth:`~planner.fairshare.lookback.Lookback.half_life_hours`), for an executor whose
+    fair share can only decay usage (the Slurm export's ``PriorityDecayHalfLife``); absent
+    without a lookback.
+    """
+    terms: dict[str, Any] = asdict(problem.model.contract)
+    half = problem.lookback.half_life_hours(problem.scenario.config.period_hours)
+    if half is not None:
+        terms["fair_share_half_life_hours"] = num(half)
+    return terms
+
+
 def extract_plan(problem: Problem, solution: Solution) -> Plan:
     """The plan record; everything in it is determined by the inputs and options."""
     cfg = problem.scenario.config
@@ -194,7 +209,7 @@ def extract_plan(problem: Problem, solution: Solution) -> Plan:
         "model": problem.model.name,
         "planner_version": __version__,
         "input_digest": problem.scenario.digest,
-        "contract": asdict(problem.model.contract),
+        "contract": contract_terms(problem),
         "solver": {
             "name": "+".join(s.solver for s in solution.stages),
             "status": str(solution.status),

@@ -42,9 +42,11 @@ lines the script's header asks for):
   orders within each (``fair_tree_ranks`` with the accounts' integer ``fairshare``);
   ``PriorityWeightAge`` is 0: submit order within an account. Fair-share usage is the NGH
   of budget-QOS jobs plus ``gp-opportunistic``'s ``UsageFactor`` (1 as shipped) × the NGH
-  of opportunistic jobs, decayed with ``PriorityDecayHalfLife`` (Slurm's default, 7 days)
-  every hour here; the budget QOS's usage does not decay (``Flags=NoDecay``; without the
-  flag it decays the same way).
+  of opportunistic jobs, decayed every hour here with ``PriorityDecayHalfLife``: the
+  plan's ``fair_share_half_life_hours``, which the script's header asks slurm.conf for
+  (58.2 h for a 7-day lookback window; ``half_life_hours`` replays another; Slurm's own
+  7 days for a plan without it); the budget QOS's usage does not decay
+  (``Flags=NoDecay``; without the flag it decays the same way).
 - *main pass*: jobs in priority order start where they fit; a budget job that does not
   fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
   least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
@@ -113,7 +115,7 @@ class SlurmReplayPolicy(PlannerPolicy):
     protects_min_runtime = False
 
     def __init__(self, model=None, check_every: int = 30,
-                 half_life_hours: float = HOURS_PER_WEEK, bf_max_job_test: int = 500,
+                 half_life_hours: float | None = None, bf_max_job_test: int = 500,
                  gang_wait_hours: float = math.inf, pace: str = "total",
                  no_decay: bool = True, shares: str = "budget",
                  opportunistic_usage: float = 1.0, floor: str = "node",
@@ -127,7 +129,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         # synthetic quarter: occupancy 0.205 with requests after a day, 0.946 without.
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours)
-        self.decay = 0.5 ** (1.0 / half_life_hours)
+        # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
+        self.half_life = half_life_hours
+        self.decay = 0.5 ** (1.0 / (half_life_hours or HOURS_PER_WEEK))
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
         # what slurm_state exports (the defaults are what `planner export` ships; other
@@ -198,6 +202,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
                             self.share_source, self.opportunistic_usage, self.pace_floor)
         old = self.state.minutes() if self.state is not None else {}
+        if self.half_life is None:  # slurm.conf as the header asks (Slurm's 7 days if unsaid)
+            half = state.decay_half_life_hours
+            self.decay = 0.5 ** (1.0 / (half if half is not None else HOURS_PER_WEEK))
         index = sim.tree.leaf_index
         for b in state.budgets:
             p = index[b.project]
