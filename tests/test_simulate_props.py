@@ -10,6 +10,7 @@ from planner.simulate.engine import DONE, PREEMPTED, replay
 from planner.simulate.metrics import compute_metrics
 from planner.simulate.planner_policy import PlannerPolicy
 from planner.simulate.run import POLICIES
+from planner.simulate.slurm_replay import BUDGET, SlurmReplayPolicy
 from tests.test_simulate import COLUMNS, Q0
 from tests.tiny import scenario
 
@@ -57,7 +58,15 @@ class EagerGangs(PlannerPolicy):
         super().__init__(gang_wait_hours=1.0)
 
 
-VARIANTS = {**POLICIES, "planner-eager-gangs": EagerGangs}
+class SlurmFirstOnly(SlurmReplayPolicy):
+    """``planner-slurm`` with the earlier backfill model (one reservation, no preemption)."""
+
+    def __init__(self) -> None:
+        super().__init__(reserve_each=False)
+
+
+VARIANTS = {**POLICIES, "planner-eager-gangs": EagerGangs,
+            "planner-slurm-first-only": SlurmFirstOnly}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,6 +114,8 @@ def test_replay_invariants(jobs, nodes, name):
             assert ran <= row["duration_hours"] + EPS
         assert result.preemptions[j] == sum(s.ended == PREEMPTED for s in segs)
     assert result.protected_violations == 0
+    if name.startswith("planner-slurm"):  # Slurm never preempts a budget-QOS job
+        assert not any(s.tag == BUDGET and s.ended == PREEMPTED for s in result.segments)
     m = compute_metrics(sc, tr, result).summary
     for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed_daily",
                 "delivered_over_owed_weekly", "delivered_over_owed_quarter",
