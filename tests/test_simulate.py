@@ -398,3 +398,20 @@ def test_a_replan_plans_from_its_period_boundary_even_when_an_event_stands_a_hai
     assert nows[1] == pytest.approx(24.0) and nows[1] < 24.0  # the case this is about
     assert [(as_of, first) for _, as_of, first in policy.as_ofs] == [
         (f"2026-10-0{d}T00:00:00Z", f"2026-10-0{d}T00:00:00Z") for d in (1, 2, 3)]
+
+
+def test_policies_read_no_raw_per_job_list_of_the_engine():
+    # the engine's per-job state (job states, classes, run starts, ...) is read through its
+    # typed methods (is_running, tag_of, started_at, work_left, ...), never indexed raw
+    import re
+    from pathlib import Path
+
+    import planner.simulate as package
+
+    raw = ("state", "tag", "run_start", "remaining", "protected_until", "placed", "epoch",
+           "first_start", "finish", "lost", "preemptions", "booked_to", "protect")
+    pattern = re.compile(r"\bsim\.(" + "|".join(raw) + r")\[")
+    folder = Path(package.__file__).parent
+    for name in ("policies.py", "planner_policy.py", "slurm_replay.py", "kueue_replay.py"):
+        found = pattern.findall((folder / name).read_text(encoding="utf-8"))
+        assert not found, (name, found)

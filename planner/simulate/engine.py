@@ -437,6 +437,14 @@ class Replay:
         """Whether ``job`` holds GPUs now."""
         return self.state[job] == _RUNNING
 
+    def tag_of(self, job: int) -> str:
+        """The class (tag) a running job runs under; its last run's for one not running."""
+        return self.tag[job]
+
+    def started_at(self, job: int) -> float:
+        """When ``job``'s current (or last) run started, hours."""
+        return self.run_start[job]
+
     def work_left(self, job: int) -> float:
         """Hours of work ``job`` has left now (what it still needs if never preempted)."""
         left = self.remaining[job]

@@ -398,7 +398,7 @@ class PlannerPolicy(AdmissionPolicy):
                 p = jobs.project[job]
                 held = taken.get(p, 0) + sim.held(job)
                 taken[p] = held
-                if sim.tag[job] == RESERVED:  # keeps its class: it started on its reservation
+                if sim.tag_of(job) == RESERVED:  # keeps its class: it started on its reservation
                     continue
                 if held <= self.guaranteed[p, c] + 1e-6:
                     sim.retag(job, GUARANTEED)

@@ -324,7 +324,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         ends = self.exempt_ends
         while ends and ends[0][0] <= sim.now + _EPS:
             _, job, began = heapq.heappop(ends)
-            if sim.is_running(job) and sim.run_start[job] == began and sim.tag[job] == EXEMPT:
+            if sim.is_running(job) and sim.started_at(job) == began and sim.tag_of(job) == EXEMPT:
                 sim.retag(job, OPPORTUNISTIC)
 
     # -- scheduling ----------------------------------------------------------------------
@@ -514,10 +514,10 @@ class SlurmReplayPolicy(PlannerPolicy):
         now, exempt = sim.now, self.exempt_hours
 
         def end(j: int) -> float:
-            if preempts and sim.tag[j] == OPPORTUNISTIC:
+            if preempts and sim.tag_of(j) == OPPORTUNISTIC:
                 return now
-            if preempts and sim.tag[j] == EXEMPT:
-                return min(sim.expected_end(j), max(sim.run_start[j] + exempt, now))
+            if preempts and sim.tag_of(j) == EXEMPT:
+                return min(sim.expected_end(j), max(sim.started_at(j) + exempt, now))
             return sim.expected_end(j)
 
         frees: list[tuple[float, int]] = []
