@@ -355,7 +355,8 @@ def test_the_header_asks_for_the_plans_fair_share_half_life():
     # 3493 = 2 days 10 h 13 min; a plan without the field leaves Slurm's own decay alone
     plan = json.loads(json.dumps(PLAN))
     plan["contract"]["fair_share_half_life_hours"] = math.log(2) * 84
-    header = export_slurm(plan, ORG)[:export_slurm(plan, ORG).index("set -eu")]
+    script = export_slurm(plan, ORG)
+    header = script[:script.index("set -eu")]
     line = "#   PriorityDecayHalfLife=2-10:13:00   # fair share forgets usage as the plan's " \
            "lookback does"
     assert line in header.splitlines()

@@ -441,32 +441,37 @@ class FairTreePolicy(Policy):
                 return
 
     @staticmethod
-    def _reservation(sim, c: int, head: int) -> tuple[float, frozenset[int]]:
-        """When and on which nodes the blocked head job will fit (running jobs' limits)."""
+    def _reservation(sim, c: int, head: int, taken: frozenset[int] = frozenset(),
+                     end=None) -> tuple[float, frozenset[int]]:
+        """When and on which nodes the blocked head job will fit (running jobs' limits).
+
+        Nodes in ``taken`` (another job's reservation) are left out; ``end(job)`` is when a
+        running job frees its GPUs (default :meth:`Replay.expected_end`, its time limit).
+        A node that already has room for the head (one it may not use now) frees now.
+        """
+        end = end or sim.expected_end
         g, gpn = sim.jobs.gpus[head], sim.gpn[c]
-        ends = {}
-        best = (math.inf, -1)
+        frees: list[tuple[float, int]] = []
         for node, free, jobs in sim.nodes_on(c):
+            if node in taken:
+                continue
             if g >= gpn:
-                ends[node] = max((sim.expected_end(j) for j in jobs),
-                                 default=sim.now)
+                frees.append((max((end(j) for j in jobs), default=sim.now), node))
+                continue
+            if free >= g:
+                frees.append((sim.now, node))
                 continue
             have = free
-            for end, j in sorted((sim.expected_end(j), j) for j in jobs):
+            for t, j in sorted((end(j), j) for j in jobs):
                 have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
                 if have >= g:
-                    if (end, node) < best:
-                        best = (end, node)
+                    frees.append((t, node))
                     break
-        if g >= gpn:
-            need = -(-g // gpn)
-            if need > sim.nodes[c]:
-                return math.inf, frozenset()
-            first = sorted((t, n) for n, t in ends.items())[:need]
-            return first[-1][0], frozenset(n for _, n in first)
-        if best[1] < 0:
+        need = -(-g // gpn) if g >= gpn else 1
+        if len(frees) < need:
             return math.inf, frozenset()
-        return best[0], frozenset((best[1],))
+        first = sorted(frees)[:need]
+        return first[-1][0], frozenset(n for _, n in first)
 
 
 def fair_tree_ranks(tree, usage: np.ndarray, shares: np.ndarray | None = None) -> list[int]:

@@ -105,6 +105,11 @@ BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic
 _EPS = 1e-9
 
 
+def _hourly_decay(half_life_hours: float | None) -> float:
+    """Usage kept after an hour under ``PriorityDecayHalfLife`` (None: Slurm's 7 days)."""
+    return 0.5 ** (1.0 / (HOURS_PER_WEEK if half_life_hours is None else half_life_hours))
+
+
 class SlurmReplayPolicy(PlannerPolicy):
     """``planner-slurm``: see the module docstring."""
 
@@ -131,7 +136,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                          gang_wait_hours=gang_wait_hours)
         # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
         self.half_life = half_life_hours
-        self.decay = 0.5 ** (1.0 / (half_life_hours or HOURS_PER_WEEK))
+        self.decay = _hourly_decay(half_life_hours)
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
         # what slurm_state exports (the defaults are what `planner export` ships; other
@@ -203,8 +208,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                             self.share_source, self.opportunistic_usage, self.pace_floor)
         old = self.state.minutes() if self.state is not None else {}
         if self.half_life is None:  # slurm.conf as the header asks (Slurm's 7 days if unsaid)
-            half = state.decay_half_life_hours
-            self.decay = 0.5 ** (1.0 / (half if half is not None else HOURS_PER_WEEK))
+            self.decay = _hourly_decay(state.decay_half_life_hours)
         index = sim.tree.leaf_index
         for b in state.budgets:
             p = index[b.project]
@@ -499,45 +503,30 @@ class SlurmReplayPolicy(PlannerPolicy):
         (:meth:`FairTreePolicy._reservation`). No reservation for a job expected to start
         beyond ``bf_window`` ("starts too far in the future to worry about").
         """
-        if not self.reserve_each:
-            shadow, held = FairTreePolicy._reservation(sim, c, job)
+        if self.reserve_each:
+            shadow, held = FairTreePolicy._reservation(
+                sim, c, job, self._avoid(plans, math.inf), self._freed_at(sim, job))
         else:
-            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
+            shadow, held = FairTreePolicy._reservation(sim, c, job)
         if shadow <= sim.now + self.bf_window + _EPS:
             plans.append((shadow, held))
 
-    def _reservation(self, sim, c: int, job: int, taken: frozenset[int]
-                     ) -> tuple[float, frozenset[int]]:
-        """When and on which nodes off ``taken`` ``job`` will fit (the jobs' limits)."""
-        g, gpn = sim.jobs.gpus[job], sim.gpn[c]
-        preempts = self.qos_of(sim, sim.jobs.project[job], job) == BUDGET
+    def _freed_at(self, sim, job: int):
+        """When a running job frees its GPUs for ``job``, by the jobs' limits.
+
+        For a budget job (which may requeue them) ``gp-opportunistic`` work past its exempt
+        time frees them now and exempt work when its exemption ends.
+        """
+        if self.qos_of(sim, sim.jobs.project[job], job) != BUDGET:
+            return sim.expected_end
         now, exempt = sim.now, self.exempt_hours
 
         def end(j: int) -> float:
-            if preempts and sim.tag_of(j) == OPPORTUNISTIC:
+            tag = sim.tag_of(j)
+            if tag == OPPORTUNISTIC:
                 return now
-            if preempts and sim.tag_of(j) == EXEMPT:
+            if tag == EXEMPT:
                 return min(sim.expected_end(j), max(sim.started_at(j) + exempt, now))
             return sim.expected_end(j)
 
-        frees: list[tuple[float, int]] = []
-        for node, free, jobs in sim.nodes_on(c):
-            if node in taken:
-                continue
-            if g >= gpn:
-                frees.append((max((end(j) for j in jobs), default=now), node))
-                continue
-            have = free
-            for t, j in sorted((end(j), j) for j in jobs):
-                if have >= g:
-                    break
-                have += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
-                if have >= g:
-                    frees.append((t, node))
-            if free >= g:
-                frees.append((now, node))
-        need = -(-g // gpn) if g >= gpn else 1
-        if len(frees) < need:
-            return math.inf, frozenset()
-        first = sorted(frees)[:need]
-        return first[-1][0], frozenset(n for _, n in first)
+        return end
