@@ -21,7 +21,8 @@ KUEUE_DIR = Path(os.environ.get(
     "GPU_PLANNER_KUEUE_CRDS",
     Path(__file__).resolve().parents[2] / "shared" / "schemas" / "kueue"))
 CRDS = {"ClusterQueue": "clusterqueues", "Cohort": "cohorts",
-        "ResourceFlavor": "resourceflavors", "LocalQueue": "localqueues"}
+        "ResourceFlavor": "resourceflavors", "LocalQueue": "localqueues",
+        "WorkloadPriorityClass": "workloadpriorityclasses"}
 
 needs_crds = pytest.mark.skipif(
     not (KUEUE_DIR / "kueue.x-k8s.io_clusterqueues.yaml").exists(),
@@ -38,6 +39,9 @@ def schema(kind: str) -> dict:
 def validate(obj: dict) -> None:
     """The CRD's openAPIV3Schema, and by hand its x-kubernetes-validations (CEL) rules."""
     jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+    if obj["kind"] == "WorkloadPriorityClass":
+        assert "spec" not in obj and len(obj["description"]) <= 2048
+        return
     spec = obj["spec"]
     if obj["kind"] in ("ClusterQueue", "Cohort"):
         for group in spec.get("resourceGroups", []):

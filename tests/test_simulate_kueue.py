@@ -21,7 +21,9 @@ from planner.exporters.kueue import export_kueue, file_name, period_objects, pro
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
+    BORROWED_LOW,
     NOMINAL,
+    NOMINAL_LOW,
     STRATEGIES,
     FlavorTree,
     KueueReplayPolicy,
@@ -117,8 +119,8 @@ def test_fill_lets_a_project_beyond_its_grant_and_one_without_grant_borrow_idle_
     # t=0  A1 (a, 4 GPUs, 5 h) within a's nominal: admitted first ("nominal").
     #      Then A2 (a, 4 GPUs) and B (b, 1 GPU) both need to borrow from the pool's 4.
     #      Tournament at the root: team ta with A2 would borrow 8 − 4 = 4 (share 4 ÷ 8),
-    #      tb with B 1 − 0 = 1 (share 1 ÷ 8): B goes first, 0 → 1, "borrowed"; A2 then
-    #      needs 4 with 3 left: waits.
+    #      tb with B 1 − 0 = 1 (share 1 ÷ 8): B goes first, 0 → 1, borrowed (tagged
+    #      "borrowed-unallocated": B is unallocated work); A2 then needs 4 with 3 left: waits.
     # t=1  B ends; A2 borrows the pool's 4: 1 → 3, "borrowed" (beyond a's grant of 4).
     sc = tiny(TWO_TEAMS)
     tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
@@ -127,7 +129,7 @@ def test_fill_lets_a_project_beyond_its_grant_and_one_without_grant_borrow_idle_
     assert runs(result, 0) == [(0.0, 5.0, DONE)]
     assert runs(result, 1) == [(1.0, 3.0, DONE)]
     assert runs(result, 2) == [(0.0, 1.0, DONE)]
-    assert tags(result) == {(0, 0.0): NOMINAL, (2, 0.0): BORROWED, (1, 1.0): BORROWED}
+    assert tags(result) == {(0, 0.0): NOMINAL, (2, 0.0): BORROWED_LOW, (1, 1.0): BORROWED}
 
 
 def test_fill_borrowing_beyond_the_grant_is_reclaimed_at_once_by_the_lender():
@@ -193,6 +195,74 @@ def test_reclaim_takes_only_the_borrowed_excess():
     assert runs(result, 0) == [(0.0, 10.0, DONE)]
     assert runs(result, 1) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(result, 2) == [(1.0, 3.0, DONE)]
+
+
+# -- WorkloadPriorityClasses: budget work above unallocated work ------------------------------
+
+
+def test_budget_work_preempts_its_own_queues_unallocated_work():
+    # One node of 8. a: nominal 8 (guaranteed 8); b: nothing. Pool 0.
+    # t=0  U (a, 8 GPUs, 6 h, min runtime 0: unallocated, class gpu-planner-unallocated,
+    #      priority 0) fits a's nominal: admitted "nominal".
+    # t=1  A (a, 8 GPUs, 3 h, allocated: gpu-planner-budget, 1000) fits neither the quota
+    #      nor the node. withinClusterQueue: LowerPriority: its queue's own U (priority
+    #      0 < 1000) is the candidate; preempting it makes A fit: U preempted at 1, A 1 → 4.
+    # t=4  U (resumable, 5 h left) back 4 → 9.
+    # Without the classes (every workload priority 0) A waits for U: 6 → 9, U 0 → 6.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("U", "a", 0, 8, 6.0, 0.0), ("A", "a", 1, 8, 3.0, 2.0)])
+    plan = hand_plan(1, {"a": (8.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (4.0, 9.0, DONE)]  # U
+    assert runs(result, 1) == [(1.0, 4.0, DONE)]  # A
+    assert tags(result) == {(0, 0.0): NOMINAL_LOW, (1, 1.0): NOMINAL, (0, 4.0): NOMINAL_LOW}
+    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    assert runs(equal, 0) == [(0.0, 6.0, DONE)]
+    assert runs(equal, 1) == [(6.0, 9.0, DONE)]
+    assert set(tags(equal).values()) == {NOMINAL}
+
+
+def test_a_queue_admits_its_budget_work_before_earlier_unallocated_work():
+    # One node of 8. a: nominal 8. X (allocated, 8 GPUs, 2 h) runs 0 → 2.
+    # t=0.5 U (unallocated, 8 GPUs, 1 h) and t=1 A (allocated, 8 GPUs, 1 h) wait: U cannot
+    #      preempt X (priority 0 < 1000), nor A (equal priority).
+    # t=2  X ends: BestEffortFIFO takes the higher priority first: A 2 → 3, then U 3 → 4.
+    # Without the classes, submit order: U 2 → 3, A 3 → 4.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("X", "a", 0, 8, 2.0, 1.0), ("U", "a", 0.5, 8, 1.0, 0.0),
+                ("A", "a", 1, 8, 1.0, 1.0)])
+    plan = hand_plan(1, {"a": (8.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 2.0, DONE)]
+    assert runs(result, 1) == [(3.0, 4.0, DONE)]  # U
+    assert runs(result, 2) == [(2.0, 3.0, DONE)]  # A
+    assert result.preemptions.sum() == 0
+    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    assert runs(equal, 1) == [(2.0, 3.0, DONE)]
+    assert runs(equal, 2) == [(3.0, 4.0, DONE)]
+
+
+def test_a_lender_reclaims_a_borrowers_unallocated_work_before_its_budget_work():
+    # One node of 8. a: nominal 8 (guaranteed 8); b: nominal 0 (a fill flavor). Pool 0.
+    # t=0   BU (b, 4 GPUs, 10 h, unallocated) borrows a's idle GPUs: "borrowed-unallocated".
+    # t=0.5 BA (b, 4 GPUs, 10 h, allocated) borrows too: "borrowed" (b's usage 8 > 0).
+    # t=1   A (a, 4 GPUs, 2 h) is within a's nominal 8 and the root has 8 − 8 = 0 free:
+    #       reclaimWithinCohort Any, candidates of the borrowing queue b lowest priority
+    #       first: BU is preempted, not BA (which, admitted last, would go first among
+    #       equal priorities). A 1 → 3; BU (resumable, 9 h left) back 3 → 12.
+    # Without the classes the most recently admitted goes: BA.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("BU", "b", 0, 4, 10.0, 0.0), ("BA", "b", 0.5, 4, 10.0, 1.0),
+                ("A", "a", 1, 4, 2.0, 1.0)])
+    plan = hand_plan(1, {"a": (8.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]  # BU
+    assert runs(result, 1) == [(0.5, 10.5, DONE)]  # BA
+    assert runs(result, 2) == [(1.0, 3.0, DONE)]  # A
+    assert tags(result)[(0, 0.0)] == BORROWED_LOW and tags(result)[(1, 0.5)] == BORROWED
+    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    assert runs(equal, 0) == [(0.0, 10.0, DONE)]
+    assert runs(equal, 1) == [(0.5, 1.0, PREEMPTED), (3.0, 12.5, DONE)]
 
 
 # -- a reservation: nominal quota with a lendingLimit -----------------------------------------

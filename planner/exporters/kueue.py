@@ -3,6 +3,11 @@
 One multi-document YAML file per exported period, ``kueue-<period start>.yaml``, and an
 ``index.yaml`` listing them with their validity windows. Per period:
 
+- two ``WorkloadPriorityClass`` objects (:data:`PRIORITY_CLASSES`): ``gpu-planner-budget``
+  (1000) for allocated work and ``gpu-planner-unallocated`` (0, the priority of a workload
+  with no class) for unallocated work, named by each job's ``kueue.x-k8s.io/priority-class``
+  label (:func:`priority_class`), so that a queue admits its budget work first and budget
+  work preempts the queue's own unallocated work (``withinClusterQueue: LowerPriority``);
 - a ``ResourceFlavor`` per cluster, ``spec.nodeLabels`` = the cluster's node selector: the
   plan's ``node_labels`` for it (from ``clusters.csv``), else the default
   ``gpu-planner.io/cluster: <cluster>`` (plus ``nvidia.com/gpu.product`` where the GPU type is
@@ -109,7 +114,26 @@ def prune_selector(plan: dict[str, Any]) -> str:
 
 
 #: The kinds the exporter writes, in the order they are applied.
-KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+KINDS = ("WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+
+#: The label a job carries to name its WorkloadPriorityClass (Kueue's
+#: ``WorkloadPriorityClassLabel``); Kueue copies the class's value into the Workload.
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: The WorkloadPriorityClasses every set carries, name: value. Allocated work (charged to
+#: the project's budget: what the plan's demand counts) runs at ``gpu-planner-budget``;
+#: unallocated work (exploratory, charged to no budget) at ``gpu-planner-unallocated``,
+#: the priority (0) of a workload with no class. The executor contract's ``PREEMPTS``
+#: (guaranteed work takes GPUs back from unallocated work first) in Kueue's terms: within a
+#: ClusterQueue, ``BestEffortFIFO`` admits higher priorities first and
+#: ``withinClusterQueue: LowerPriority`` lets a budget workload preempt the queue's own
+#: unallocated workloads; across queues, preemption candidates are taken lowest priority
+#: first.
+PRIORITY_CLASSES = {"gpu-planner-budget": 1000, "gpu-planner-unallocated": 0}
+
+
+def priority_class(allocated: bool) -> str:
+    """The WorkloadPriorityClass a job carries: the budget's for allocated work."""
+    return "gpu-planner-budget" if allocated else "gpu-planner-unallocated"
 
 
 def prune_allowlist() -> tuple[str, ...]:
@@ -144,6 +168,16 @@ def _meta(name: str, original: str, window: Stamp, namespace: str | None = None
     meta["labels"] = dict(window.labels)
     meta["annotations"] = {f"{ANN}/id": original, **window.annotations}
     return meta
+
+
+def _priority_classes(window: Stamp) -> list[dict[str, Any]]:
+    """The WorkloadPriorityClasses (:data:`PRIORITY_CLASSES`): cluster-scoped, no spec."""
+    what = {True: "allocated work, charged to the project's budget (gpu-planner)",
+            False: "unallocated work, charged to no budget (gpu-planner)"}
+    return [{"apiVersion": API, "kind": "WorkloadPriorityClass",
+             "metadata": _meta(name, name, window), "value": value,
+             "description": what[name == priority_class(True)]}
+            for name, value in PRIORITY_CLASSES.items()]
 
 
 def _flavors(clusters: list[dict[str, Any]], window: Stamp) -> list[dict[str, Any]]:
@@ -339,7 +373,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
         projects = sorted(quotas)
         nodes = _ancestors(tree, projects)
     window = Stamp(object_labels(plan), annotations)
-    objects = _flavors(clusters, window) + [_pool(clusters, tree, quotas, window)]
+    objects = _priority_classes(window) + _flavors(clusters, window)
+    objects += [_pool(clusters, tree, quotas, window)]
     objects += _cohorts(tree, nodes, window)
     pace = pace_weights(plan) if weights == "pace" else None
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), window, pace) for p in projects]

@@ -89,10 +89,21 @@ from typing import Any
 import pandas as pd
 
 from planner.config import ModelConfig
-from planner.exporters.kueue import ANN, GPU, allowed_clusters, period_objects
+from planner.exporters.kueue import (
+    ANN,
+    GPU,
+    PRIORITY_CLASSES,
+    allowed_clusters,
+    period_objects,
+    priority_class,
+)
 from planner.simulate.planner_policy import PlannerPolicy
 
 NOMINAL, BORROWED = "nominal", "borrowed"
+#: the same below the top priority class (unallocated work, with the export's classes):
+#: a borrowing queue's first preemption candidates, before its borrowed budget work, and
+#: what a queue's budget work may preempt within it (``withinClusterQueue``)
+NOMINAL_LOW, BORROWED_LOW = "nominal-unallocated", "borrowed-unallocated"
 #: Kueue's fair-sharing preemption strategies, in its default order
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
@@ -263,6 +274,7 @@ class QueueSettings:
 
     strict_fifo: bool
     reclaim: bool  # reclaimWithinCohort is Any (equal priorities: LowerPriority never does)
+    lower_priority: bool = False  # withinClusterQueue is LowerPriority
 
 
 def _id(obj: dict[str, Any]) -> str:
@@ -306,7 +318,8 @@ def quota_trees(objects: list[dict[str, Any]]
     project_queue = {_id(o): o["metadata"]["name"] for o in queues}
     settings = {o["metadata"]["name"]: QueueSettings(
         o["spec"].get("queueingStrategy", "BestEffortFIFO") == "StrictFIFO",
-        o["spec"].get("preemption", {}).get("reclaimWithinCohort", "Never") == "Any")
+        o["spec"].get("preemption", {}).get("reclaimWithinCohort", "Never") == "Any",
+        o["spec"].get("preemption", {}).get("withinClusterQueue", "Never") == "LowerPriority")
         for o in queues}
     return trees, project_queue, settings
 
@@ -326,7 +339,8 @@ class KueueReplayPolicy(PlannerPolicy):
                  fill: bool = True, weights: str = "pace",
                  gang_wait_hours: float | None = math.inf,
                  fair_preemption: bool = True,
-                 strategies: tuple[str, ...] = (STRATEGIES[0],)) -> None:
+                 strategies: tuple[str, ...] = (STRATEGIES[0],),
+                 priorities: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
@@ -358,10 +372,22 @@ class KueueReplayPolicy(PlannerPolicy):
         #: True: replans keep the scenario's own reservation requests beside the
         #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
         self.reservation_requests = reservation_requests
+        #: the export's WorkloadPriorityClasses, each job carrying its class's label
+        #: (allocated work ``gpu-planner-budget``, unallocated ``gpu-planner-unallocated``):
+        #: a queue admits higher priorities first and ``withinClusterQueue: LowerPriority``
+        #: preempts its own lower-priority work; False: every workload at priority 0 (the
+        #: export before the classes, or a site whose jobs carry no class)
+        self.priorities = priorities
+
+    def _priority(self, sim, job: int) -> int:
+        """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
+        if not self.priorities:
+            return 0
+        return PRIORITY_CLASSES[priority_class(sim.jobs.allocated[job])]
 
     def job_key(self, sim, job: int) -> tuple:
-        """Submit order (Kueue cannot tell unallocated work apart)."""
-        return (sim.jobs.submit[job], job)
+        """``BestEffortFIFO``'s order: higher priority first, then submit order."""
+        return (-self._priority(sim, job), sim.jobs.submit[job], job)
 
     def prepare(self, sim) -> None:
         """The planner's preparation; no Kueue objects before the first replan."""
@@ -375,6 +401,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.settings: dict[str, QueueSettings] = {}
         self.kueue_allowed = allowed_clusters(sim.scenario.budgets)
         self._failed: set[int] = set()
+        self._no_within: set[int] = set()
         self._preempted: set[int] = set()
         self._splits = {}
 
@@ -413,16 +440,40 @@ class KueueReplayPolicy(PlannerPolicy):
             self._retag(sim, c, set(range(len(sim.projects))))
 
     def _retag(self, sim, c: int, projects: set[int]) -> None:
+        """Each queue's work within its nominal quota, higher priority and oldest first.
+
+        What is left is borrowed: the candidates Kueue preempts from a borrowing queue,
+        lowest priority first (:data:`BORROWED_LOW`, then :data:`BORROWED`), then most
+        recently admitted.
+        """
         tree = self.trees[c]
         taken: dict[int, int] = {}
-        for job in sim.running_jobs(c):
+        running = sim.running_jobs(c)  # oldest run first
+        if self.priorities:
+            running.sort(key=lambda j: -self._priority(sim, j))  # stable: oldest first
+        for job in running:
             p = sim.jobs.project[job]
             if p not in projects:
                 continue
             taken[p] = taken.get(p, 0) + sim.held(job)
             q = self.queue[p]
             nominal = tree.nodes[q].nominal if tree is not None and q is not None else 0
-            sim.retag(job, NOMINAL if taken[p] <= nominal else BORROWED)
+            sim.retag(job, self._tag(sim, job, taken[p] <= nominal))
+
+    def _tag(self, sim, job: int, within: bool) -> str:
+        """``job``'s tag: within its queue's nominal quota or borrowed; low priority or not."""
+        low = self.priorities and self._priority(sim, job) < max(PRIORITY_CLASSES.values())
+        if within:
+            return NOMINAL_LOW if low else NOMINAL
+        return BORROWED_LOW if low else BORROWED
+
+    def _low_held(self, sim, c: int, p: int | None = None) -> bool:
+        """Whether low-priority work runs on ``c`` (of project ``p`` alone, when given)."""
+        if not self.priorities:
+            return False
+        if p is None:
+            return bool(sim.held_of(c, NOMINAL_LOW).any() or sim.held_of(c, BORROWED_LOW).any())
+        return sim.held_under(c, p, NOMINAL_LOW) + sim.held_under(c, p, BORROWED_LOW) > 0
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -459,6 +510,14 @@ class KueueReplayPolicy(PlannerPolicy):
             if fits(size):
                 return top[1], False
             return (top[1], True) if settings.reclaim and reclaimable(size) else None
+        if self.priorities and settings.lower_priority:
+            # the head, by priority: one that does not fit may preempt the queue's own
+            # lower-priority work before a lower-priority workload that fits is admitted
+            top = queue.head()
+            if (top is not None and top[1] not in self._no_within
+                    and self._priority(sim, top[1]) > min(PRIORITY_CLASSES.values())
+                    and self._low_held(sim, c, p) and not fits(sim.jobs.gpus[top[1]])):
+                return top[1], True
         top = queue.head_fit(fits)
         if top is not None:
             return top[1], False
@@ -473,14 +532,14 @@ class KueueReplayPolicy(PlannerPolicy):
         return None
 
     def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
-        """Borrowing queues' borrowed work, the highest share first."""
+        """Borrowing queues' borrowed work, the highest share first, lowest priority first."""
         borrowing = [(-tree.share(q), q) for q, node in tree.nodes.items()
                      if node.queue and node.usage > node.nominal and q in self.project_of]
         if not borrowing:
             return []
         projects = [self.project_of[q] for _, q in sorted(borrowing)]
         self._retag(sim, c, set(projects))
-        return [(p, BORROWED) for p in projects]
+        return [(p, tag) for p in projects for tag in (BORROWED_LOW, BORROWED)]
 
     def schedule(self, sim, c: int) -> None:
         """Kueue's scheduling cycles on one flavor until nothing more is admitted."""
@@ -489,9 +548,10 @@ class KueueReplayPolicy(PlannerPolicy):
             return
         self._sync(sim, c, tree)
         self._failed = set()  # jobs whose reclaim failed in this call
+        self._no_within = set()  # jobs that cannot preempt their own queue's work in it
         self._preempted = set()  # jobs preempted in this call: they preempt nobody in it
-        if not sim.any_fits(c) and not tree.borrowing():
-            return  # nothing fits on the nodes and nobody borrows: nothing to admit
+        if not sim.any_fits(c) and not tree.borrowing() and not self._low_held(sim, c):
+            return  # nothing fits on the nodes, nobody borrows, nothing to preempt within
         while True:
             entries = []
             for p in sim.waiting_projects(c):
@@ -558,7 +618,9 @@ class KueueReplayPolicy(PlannerPolicy):
         need = sim.held(job)
         gpus = sim.jobs.gpus[job]
         if need > tree.available(q) or not sim.fits(c, gpus):
-            if not (self.settings[q].reclaim and node.usage + need <= node.nominal):
+            if self._within_queue(sim, c, p, job, tree):
+                pass  # its own queue's lower-priority work preempted: checked below
+            elif not (self.settings[q].reclaim and node.usage + need <= node.nominal):
                 if not self._fair_preempt(sim, c, p, job, tree):
                     return False
             elif job in self._failed:
@@ -568,9 +630,53 @@ class KueueReplayPolicy(PlannerPolicy):
             if need > tree.available(q) or not sim.fits(c, gpus):
                 self._failed.add(job)  # preempted for nothing: not again at this instant
                 return False
-        tag = NOMINAL if node.usage + need <= node.nominal else BORROWED
-        sim.start(job, tag)
+        sim.start(job, self._tag(sim, job, node.usage + need <= node.nominal))
         tree.add_usage(q, need)
+        return True
+
+    def _within_queue(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+        """``withinClusterQueue: LowerPriority``: preempt the queue's own lower-priority work.
+
+        Candidates: the queue's running workloads on this flavor with a lower priority than
+        ``job``'s, lowest priority and most recently admitted first (Kueue's candidate
+        order); taken until ``job`` fits (quota and, in the replay, nodes), then minimised
+        in reverse. False, with nothing preempted, when even all of them would not make it
+        fit: the replay then tries the cohort's candidates (reclaim, Fair Sharing) on their
+        own, where Kueue would pool both kinds.
+        """
+        q = self.queue[p]
+        if (not self.priorities or not self.settings[q].lower_priority
+                or job in self._no_within or job in self._preempted
+                or not self._low_held(sim, c, p)):
+            return False
+        mine = self._priority(sim, job)
+        cands = [v for v in sim.running_jobs(c)
+                 if sim.jobs.project[v] == p and self._priority(sim, v) < mine]
+        need, gpus = sim.held(job), sim.jobs.gpus[job]
+        targets: list[int] = []
+
+        def fits() -> bool:
+            return tree.available(q) >= need and self._fits_without(sim, c, gpus, targets)
+
+        cands.sort(key=lambda v: (self._priority(sim, v), -sim.started_at(v), -v))
+        try:
+            for v in cands:
+                if fits():
+                    break
+                targets.append(v)
+                tree.shift(q, -sim.held(v))
+            if not targets or not fits():
+                self._no_within.add(job)
+                return False
+            for v in reversed(list(targets)):
+                targets.remove(v)
+                tree.shift(q, sim.held(v))
+                if not fits():
+                    targets.append(v)
+                    tree.shift(q, -sim.held(v))
+        finally:
+            self._sync(sim, c, tree)
+        self._preempt(sim, c, tree, targets)
         return True
 
     def _reclaim(self, sim, c: int, q: str, job: int, tree: FlavorTree) -> bool:
