@@ -520,3 +520,33 @@ def test_pace_weights_are_what_each_budget_still_owes_per_hour():
     assert weights(export_kueue(spent, ORG, weights="pace"))["=P 3"] == "0"
     with pytest.raises(ValueError, match="weights must be one of"):
         export_kueue(PLAN, ORG, weights="budget")
+
+
+@needs_crds
+@pytest.mark.parametrize("per_cluster", [False, True])
+def test_every_set_carries_the_priority_classes_first(per_cluster):
+    # Budget work above unallocated work: the contract's "guaranteed work takes GPUs back
+    # from unallocated work first" in Kueue's terms. The classes come first in each set
+    # (a Job naming a class that does not exist yet is not admitted), in every
+    # per-cluster set too (each is applied to its own Kueue), and the queues let a
+    # higher priority preempt within them.
+    from planner.exporters.kueue import PRIORITY_CLASSES, PRIORITY_LABEL, priority_class
+
+    assert PRIORITY_LABEL == "kueue.x-k8s.io/priority-class"
+    assert priority_class(True) == "gpu-planner-budget"
+    assert priority_class(False) == "gpu-planner-unallocated"
+    assert PRIORITY_CLASSES[priority_class(True)] > PRIORITY_CLASSES[priority_class(False)] == 0
+    files = export_kueue(PLAN, ORG, periods=2, per_cluster=per_cluster)
+    sets = sorted(set(files) - {"index.yaml"})
+    assert len(sets) == (2 * len(PLAN["clusters"]) if per_cluster else 2)
+    for name in sets:
+        docs = objects(files, name)
+        head = docs[:2]
+        assert [d["kind"] for d in head] == ["WorkloadPriorityClass"] * 2
+        assert {d["metadata"]["name"]: d["value"] for d in head} == PRIORITY_CLASSES
+        assert all(d["kind"] != "WorkloadPriorityClass" for d in docs[2:])
+        for d in head:
+            validate(d)
+        queues = [d for d in docs if d["kind"] == "ClusterQueue"]
+        assert queues and all(q["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+                              for q in queues)

@@ -23,23 +23,36 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   at the root, subtree quota − usage. A workload is admitted when its GPUs fit there
   (and, in the replay, on the nodes: the engine places it at once; a real Kueue would
   admit on quota and leave pods pending where nodes are fragmented);
-- **order**: ``BestEffortFIFO`` within a ClusterQueue (the first waiting workload, in
-  submit order, that fits; ``StrictFIFO``: only the first); between queues, with fair
+- **priorities**: the export's WorkloadPriorityClasses, each job carrying its class's
+  label (:func:`planner.exporters.kueue.priority_class`): allocated work
+  ``gpu-planner-budget`` (1000), unallocated work ``gpu-planner-unallocated`` (0);
+  ``priorities=False`` replays every workload at priority 0 (the export before the
+  classes, or a site whose jobs carry no label);
+- **order**: ``BestEffortFIFO`` within a ClusterQueue (the first waiting workload, by
+  priority and then submit order, that fits; a higher-priority head that does not fit
+  first tries to preempt its own queue's lower-priority work, below; ``StrictFIFO``: only
+  the first); between queues, with fair
   sharing on (the export needs it, see the README), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
   resource share wins, share = max(0, usage − subtree quota) ÷ the parent's subtree
   quota ÷ weight (weight 0: infinite), computed with the workload admitted; two
   candidates are compared at the Cohort where their paths part
-  (:func:`tournament_order`), ties in submit order. Without fair sharing, submit order
-  alone;
+  (:func:`tournament_order`), ties by priority, then submit order. Without fair sharing,
+  priority and submit order alone;
 - **reclaim** (``reclaimWithinCohort: Any``): a workload that would stay within its
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
   queue's excess over its nominal quota (its most recently admitted workloads are
-  the borrowed ones); only when preempting that borrowed work leaves the workload its
+  the borrowed ones, the lowest priority first: :data:`BORROWED_LOW` before
+  :data:`BORROWED`); only when preempting that borrowed work leaves the workload its
   quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
-  room on the nodes. ``withinClusterQueue: LowerPriority`` does nothing: the export
-  sets no priorities, so every workload has the same;
+  room on the nodes;
+- **within a queue** (``withinClusterQueue: LowerPriority``,
+  :meth:`KueueReplayPolicy._within_queue`): a workload that does not fit preempts its own
+  queue's running workloads of a lower priority (budget work takes the queue's
+  unallocated work), the lowest priority and most recently admitted first, as many as
+  it needs to fit, tried before the cohort's candidates (Kueue pools both kinds; the
+  replay takes its own queue's alone when they suffice, else the cohort's alone);
 - **fair-sharing preemption** (:meth:`KueueReplayPolicy._fair_targets`): with Fair
   Sharing on, ``reclaimWithinCohort: Any`` lets a pending workload *beyond* its queue's
   nominal quota preempt too, under the Configuration's ``preemptionStrategies`` (Kueue's
@@ -73,8 +86,9 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   ``fill=False`` (the earlier, grant-capped export) a project the plan grants nothing
   on a cluster has no flavor there, so its work there is inadmissible until a replan
   grants it some, and borrowing stops at the opportunistic grant;
-- **unallocated work**: Kueue cannot tell it from allocated work: it goes to its
-  project's LocalQueue and competes in submit order within the same quota.
+- **unallocated work** goes to its project's LocalQueue like allocated work and shares
+  its quota, at the lower priority: admitted after the queue's waiting budget work,
+  preempted by it, and taken first when its queue borrows.
 
 Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 """
