@@ -393,3 +393,61 @@ def test_swap_search_from_the_greedy_placement_stays_valid_and_never_loses(rows,
         assert value <= brute_force(problem, part.requests, part.values, headroom)
         placements.append((part, placed))
     assert_placements_valid(problem, headroom, placements)
+
+
+def two_packings():
+    """The packing case twice, on c1 and c2: two independent parts (q's budget never binds)."""
+    rows = [("A", 4, 48.0, 0, 3), ("B", 2, 24.0, 0, 1), ("C", 2, 24.0, 2, 3),
+            ("D", 3, 24.0, 0, 3)]
+    return scenario(clusters=[("c1", "H100", 4, 8), ("c2", "H100", 4, 8)], org=ORG,
+                    budgets=[("q", BIG)], quarter_end=DAYS[3],
+                    reservations=[(f"{r}{c}", "q", f"c{c}", n, h, DAYS[a], DAYS[b])
+                                  for c in (1, 2) for r, n, h, a, b in rows])
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_parts_solved_in_worker_processes_give_what_solving_them_in_turn_gives(
+        monkeypatch, broken):
+    # Two parts, each closed by HiGHS: in two worker processes (python -m
+    # planner.model.part_worker, the largest part first) the placement, the stage's
+    # objective, bound and status and each part's outcome are those of solving them one
+    # after another here. broken: no worker can start, so each part is solved here
+    # afterwards, with the same result.
+    problem = build_problem(two_packings(), MODEL)
+    alone = build_reservation_model(problem, budget_headroom(problem))
+    placed, stage = solve_reservation_model(alone, 20.0, 0.0, THREADS, 0, workers=1)
+    assert placed == {"A1": 0, "D1": 2, "A2": 0, "D2": 2}
+    if broken:
+        def no_process(*args, **kwargs):
+            raise OSError("no processes here")
+        monkeypatch.setattr(reservations.subprocess, "Popen", no_process)
+    both = build_reservation_model(problem, budget_headroom(problem))
+    placed2, stage2 = solve_reservation_model(both, 20.0, 0.0, THREADS, 0, workers=2)
+    assert placed2 == placed
+    assert (stage2.status, stage2.objective, stage2.bound, stage2.gap) == (
+        stage.status, stage.objective, stage.bound, stage.gap) == (
+        SolverStatus.OPTIMAL, pytest.approx(2 * 2110.84), pytest.approx(2 * 2110.84), 0.0)
+    assert [(o.objective, o.bound, o.status) for o in both.outcomes] == [
+        (o.objective, o.bound, o.status) for o in alone.outcomes]
+
+
+def test_how_many_parts_are_solved_at_once(monkeypatch):
+    # The setting when it is a whole number >= 1; else: 1 unless two parts need a search,
+    # then the cores the load leaves free, this process's own counted free (it waits).
+    problem = build_problem(two_packings(), MODEL)
+    built = build_reservation_model(problem, budget_headroom(problem))
+    hard = SimpleNamespace(relaxed=10.0, requests=[], values=[], warm={})  # warm value 0
+    easy = SimpleNamespace(relaxed=reservations.INF, requests=[], values=[], warm={})
+    monkeypatch.setattr(reservations.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv(reservations.WORKERS_ENV, raising=False)
+    for load, parts, want in [(0.2, [hard, hard], 2), (1.4, [hard, hard], 2),
+                              (1.6, [hard, hard], 1), (0.2, [hard, easy], 1),
+                              (0.2, [hard, hard, hard], 2)]:
+        monkeypatch.setattr(reservations.os, "getloadavg", lambda load=load: (load, 0, 0))
+        built.parts = parts
+        assert reservations.part_workers(built, 0.005) == want, (load, len(parts))
+    for setting, want in [("3", 3), ("1", 1), ("0", 2), ("two", 2), (" ", 2)]:
+        monkeypatch.setenv(reservations.WORKERS_ENV, setting)
+        monkeypatch.setattr(reservations.os, "getloadavg", lambda: (0.2, 0, 0))
+        built.parts = [hard, hard]
+        assert reservations.part_workers(built, 0.005) == want, setting

@@ -118,6 +118,7 @@ NOMINAL, BORROWED = "nominal", "borrowed"
 #: a borrowing queue's first preemption candidates, before its borrowed budget work, and
 #: what a queue's budget work may preempt within it (``withinClusterQueue``)
 NOMINAL_LOW, BORROWED_LOW = "nominal-unallocated", "borrowed-unallocated"
+WITHIN = "within"  # a candidate that may preempt only its own queue's lower-priority work
 #: Kueue's fair-sharing preemption strategies, in its default order
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
@@ -499,8 +500,12 @@ class KueueReplayPolicy(PlannerPolicy):
         gpn = sim.gpn[c]
         return -(-gpus // gpn) * gpn if gpus >= gpn else gpus
 
-    def _candidate(self, sim, c: int, p: int, tree: FlavorTree) -> tuple[int, bool] | None:
-        """The queue's next workload to try, and whether it must reclaim to start."""
+    def _candidate(self, sim, c: int, p: int, tree: FlavorTree) -> tuple[int, bool | str] | None:
+        """The queue's next workload to try, and whether it must preempt to start.
+
+        ``True``: by reclaim or Fair Sharing; ``WITHIN``: only its own queue's
+        lower-priority work (``withinClusterQueue``), before anything else of the queue.
+        """
         q = self.queue[p]
         node = tree.nodes[q]
         queue = sim.queues[c].get(p)
@@ -531,7 +536,7 @@ class KueueReplayPolicy(PlannerPolicy):
             if (top is not None and top[1] not in self._no_within
                     and self._priority(sim, top[1]) > min(PRIORITY_CLASSES.values())
                     and self._low_held(sim, c, p) and not fits(sim.jobs.gpus[top[1]])):
-                return top[1], True
+                return top[1], WITHIN
         top = queue.head_fit(fits)
         if top is not None:
             return top[1], False
@@ -583,10 +588,10 @@ class KueueReplayPolicy(PlannerPolicy):
                 return
             entries.sort(key=TOURNAMENT)
             admitted = False
-            for _, _, p, job, _ in entries:
+            for _, _, p, job, how in entries:
                 if not sim.is_waiting(job):
                     continue
-                if self._admit(sim, c, p, job, tree):
+                if self._admit(sim, c, p, job, tree, within_only=how == WITHIN):
                     admitted = True
             if not admitted:
                 return
@@ -626,7 +631,8 @@ class KueueReplayPolicy(PlannerPolicy):
                 return jobs[:i + 1]
         return None  # pragma: no cover - everything was enough above
 
-    def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+    def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree,
+               within_only: bool = False) -> bool:
         q = self.queue[p]
         node = tree.nodes[q]
         need = sim.held(job)
@@ -634,6 +640,8 @@ class KueueReplayPolicy(PlannerPolicy):
         if need > tree.available(q) or not sim.fits(c, gpus):
             if self._within_queue(sim, c, p, job, tree):
                 pass  # its own queue's lower-priority work preempted: checked below
+            elif within_only:
+                return False  # the queue's other workloads come next, as before
             elif not (self.settings[q].reclaim and node.usage + need <= node.nominal):
                 if not self._fair_preempt(sim, c, p, job, tree):
                     return False
