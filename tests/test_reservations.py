@@ -274,7 +274,8 @@ def test_a_part_that_reaches_its_gap_early_leaves_its_time_to_the_next(monkeypat
     monkeypatch.setattr(reservations, "solve_part", fake_solve)
     parts = [SimpleNamespace(name=name, start=np.zeros(columns))
              for name, columns in [("a", 100), ("big", 200), ("b", 100)]]
-    placed, stage = solve_reservation_model(ReservationModel(parts), 30.0, 0.005, THREADS, 0)
+    placed, stage = solve_reservation_model(ReservationModel(parts), 30.0, 0.005, THREADS, 0,
+                                            workers=1)
     assert limits == [("a", pytest.approx(7.5)), ("b", pytest.approx(9.5)),
                       ("big", pytest.approx(19.0))]
     assert placed == {"a": 0, "b": 0, "big": 0}
@@ -432,17 +433,20 @@ def test_parts_solved_in_worker_processes_give_what_solving_them_in_turn_gives(
 
 
 def test_how_many_parts_are_solved_at_once(monkeypatch):
-    # The setting when it is a whole number >= 1; else: 1 unless two parts need a search,
-    # then the cores the load leaves free, this process's own counted free (it waits).
+    # The setting when it is a whole number >= 1; else: 1 unless two parts need a search
+    # and have WORKER_MIN_COLUMNS columns, then the cores the load leaves free, this
+    # process's own counted free (it waits).
     problem = build_problem(two_packings(), MODEL)
     built = build_reservation_model(problem, budget_headroom(problem))
-    hard = SimpleNamespace(relaxed=10.0, requests=[], values=[], warm={})  # warm value 0
-    easy = SimpleNamespace(relaxed=reservations.INF, requests=[], values=[], warm={})
+    big = np.zeros(reservations.WORKER_MIN_COLUMNS)
+    hard = SimpleNamespace(relaxed=10.0, requests=[], values=[], warm={}, start=big)
+    easy = SimpleNamespace(relaxed=reservations.INF, requests=[], values=[], warm={}, start=big)
+    small = SimpleNamespace(relaxed=10.0, requests=[], values=[], warm={}, start=big[1:])
     monkeypatch.setattr(reservations.os, "cpu_count", lambda: 2)
     monkeypatch.delenv(reservations.WORKERS_ENV, raising=False)
     for load, parts, want in [(0.2, [hard, hard], 2), (1.4, [hard, hard], 2),
                               (1.6, [hard, hard], 1), (0.2, [hard, easy], 1),
-                              (0.2, [hard, hard, hard], 2)]:
+                              (0.2, [hard, hard, hard], 2), (0.2, [hard, small], 1)]:
         monkeypatch.setattr(reservations.os, "getloadavg", lambda load=load: (load, 0, 0))
         built.parts = parts
         assert reservations.part_workers(built, 0.005) == want, (load, len(parts))

@@ -118,6 +118,10 @@ POLISH_SHARE = 0.05  # of a part's time, the last: the swap search after branch 
 #: ``PLANNER_RESERVATION_WORKERS``: how many parts are solved at once, each in a worker
 #: process (1: one after another, in this process); unset: :func:`part_workers` decides
 WORKERS_ENV = "PLANNER_RESERVATION_WORKERS"
+#: the fewest columns (candidate starts) of a part worth a worker process: the 10× daily
+#: sample's parts that need a search have at most 107 and close in well under a second,
+#: less than a worker's start-up; a reservation-heavy part has thousands (r10: 1,819)
+WORKER_MIN_COLUMNS = 500
 LNS_ROUNDS = 3  # local search rounds at most over every neighbourhood
 NEIGHBOURHOOD = 20  # requests a local search sub-MIP re-places together
 SUB_MIP_NODES = 200  # branch-and-bound nodes a sub-MIP may take (a deterministic work limit)
@@ -711,8 +715,8 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
     :data:`WORKERS_ENV` when set to a whole number ≥ 1 (anything else counts as unset); else
     the cores the 1-minute load average leaves free, this process's own included (it
     waits while its workers solve): cores − max(0, load − 1), rounded, at most the parts
-    whose warm start needs a search (:func:`needs_search`), and 1 unless at least two do:
-    parts that close at
+    whose warm start needs a search (:func:`needs_search`) and which have at least
+    :data:`WORKER_MIN_COLUMNS` columns, and 1 unless at least two do: parts that close at
     once are not worth a process's start-up (the 10× daily sample's 70 parts close in
     under a second). Which process solves a part changes nothing else: the same HiGHS
     options, seed and time share, so a part that closes within ``mip_gap`` gives the same
@@ -721,7 +725,8 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
     setting = os.environ.get(WORKERS_ENV, "").strip()
     if setting.isdigit() and int(setting) >= 1:
         return int(setting)  # anything else: decided as if unset
-    hard = sum(needs_search(part, mip_gap) for part in built.parts)
+    hard = sum(needs_search(part, mip_gap) and part.start.size >= WORKER_MIN_COLUMNS
+               for part in built.parts)
     if hard < 2:
         return 1
     try:
