@@ -8,8 +8,10 @@ the requests (6,060 on 80), ``x10`` = the 10× sample itself (the daily run's st
 time). Each run is a fresh process planning the whole scenario with the default model
 (60 s limit, half of it for the reservation stage); it reports the stage's objective,
 bound and gap as the plan carries them, the stage's seconds (building the parts and
-their warm starts, and solving), the number of independent parts, and the load average
-(1 min) at the run's end. Prints a markdown table of medians (gap: median and worst).
+their warm starts, and solving), the number of independent parts, the worker processes
+that solved them at once (``part_workers``: 1 = in turn; ``PLANNER_RESERVATION_WORKERS``
+fixes it) and the load average (1 min) at the run's end. Prints a markdown table of
+medians (gap: median and worst).
 """
 
 from __future__ import annotations
@@ -40,13 +42,18 @@ def timed_build(*args):
     built["s"] = time.perf_counter() - tick
     return built["model"]
 stage1.build_reservation_model = timed_build
+decide = stage1.part_workers
+def counted_workers(*args):
+    built["workers"] = decide(*args)
+    return built["workers"]
+stage1.part_workers = counted_workers
 import planner.model.solve
 planner.model.solve.build_reservation_model = timed_build
 started = time.perf_counter()
 run = plan_scenario(load_scenario(sys.argv[1]), load_model("default"))
 stage = run.solution.stages[0]
 print(json.dumps({"requests": len(run.problem.requests), "clusters": len(run.problem.clusters),
-                  "parts": len(built["model"].parts),
+                  "parts": len(built["model"].parts), "workers": built.get("workers", 1),
                   "placed": sum(not r["kept"] for r in run.plan.reservations),
                   "status": str(stage.status), "objective": stage.objective,
                   "bound": stage.bound, "gap": stage.gap,
@@ -88,7 +95,8 @@ def row(name: str, results: list[dict]) -> str:
             f"{med('placed'):.0f} | {med('objective'):,.0f} | {med('bound'):,.0f} | "
             f"{100 * med('gap'):.2f} % | {100 * max(r['gap'] for r in results):.2f} % | "
             f"{', '.join(sorted({r['status'] for r in results}))} | {med('stage_s'):.2f} | "
-            f"{med('total_s'):.1f} | {min(loads):.1f}–{max(loads):.1f} | {len(results)} |")
+            f"{med('total_s'):.1f} | {min(loads):.1f}–{max(loads):.1f} | "
+            f"{'/'.join(str(r['workers']) for r in results)} | {len(results)} |")
 
 
 def main() -> None:
@@ -98,8 +106,8 @@ def main() -> None:
     parser.add_argument("--cases", default="r10,x10r10")
     args = parser.parse_args()
     lines = ["| case | requests | clusters | parts | placed | objective | bound | gap (median) | "
-             "gap (worst) | status | stage s | total s | load avg | runs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "gap (worst) | status | stage s | total s | load avg | workers | runs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.cases.split(","):
         lines.append(row(name, measure(scenario_for(name), args.runs)))
     print("\n".join(lines))
