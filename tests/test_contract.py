@@ -178,7 +178,7 @@ def _kueue_first_period(plan, org, fill: bool = False):
     quotas = {}
     pool = {}
     for o in objects:
-        for group in o["spec"].get("resourceGroups", []):
+        for group in o.get("spec", {}).get("resourceGroups", []):
             for f in group["flavors"]:
                 res = f["resources"][0]
                 if o["kind"] == "ClusterQueue":
