@@ -598,13 +598,16 @@ GRANT = st.tuples(st.integers(0, 16), st.integers(0, 16))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 30),
                                st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.25, 10),
-                               st.booleans()), min_size=1, max_size=14),
+                               st.booleans(), st.sampled_from([0.0, 1.0])),
+                     min_size=1, max_size=14),
        grants=st.tuples(GRANT, GRANT), reserved=st.sampled_from([(), (("b", 1),)]))
 def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     # Two nodes (16 GPUs), a fixed plan whose guaranteed GPUs (plus b's reserved node)
     # fit the cluster. After every scheduling pass: no queue above nominal +
     # borrowingLimit, the pool not overdrawn, reserved GPUs never used by another queue;
-    # only borrowed work is ever preempted.
+    # only borrowed work, or a queue's own unallocated work (min runtime 0: the
+    # gpu-planner-unallocated class, which its budget work may preempt), is ever
+    # preempted: budget work within its queue's nominal quota never is.
     (ga, oa), (gb, ob) = grants
     held = 8 * len(reserved)
     ga = min(ga, 16 - held)
@@ -612,8 +615,8 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     oa, ob = min(oa, 16 - ga - gb - held), min(ob, 16 - ga - gb - held)
     plan = hand_plan(2, {"a": (float(ga), float(oa)), "b": (float(gb), float(ob))},
                      reservations=reserved)
-    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), 1.0, r)
-            for i, (p, t, g, d, r) in enumerate(jobs)]
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
     tr = trace(rows)
     checks = []
 
@@ -634,5 +637,9 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
             checks.append(sim.now)
 
     result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
-    assert all(s.tag == BORROWED for s in result.segments if s.ended == PREEMPTED)
+    assert all(s.tag in (BORROWED, BORROWED_LOW, NOMINAL_LOW)
+               for s in result.segments if s.ended == PREEMPTED)
+    allocated = set(tr.index[tr["min_runtime_hours"] > 0])  # trace rows (sorted by submit)
+    assert all((s.job in allocated) == (s.tag in (NOMINAL, BORROWED))
+               for s in result.segments)
     assert checks or not len(tr)
