@@ -172,11 +172,10 @@ def _meta(name: str, original: str, window: Stamp, namespace: str | None = None
 
 def _priority_classes(window: Stamp) -> list[dict[str, Any]]:
     """The WorkloadPriorityClasses (:data:`PRIORITY_CLASSES`): cluster-scoped, no spec."""
-    what = {True: "allocated work, charged to the project's budget (gpu-planner)",
-            False: "unallocated work, charged to no budget (gpu-planner)"}
+    what = {priority_class(True): "allocated work, charged to the project's budget (gpu-planner)",
+            priority_class(False): "unallocated work, charged to no budget (gpu-planner)"}
     return [{"apiVersion": API, "kind": "WorkloadPriorityClass",
-             "metadata": _meta(name, name, window), "value": value,
-             "description": what[name == priority_class(True)]}
+             "metadata": _meta(name, name, window), "value": value, "description": what[name]}
             for name, value in PRIORITY_CLASSES.items()]
 
 

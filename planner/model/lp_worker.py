@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import sys
 import time
+from typing import BinaryIO
 
 import numpy as np
 
@@ -75,12 +77,34 @@ def peak_mb() -> float:
     return float("nan")
 
 
-def main() -> None:
-    """Read a request from stdin, write the outcomes and this process's peak MB to stdout."""
+def start_worker(module: str) -> subprocess.Popen | None:
+    """``python -m <module>`` with pipes on stdin and stdout, or None if it cannot start.
+
+    How the planning process launches its workers (this module's :func:`main`, and
+    :mod:`planner.model.part_worker`); stderr is discarded.
+    """
+    try:
+        return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def reply_stream() -> BinaryIO:
+    """A worker's own stdout for its replies; fd 1 itself goes to /dev/null.
+
+    Whatever HiGHS might print to the C-level stdout then stays off the replies.
+    """
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # whatever HiGHS might print stays off the reply
+    os.dup2(devnull, 1)
     os.close(devnull)
+    return out
+
+
+def main() -> None:
+    """Read a request from stdin, write the outcomes and this process's peak MB to stdout."""
+    out = reply_stream()
     forms, seconds_left, threads, seed = pickle.load(sys.stdin.buffer)
     outcomes = solve_forms(forms, seconds_left, threads, seed)
     pickle.dump((outcomes, peak_mb()), out, protocol=pickle.HIGHEST_PROTOCOL)

@@ -12,19 +12,16 @@ two threads of one process share its scheduler (:mod:`planner.model.lp_worker`).
 
 from __future__ import annotations
 
-import os
 import pickle
 import sys
 
+from planner.model.lp_worker import reply_stream
 from planner.model.reservations import solve_remote
 
 
 def main() -> None:
     """Answer every request on stdin, in order, until it closes."""
-    out = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # whatever HiGHS might print stays off the replies
-    os.close(devnull)
+    out = reply_stream()
     while True:
         try:
             args = pickle.load(sys.stdin.buffer)

@@ -91,7 +91,6 @@ import contextlib
 import os
 import pickle
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,6 +99,7 @@ import highspy
 import numpy as np
 
 from planner.model.lp import INF, LpBuilder, MatrixForm, new_highs
+from planner.model.lp_worker import start_worker
 from planner.model.problem import Problem, Request
 from planner.model.result import (
     SolverStatus,
@@ -630,7 +630,7 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
     relaxed = part.relaxed
     if relaxed == INF and warm_value < sum(max(0, int(v.max())) for v in part.values):
         relaxed = relaxation_bound(part, threads, seed)
-    if relaxed < INF and relaxed > warm_value * (1 + mip_gap) and LNS_SHARE > 0:
+    if _short_of(relaxed, warm_value, mip_gap) and LNS_SHARE > 0:
         deadline = started + LNS_SHARE * time_limit
         improved, value = improve_placement(part, deadline, threads, seed)
         if value > warm_value:
@@ -703,10 +703,15 @@ def part_time_limit(left: float, columns: int, queued_columns: int) -> float:
     return max(MIN_PART_SECONDS, left * columns / max(1, queued_columns))
 
 
+def _short_of(relaxed: float, warm: float, mip_gap: float) -> bool:
+    """Whether a warm start's value is further than ``mip_gap`` below a known LP relaxation."""
+    return relaxed < INF and relaxed > warm * (1 + mip_gap)
+
+
 def needs_search(part: ReservationPart, mip_gap: float) -> bool:
     """Whether the part's warm start is further than ``mip_gap`` from its LP relaxation."""
-    warm = placement_value(part.requests, part.values, part.warm)
-    return part.relaxed < INF and part.relaxed > warm * (1 + mip_gap)
+    return _short_of(part.relaxed, placement_value(part.requests, part.values, part.warm),
+                     mip_gap)
 
 
 def part_workers(built: ReservationModel, mip_gap: float) -> int:
@@ -782,12 +787,7 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
             return j, limit
 
     def serve() -> None:
-        try:
-            process = subprocess.Popen([sys.executable, "-m", "planner.model.part_worker"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL)
-        except OSError:
-            process = None
+        process = start_worker("planner.model.part_worker")
         try:
             while (got := take()) is not None:
                 j, limit = got
@@ -808,11 +808,11 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
         finally:
             _end(process)
 
-    threads_ = [threading.Thread(target=serve, daemon=True) for _ in range(workers)]
-    for thread in threads_:
-        thread.start()
-    for thread in threads_:
-        thread.join()
+    servers = [threading.Thread(target=serve, daemon=True) for _ in range(workers)]
+    for server in servers:
+        server.start()
+    for server in servers:
+        server.join()
     for j in sorted(failed):
         left = max(MIN_PART_SECONDS, deadline - time.time())
         done[j] = solve_part(built.parts[j], left, mip_gap, threads, seed)

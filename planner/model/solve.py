@@ -15,7 +15,6 @@ import contextlib
 import os
 import pickle
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from planner.model.elastic import (
     solve_elastic_model,
     split_triples,
 )
+from planner.model.lp_worker import start_worker
 from planner.model.problem import Problem
 from planner.model.reservations import (
     build_reservation_model,
@@ -227,13 +227,7 @@ class LpHelper:
     @staticmethod
     def start() -> LpHelper:
         """Launch the worker (``python -m planner.model.lp_worker``)."""
-        try:
-            process = subprocess.Popen([sys.executable, "-m", "planner.model.lp_worker"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL)
-        except OSError:
-            process = None
-        return LpHelper(process)
+        return LpHelper(start_worker("planner.model.lp_worker"))
 
     def send(self, forms: list, seconds_left: float, threads: int, seed: int) -> None:
         """The forms to solve, within ``seconds_left``, with HiGHS's ``threads`` and seed."""

@@ -119,6 +119,7 @@ NOMINAL, BORROWED = "nominal", "borrowed"
 #: what a queue's budget work may preempt within it (``withinClusterQueue``)
 NOMINAL_LOW, BORROWED_LOW = "nominal-unallocated", "borrowed-unallocated"
 WITHIN = "within"  # a candidate that may preempt only its own queue's lower-priority work
+TOP, BOTTOM = max(PRIORITY_CLASSES.values()), min(PRIORITY_CLASSES.values())
 #: Kueue's fair-sharing preemption strategies, in its default order
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
@@ -477,7 +478,7 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def _tag(self, sim, job: int, within: bool) -> str:
         """``job``'s tag: within its queue's nominal quota or borrowed; low priority or not."""
-        low = self.priorities and self._priority(sim, job) < max(PRIORITY_CLASSES.values())
+        low = self.priorities and self._priority(sim, job) < TOP
         if within:
             return NOMINAL_LOW if low else NOMINAL
         return BORROWED_LOW if low else BORROWED
@@ -534,7 +535,7 @@ class KueueReplayPolicy(PlannerPolicy):
             # lower-priority work before a lower-priority workload that fits is admitted
             top = queue.head()
             if (top is not None and top[1] not in self._no_within
-                    and self._priority(sim, top[1]) > min(PRIORITY_CLASSES.values())
+                    and self._priority(sim, top[1]) > BOTTOM
                     and self._low_held(sim, c, p) and not fits(sim.jobs.gpus[top[1]])):
                 return top[1], WITHIN
         top = queue.head_fit(fits)
@@ -690,12 +691,7 @@ class KueueReplayPolicy(PlannerPolicy):
             if not targets or not fits():
                 self._no_within.add(job)
                 return False
-            for v in reversed(list(targets)):
-                targets.remove(v)
-                tree.shift(q, sim.held(v))
-                if not fits():
-                    targets.append(v)
-                    tree.shift(q, -sim.held(v))
+            self._drop_spare(sim, tree, targets, fits)
         finally:
             self._sync(sim, c, tree)
         self._preempt(sim, c, tree, targets)
@@ -864,16 +860,24 @@ class KueueReplayPolicy(PlannerPolicy):
                     take(retry[y][0])
             if not fits():
                 return None
-            for v in reversed(list(targets)):
-                y = self.queue[sim.jobs.project[v]]
-                targets.remove(v)
-                tree.shift(y, held_of[v])
-                if not fits():
-                    targets.append(v)
-                    tree.shift(y, -held_of[v])
+            self._drop_spare(sim, tree, targets, fits)
             return targets
         finally:
             self._sync(sim, c, tree)
+
+    def _drop_spare(self, sim, tree: FlavorTree, targets: list[int], fits) -> None:
+        """Kueue's last step: in reverse, drop each target without which ``fits()`` holds.
+
+        ``targets``' GPUs are shifted out of their queues' usage on entry and the dropped
+        ones back in, as ``fits`` reads the tree.
+        """
+        for v in reversed(list(targets)):
+            y = self.queue[sim.jobs.project[v]]
+            targets.remove(v)
+            tree.shift(y, sim.held(v))
+            if not fits():
+                targets.append(v)
+                tree.shift(y, -sim.held(v))
 
     def _highest(self, tree: FlavorTree, queues: set[str]) -> str:
         """The queue among ``queues`` reached from the root by the highest-share children."""
