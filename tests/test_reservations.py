@@ -21,6 +21,7 @@ from planner.model.reservations import (
     _costs,
     build_reservation_model,
     fixed_nodes,
+    free_worker_seconds,
     greedy_placement,
     improve_placement,
     neighbourhoods,
@@ -252,6 +253,18 @@ def test_part_time_limit_by_hand():
     assert part_time_limit(30.0, 100, 400) == pytest.approx(7.5)
     assert part_time_limit(19.0, 200, 200) == pytest.approx(19.0)
     assert part_time_limit(0.2, 100, 400) == reservations.MIN_PART_SECONDS
+
+
+def test_free_worker_seconds_by_hand():
+    # two workers, 30 s to the deadline: the one taking a part is free now, the other's
+    # part is due to end in 12 s, so 30 + 18 = 48 worker-seconds are free for the parts
+    # not started yet (not 2 × 30: the other's next 12 s are its running part's)
+    assert free_worker_seconds(100.0, 130.0, 2, [112.0]) == pytest.approx(48.0)
+    # no other part running: every worker's whole time
+    assert free_worker_seconds(100.0, 130.0, 2, []) == pytest.approx(60.0)
+    # a part due past the deadline, or one overdue, gives nothing / all of its worker
+    assert free_worker_seconds(100.0, 130.0, 3, [140.0, 90.0]) == pytest.approx(60.0)
+    assert free_worker_seconds(131.0, 130.0, 2, [112.0]) == 0.0
 
 
 def test_a_part_that_reaches_its_gap_early_leaves_its_time_to_the_next(monkeypatch):

@@ -93,6 +93,7 @@ import pickle
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import highspy
@@ -703,6 +704,21 @@ def part_time_limit(left: float, columns: int, queued_columns: int) -> float:
     return max(MIN_PART_SECONDS, left * columns / max(1, queued_columns))
 
 
+def free_worker_seconds(now: float, deadline: float, workers: int,
+                        busy_until: Iterable[float]) -> float:
+    """Worker-seconds free for the parts not started yet, from ``now`` to ``deadline``.
+
+    ``workers`` workers, one of them (the one taking a part) free now, the others busy
+    until the times in ``busy_until`` (their parts' due ends): each gives the time from
+    when it is free to the deadline. Without the others' commitments, a part taken late
+    would be given time the others' parts already hold, and the last part what is left.
+    """
+    left = max(0.0, deadline - now)
+    busy = list(busy_until)
+    idle = workers - len(busy)
+    return idle * left + sum(max(0.0, deadline - max(now, end)) for end in busy)
+
+
 def _short_of(relaxed: float, warm: float, mip_gap: float) -> bool:
     """Whether a warm start's value is further than ``mip_gap`` below a known LP relaxation."""
     return relaxed < INF and relaxed > warm * (1 + mip_gap)
@@ -762,34 +778,39 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
     """Parts in ``workers`` worker processes, each started with its share of the time left.
 
     Each worker (``python -m planner.model.part_worker``) takes the next part of ``order``
-    when it is free; the part gets ``workers`` × the seconds left × its columns ÷ the
-    columns of the parts not started yet (this one included), at most the seconds left:
-    what :func:`part_time_limit` gives one process, with ``workers`` of them. A part whose
-    worker failed (it could not start, or died) is solved here afterwards, in the time left.
+    when it is free; the part gets its share by columns (:func:`part_time_limit`) of the
+    worker-time still free (:func:`free_worker_seconds`: the other workers' time after the
+    parts they are solving end counts, theirs until then does not), at most the seconds
+    left. A part whose worker failed (it could not start, or died) is solved here
+    afterwards, in the time left.
     """
     deadline = time.time() + time_limit
     lock = threading.Lock()
     pending = list(order)
     queued = [sum(built.parts[j].start.size for j in order)]
+    busy_until: dict[int, float] = {}  # server: when the part it solves is due to end
     done: dict[int, tuple[dict[str, int], StageResult]] = {}
     failed: list[int] = []
 
-    def take() -> tuple[int, float] | None:
+    def take(server: int) -> tuple[int, float] | None:
         with lock:
+            busy_until.pop(server, None)
             if not pending:
                 return None
             j = pending.pop(0)
             columns = built.parts[j].start.size
-            left = deadline - time.time()
-            limit = min(max(left, MIN_PART_SECONDS),
-                        part_time_limit(left * workers, columns, queued[0]))
+            now = time.time()
+            free = free_worker_seconds(now, deadline, workers, busy_until.values())
+            limit = min(max(deadline - now, MIN_PART_SECONDS),
+                        part_time_limit(free, columns, queued[0]))
             queued[0] -= columns
+            busy_until[server] = now + limit
             return j, limit
 
-    def serve() -> None:
+    def serve(server: int) -> None:
         process = start_worker("planner.model.part_worker")
         try:
-            while (got := take()) is not None:
+            while (got := take(server)) is not None:
                 j, limit = got
                 if process is None:
                     failed.append(j)
@@ -808,7 +829,8 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
         finally:
             _end(process)
 
-    servers = [threading.Thread(target=serve, daemon=True) for _ in range(workers)]
+    servers = [threading.Thread(target=serve, args=(server,), daemon=True)
+               for server in range(workers)]
     for server in servers:
         server.start()
     for server in servers:
