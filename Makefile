@@ -7,10 +7,10 @@ OUT ?= out
 
 .PHONY: run test lint bench sample screenshots clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
 run: $(BIN)/.installed  ## plan the bundled sample into ./out
