@@ -123,6 +123,7 @@ def test_hand_plan_quotas_equal_the_plan():
         "gpu-planner.io/valid-from"] == "2026-11-17T00:00:00Z"
 
 
+@needs_crds
 def test_fill_export_gives_every_queue_every_flavor_without_borrowing_limit():
     # the default export (fill): the same nominal quotas and pool, no borrowingLimit (any
     # idle GPU of the cohort tree may be borrowed, reclaimed at once by its lender), and a
