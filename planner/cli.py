@@ -149,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
                                "fairtree, quota, lookback, planner, planner-kueue, "
                                "planner-slurm)")
     simulate.add_argument("--out", required=True, help="output folder")
+    simulate.add_argument("--seeds", default=None,
+                          help="comma-separated HiGHS random seeds, e.g. 0,1,2: each planning "
+                               "policy is replayed once per seed, as columns NAME@seedK (the "
+                               "spread is how firm a figure is; default: the model's seed, "
+                               "one column)")
     simulate.add_argument("--model", default="default",
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
@@ -462,18 +467,20 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         POLICY_NAMES,
         output_files,
         parse_policies,
+        parse_seeds,
         simulate,
         table_rows,
     )
     from planner.simulate.trace import read_trace
 
     names = list(POLICY_NAMES) if args.policy is None else parse_policies(args.policy)
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
     model = load_model(args.model)
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
     with err.status("replaying", spinner="dots") as status:
-        runs = simulate(scenario, trace, names, status.update, model)
+        runs = simulate(scenario, trace, names, status.update, model, seeds)
         status.update("writing metrics, pictures and jobs")
         written = write_files(Path(args.out), output_files(scenario, trace, runs, model.name))
     from rich.table import Table

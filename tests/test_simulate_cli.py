@@ -194,3 +194,51 @@ def test_simulate_without_policy_replays_all_seven_and_the_help_names_them(tmp_p
     helptext = " ".join(capsys.readouterr().out.split())
     for name in POLICY_NAMES:
         assert name in helptext
+
+
+def test_seeds_replay_each_planning_policy_once_per_seed(tmp_path, capsys, monkeypatch):
+    # --seeds 0,3: planner-slurm twice (columns planner-slurm@seed0 and @seed3, each
+    # with its own files), fairtree once (it solves no LP); the seed reaches the replans'
+    # model (solver.random_seed), and seed 0, the default model's, gives the plain run's
+    # figures exactly
+    from planner.simulate.run import simulate
+
+    scenario = short_quarter(tmp_path)
+    trace = write_trace(tmp_path, JOBS)
+    out = tmp_path / "seeds"
+    assert main(["simulate", str(scenario), "--trace", str(trace), "--policy",
+                 "fairtree,planner-slurm", "--seeds", "0,3", "--out", str(out)]) == 0
+    body = json.loads((out / "metrics.json").read_text())
+    assert list(body["policies"]) == ["fairtree", "planner-slurm@seed0", "planner-slurm@seed3"]
+    assert (out / "planner-slurm@seed3-jobs.csv").is_file()
+    assert "planner-slurm@seed3" in (out / "report.html").read_text()
+    plain = tmp_path / "plain"
+    assert main(["simulate", str(scenario), "--trace", str(trace), "--policy",
+                 "planner-slurm", "--out", str(plain)]) == 0
+    assert (json.loads((plain / "metrics.json").read_text())["policies"]["planner-slurm"]
+            == body["policies"]["planner-slurm@seed0"])
+    import planner.run
+    from planner.inputs.load import load_scenario
+    from planner.simulate.trace import read_trace
+
+    seen = []
+    real = planner.run.plan_scenario
+
+    def spy(scenario, model, *args, **kwargs):
+        seen.append(model.solver.random_seed)
+        return real(scenario, model, *args, **kwargs)
+
+    monkeypatch.setattr(planner.run, "plan_scenario", spy)
+    loaded = load_scenario(str(scenario))
+    runs = simulate(loaded, read_trace(trace, loaded), ["planner"], seeds=[7])
+    assert [r.name for r in runs] == ["planner@seed7"] and seen and set(seen) == {7}
+
+
+@pytest.mark.parametrize("seeds", ["", "x", "-1", "1.5", "0,,a", "99999999999"])
+def test_bad_seeds_exit_2_and_write_nothing(tmp_path, capsys, seeds):
+    trace = write_trace(tmp_path, JOBS)
+    out = tmp_path / "out"
+    assert main(["simulate", str(short_quarter(tmp_path)), "--trace", str(trace),
+                 "--seeds", seeds, "--out", str(out)]) == 2
+    assert "--seeds" in capsys.readouterr().err
+    assert not out.exists()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from planner.config import ModelConfig
+from planner.config import ModelConfig, load_model
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
@@ -56,31 +56,66 @@ def parse_policies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+#: the policies that plan (their replans solve LPs, so HiGHS's seed can move them)
+PLANNING_POLICIES = ("planner", "planner-kueue", "planner-slurm")
+#: a column of a policy replayed under another HiGHS seed: ``planner-slurm@seed1``
+SEED_MARK = "@seed"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2``: whole numbers ≥ 0, in the order given, each once; InputError else."""
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in parts if not t.isdigit() or int(t) > 2**31 - 1]
+    if bad or not parts:
+        raise InputError([InputProblem("--seeds", None, None,
+                                       f"not a seed: {', '.join(bad) or '(none)'}; give "
+                                       "whole numbers from 0 to 2147483647, comma-separated")])
+    return list(dict.fromkeys(int(t) for t in parts))
+
+
+def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
+    """``model`` with HiGHS's ``solver.random_seed`` set to ``seed``."""
+    return replace(model, solver=replace(model.solver, random_seed=seed))
+
+
 def make_policy(name: str, model: ModelConfig | None = None):
     """A fresh policy ``name``; the three ``planner`` ones plan with ``model``.
 
     (``model`` default: ``default``.)
     """
-    if name in ("planner", "planner-kueue", "planner-slurm"):
+    if name in PLANNING_POLICIES:
         return POLICIES[name](model=model)
     return POLICIES[name]()
 
 
 def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
-             progress=None, model: ModelConfig | None = None) -> list[PolicyRun]:
+             progress=None, model: ModelConfig | None = None,
+             seeds: list[int] | None = None) -> list[PolicyRun]:
     """Replay ``trace`` under each policy in ``names`` and measure it.
 
-    ``model`` is the planning model of the ``planner`` policy (the others ignore it);
+    ``model`` is the planning model of the ``planner`` policies (the others ignore it);
     read the trace with its contract's ``min_runtime_cap_hours`` as ``cap_hours``.
+    ``seeds``: each planning policy (:data:`PLANNING_POLICIES`) is replayed once per seed,
+    its model's ``solver.random_seed`` set to it, as a run named ``NAME@seedK``: the
+    replans' LPs have many optimal vertices and the seed picks among them, so the spread
+    over seeds is how firm a figure is. The baselines solve no LP and run once.
     """
-    runs = []
+    if seeds and model is None:
+        model = load_model("default")
+    jobs: list[tuple[str, str, ModelConfig | None]] = []
     for name in names:
+        if seeds and name in PLANNING_POLICIES:
+            jobs += [(f"{name}{SEED_MARK}{k}", name, with_seed(model, k)) for k in seeds]
+        else:
+            jobs.append((name, name, model))
+    runs = []
+    for label, name, planning in jobs:
         if progress:
-            progress(f"replaying under {name}")
+            progress(f"replaying under {label}")
         began = time.perf_counter()
-        result = replay(scenario, trace, make_policy(name, model))
+        result = replay(scenario, trace, make_policy(name, planning))
         seconds = time.perf_counter() - began
-        runs.append(PolicyRun(name, result, compute_metrics(scenario, trace, result), seconds))
+        runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds))
     return runs
 
 
