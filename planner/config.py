@@ -145,6 +145,7 @@ def _check_value(
 MAX_TIME_LIMIT_SECONDS = 86_400.0
 MAX_DAYS = 366.0
 MAX_WEIGHT = 1e6
+MAX_RANDOM_SEED = 2**31 - 1  # HiGHS's random_seed is an int32
 
 
 def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
@@ -165,6 +166,9 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
         problems.append(InputProblem(label, None, "reservation_time_share", "must be in (0, 1)"))
     if config.solver.threads < 1:
         problems.append(InputProblem(label, None, "threads", "must be ≥ 1"))
+    if not 0 <= config.solver.random_seed <= MAX_RANDOM_SEED:  # its type is checked on reading
+        problems.append(InputProblem(label, None, "random_seed",
+                                     f"must be a whole number in [0, {MAX_RANDOM_SEED}]"))
     if config.solver.period_grid:
         try:
             parse_period_grid(config.solver.period_grid)

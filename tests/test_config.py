@@ -44,6 +44,8 @@ def test_fill_slice_is_a_contract_term_of_one_hour_by_default(tmp_path: Path):
         ("[contract]\nfrozen_periods = -1\n", "frozen_periods"),
         ("[contract]\nfill_slice_hours = -0.5\n", "fill_slice_hours"),
         ("[contract]\nfill_slice_hours = 'short'\n", "fill_slice_hours"),
+        ("[solver]\nrandom_seed = 2147483648\n", "random_seed"),  # HiGHS's is an int32
+        ("[solver]\nrandom_seed = 1.5\n", "random_seed"),
     ],
 )
 def test_bad_models_name_the_key(tmp_path: Path, text: str, column: str):

@@ -8,6 +8,7 @@ stays well under a minute on the 2-core machine.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cli import main
+from planner.config import load_model
 from planner.inputs.load import load_scenario
 from planner.simulate.trace import read_trace
 from planner.sweep.cells import cap_trace, prepare, run_cell, shift_budgets
@@ -314,3 +316,32 @@ def test_ray_joins_the_cluster_at_ray_address_else_starts_a_local_one(monkeypatc
     monkeypatch.setenv("RAY_ADDRESS", "head:6379")
     joined = ray_init_kwargs(2)  # ray.init reads RAY_ADDRESS; a cluster's CPUs are its own
     assert not {"num_cpus", "include_dashboard", "address"} & set(joined)
+
+
+def test_a_seed_axis_sets_highs_random_seed_per_cell_and_is_checked(tmp_path, capsys):
+    # seed = [0, 5]: two cells whose models differ only in solver.random_seed (so their
+    # digests differ), a seed column in the table; a seed that is not a whole number in
+    # [0, 2**31 - 1] is refused with the file, line and key, nothing written
+    from planner.sweep.cells import cell_model
+
+    spec_path = tmp_path / "seeds.toml"
+    spec_path.write_text(f'kind = "plan"\nscenario = "{SAMPLE}"\n\n[axes]\nseed = [0, 5]\n')
+    spec = load_spec(spec_path)
+    assert spec.axes == ("model", "seed") and [c.seed for c in spec.cells] == [0, 5]
+    inputs = prepare(spec)
+    assert [i.model.solver.random_seed for i in inputs] == [0, 5]
+    assert inputs[0].digest != inputs[1].digest
+    base = load_model("default")
+    assert cell_model(base, spec.cells[1]) == replace(
+        base, solver=replace(base.solver, random_seed=5))
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec_path), "--out", str(out), "--serial"]) == 0
+    rows = (out / "sweep.csv").read_text().splitlines()
+    assert rows[0].startswith("cell,model,seed,") and rows[2].split(",")[1:3] == ["default", "5"]
+    for bad in ("-1", "1.5", '"a"', "true", "2147483648"):
+        spec_path.write_text(f'kind = "plan"\nscenario = "{SAMPLE}"\n\n[axes]\nseed = [{bad}]\n')
+        out = tmp_path / f"bad{len(bad)}"
+        assert main(["sweep", str(spec_path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "seeds.toml" in err and "axes.seed" in err and "whole number" in err, err
+        assert not out.exists()

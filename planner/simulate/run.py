@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from planner.config import ModelConfig, load_model
+from planner.config import MAX_RANDOM_SEED, ModelConfig, load_model
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
@@ -65,11 +65,12 @@ SEED_MARK = "@seed"
 def parse_seeds(text: str) -> list[int]:
     """``--seeds 0,1,2``: whole numbers ≥ 0, in the order given, each once; InputError else."""
     parts = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in parts if not t.isdigit() or int(t) > 2**31 - 1]
+    bad = [t for t in parts if not t.isdigit() or int(t) > MAX_RANDOM_SEED]
     if bad or not parts:
         raise InputError([InputProblem("--seeds", None, None,
                                        f"not a seed: {', '.join(bad) or '(none)'}; give "
-                                       "whole numbers from 0 to 2147483647, comma-separated")])
+                                       f"whole numbers from 0 to {MAX_RANDOM_SEED}, "
+                                       "comma-separated")])
     return list(dict.fromkeys(int(t) for t in parts))
 
 

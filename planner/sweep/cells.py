@@ -118,7 +118,9 @@ def cell_digest(kind: str, cell: Cell, scenario_digest: str, model: ModelConfig,
 
 
 def cell_model(model: ModelConfig, cell: Cell) -> ModelConfig:
-    """The planning model with the cell's lookback window and runtime cap."""
+    """The planning model with the cell's lookback window, runtime cap and HiGHS seed."""
+    if cell.seed is not None:
+        model = replace(model, solver=replace(model.solver, random_seed=cell.seed))
     if cell.lookback_days is not None:
         model = replace(model, lookback=replace(model.lookback, window_days=cell.lookback_days))
     if cell.min_runtime_cap_hours is not None:

@@ -11,6 +11,7 @@ cells are the product of the axes, in the order written (the last axis varies fa
     lookback_days = [7, 14]                          # the model's window (kind = "window")
     min_runtime_cap_hours = [4, 8]                   # the contract's cap
     budget_shift = [{}, {from = "multimodal", to = "science", percent = 10}]
+    seed = [0, 1, 2]                                 # HiGHS's random_seed (solver.random_seed)
     trace = ["philly.csv"]                           # replay only: trace CSVs
     policy = ["priority", "lookback"]                # replay only
 
@@ -29,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.config import MAX_RANDOM_SEED
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import MISSING, probe_file, read_input
 
 KINDS = ("plan", "replay")
 #: The axes in the table's column order; which kinds take each.
-AXES = ("model", "lookback_days", "min_runtime_cap_hours", "budget_shift", "trace", "policy")
+AXES = ("model", "lookback_days", "min_runtime_cap_hours", "budget_shift", "seed", "trace",
+        "policy")
 REPLAY_ONLY = ("trace", "policy")
 TOP_KEYS = ("kind", "scenario", "name", "axes")
 #: The most cells one spec may ask for (a typo such as 1,000 values on an axis is refused).
@@ -70,6 +73,7 @@ class Cell:
     lookback_days: float | None = None
     min_runtime_cap_hours: float | None = None
     budget_shift: BudgetShift | None = None
+    seed: int | None = None  # HiGHS's random_seed: which of the LPs' optimal vertices
     trace: str | None = None  # the path as written in the spec
     policy: str | None = None
 
@@ -147,7 +151,7 @@ class _Checker:
 _EXAMPLES = {"model": '"default", "strict-budgets"', "lookback_days": "7, 14",
              "min_runtime_cap_hours": "4, 8",
              "budget_shift": '{}, {from = "area-a", to = "area-b", percent = 10}',
-             "trace": '"philly.csv"', "policy": '"priority", "lookback"'}
+             "seed": "0, 1, 2", "trace": '"philly.csv"', "policy": '"priority", "lookback"'}
 
 
 def _check_axis(check: _Checker, axis: str, values: list[Any]) -> tuple[Any, ...]:
@@ -158,6 +162,13 @@ def _check_axis(check: _Checker, axis: str, values: list[Any]) -> tuple[Any, ...
         if axis in ("model", "trace", "policy"):
             if not isinstance(value, str) or not value.strip():
                 check.add(key, f"each value must be a non-empty string, got {value!r}")
+                continue
+            out.append(value)
+        elif axis == "seed":
+            if isinstance(value, bool) or not isinstance(value, int) or not (
+                    0 <= value <= MAX_RANDOM_SEED):
+                check.add(key, f"each value must be a whole number in [0, {MAX_RANDOM_SEED}], "
+                               f"got {value!r}")
                 continue
             out.append(value)
         elif axis in ("lookback_days", "min_runtime_cap_hours"):
