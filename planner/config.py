@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -146,6 +146,11 @@ MAX_TIME_LIMIT_SECONDS = 86_400.0
 MAX_DAYS = 366.0
 MAX_WEIGHT = 1e6
 MAX_RANDOM_SEED = 2**31 - 1  # HiGHS's random_seed is an int32
+
+
+def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
+    """``model`` with HiGHS's ``solver.random_seed`` set to ``seed``."""
+    return replace(model, solver=replace(model.solver, random_seed=seed))
 
 
 def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:

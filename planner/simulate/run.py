@@ -11,12 +11,12 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from planner.config import MAX_RANDOM_SEED, ModelConfig, load_model
+from planner.config import MAX_RANDOM_SEED, ModelConfig, load_model, with_seed
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
@@ -72,11 +72,6 @@ def parse_seeds(text: str) -> list[int]:
                                        f"whole numbers from 0 to {MAX_RANDOM_SEED}, "
                                        "comma-separated")])
     return list(dict.fromkeys(int(t) for t in parts))
-
-
-def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
-    """``model`` with HiGHS's ``solver.random_seed`` set to ``seed``."""
-    return replace(model, solver=replace(model.solver, random_seed=seed))
 
 
 def make_policy(name: str, model: ModelConfig | None = None):

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner import __version__
-from planner.config import ModelConfig, load_model
+from planner.config import ModelConfig, load_model, with_seed
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.sweep.spec import BudgetShift, Cell, SweepSpec
@@ -120,7 +120,7 @@ def cell_digest(kind: str, cell: Cell, scenario_digest: str, model: ModelConfig,
 def cell_model(model: ModelConfig, cell: Cell) -> ModelConfig:
     """The planning model with the cell's lookback window, runtime cap and HiGHS seed."""
     if cell.seed is not None:
-        model = replace(model, solver=replace(model.solver, random_seed=cell.seed))
+        model = with_seed(model, cell.seed)
     if cell.lookback_days is not None:
         model = replace(model, lookback=replace(model.lookback, window_days=cell.lookback_days))
     if cell.min_runtime_cap_hours is not None:
