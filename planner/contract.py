@@ -25,14 +25,25 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    ``contract.min_runtime_cap_hours``) hours (:meth:`InForce.protected_hours`;
    ``--model default`` says 8 h, ``strict-budgets`` 4 h).
 4. **What may preempt what** (:data:`PREEMPTS`, one table for every executor) among the
-   job classes (:class:`JobClass`): reserved and guaranteed work are never preempted;
-   guaranteed work (and the replay's paced work, which stands in for it until the next
-   plan) takes GPUs back from unallocated, then fill, then opportunistic work
-   (:data:`VICTIM_ORDER`); opportunistic work from unallocated and fill work only; fill
-   and unallocated work preempt no one. Victims are taken class by class in that order;
-   within a class, from the projects furthest ahead of their budget pace first; within a
-   project, jobs that lose nothing (resumable) first, then those that have run least. A
-   victim inside its protected runtime is never taken.
+   job classes (:class:`JobClass`): reserved work is never preempted, guaranteed work
+   only as rule 5 allows; guaranteed work (and the replay's paced work, which stands in
+   for it until the next plan) takes GPUs back from unallocated, then fill, then
+   opportunistic work (:data:`VICTIM_ORDER`); opportunistic work from unallocated and fill
+   work only; fill and unallocated work preempt no one. Victims are taken class by class
+   in that order; within a class, from the projects furthest ahead of their budget pace
+   first; within a project, jobs that lose nothing (resumable) first, then those that
+   have run least. A victim inside its protected runtime is never taken.
+5. **Taking back from projects ahead of their pace** (:func:`ahead_of_pace`): a project
+   is *ahead* when its usage at the plan's ``as_of`` exceeds its budget × the share of
+   the quarter gone. Its guaranteed work is protected for the protected runtime (3), not
+   for ever: once a job of it has run that long, guaranteed work of a project that is not
+   ahead may take its GPUs back, after every class of rule 4 (the lookback fair share's
+   "projects below their share preempt expired work of projects above it", in the
+   plan's own terms). Reserved work is never taken. An executor may use the permission or
+   not: the Slurm export does (each budget QOS of a project not ahead lists the budget
+   QOS of the projects ahead in its ``Preempt``, every budget QOS has
+   ``PreemptExemptTime`` = the protected runtime); the ``planner`` executor and the Kueue
+   export do not.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
@@ -81,7 +92,7 @@ PREEMPTS: dict[JobClass, tuple[JobClass, ...]] = {
     JobClass.UNALLOCATED: (),
 }
 
-#: Classes never preempted once running.
+#: Classes never preempted once running (guaranteed work: but see rule 5, :func:`ahead_of_pace`).
 NEVER_PREEMPTED: frozenset[JobClass] = frozenset(
     {JobClass.RESERVED, JobClass.GUARANTEED})
 
@@ -203,6 +214,20 @@ def preemptible_protection(plan: dict[str, Any]) -> float:
     terms = plan["contract"]
     cap = float(terms["min_runtime_cap_hours"])
     return min(cap, float(terms.get("fill_slice_hours", cap)))
+
+
+def ahead_of_pace(plan: dict[str, Any]) -> frozenset[str]:
+    """Projects ahead of their budget pace at the plan's ``as_of`` (rule 5).
+
+    ``used`` > ``budget`` × (``as_of`` − ``quarter_start``) ÷ (``quarter_end`` −
+    ``quarter_start``), the share clipped to [0, 1]: usage beyond what an even spend of
+    the budget over the quarter would have used by now. (A project with no budget that
+    used anything is ahead; one that used nothing never is.)
+    """
+    start, end, now = (pd.Timestamp(plan[k]) for k in ("quarter_start", "quarter_end", "as_of"))
+    share = min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
+    return frozenset(b["project"] for b in plan["budgets"]
+                     if float(b["used"]) > float(b["budget"]) * share + EPS)
 
 
 def fair_share_half_life(plan: dict[str, Any]) -> float | None:

@@ -11,7 +11,8 @@ so the fake is stricter there on purpose: an unguarded QOS modify shows up as a 
 the same command, as the real one does. A new QOS holds Slurm's defaults (priority 0, no
 preempt list, preempt mode ``cluster``, usage factor 1, no flags, no ``GrpTRES``), printed
 as ``show qos`` prints them (``UsageFactor=0`` as ``0.000000``, ``PreemptMode=requeue`` as
-``requeue``, ``Flags=-1`` and ``GrpTRES=gres/gpu=-1`` as nothing); ``Preempt=``
+``requeue``, ``Flags=-1`` and ``GrpTRES=gres/gpu=-1`` as nothing, a ``Preempt`` list sorted by
+name, as the real 22.05 prints it); ``Preempt=``
 (or ``qos+=``, ``DefaultQOS=``) naming a QOS that does not exist is refused ("You gave a bad
 qos"), and ``qos+=a,b`` adds each name of the list. Against
 the clock ``FAKE_SLURM_NOW`` (also what the fake ``date`` prints): a reservation starting
@@ -47,6 +48,8 @@ def _shown(key: str, value: str) -> str:
         return f"{float(value):.6f}"
     if key == "preemptmode":
         return value.lower()
+    if key == "preempt":  # the list sorted by name, whatever order it was given in
+        return ",".join(sorted(filter(None, value.split(","))))
     if (key == "flags" and value == "-1") or (key == "grptres" and value.endswith("=-1")):
         return ""  # -1 clears
     return value

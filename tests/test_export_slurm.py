@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from planner.cli import main
+from planner.contract import ahead_of_pace
 from planner.exporters.slurm import (
     OPPORTUNISTIC_QOS,
     SLURM_CONF_LINES,
@@ -29,6 +30,7 @@ from planner.exporters.slurm import (
     qos_name,
     reservation_name,
     slurm_state,
+    take_back,
 )
 from planner.inputs.org import OrgTree
 from tests.export_fixtures import D2, D3, ORG, PLAN, plan_copy
@@ -72,9 +74,16 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     # guaranteed work preempts opportunistic work and goes first; the shared QOS is bound by no
     # budget (no GrpTRESMins), adds no usage and is requeued when preempted
     # and their GPU-minutes count undecayed (Flags=NoDecay)
-    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags | grep -qx " \
-           "'100|gp-opportunistic|NoDecay' || run sacctmgr -i modify qos gp-p1 set " \
-           "Priority=100 Preempt=gp-opportunistic Flags=NoDecay" in lines
+    # (nobody is ahead of pace in PLAN, so no budget QOS takes back from another: below);
+    # its jobs are protected for the contract's 8 h before a QOS that takes back may requeue
+    assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags,preemptmode," \
+           "preemptexempttime | grep -qx '100|gp-opportunistic|NoDecay|requeue|08:00:00' || " \
+           "run sacctmgr -i modify qos gp-p1 set Priority=100 Preempt=gp-opportunistic " \
+           "Flags=NoDecay PreemptMode=requeue PreemptExemptTime=08:00:00" in lines
+    # every budget QOS is added before any is set (a Preempt list names other budget QOS)
+    adds = [i for i, line in enumerate(lines) if " add qos gp-p" in line]
+    sets = [i for i, line in enumerate(lines) if " modify qos gp-p" in line]
+    assert len(adds) == 3 and max(adds) < min(sets)
     # the pace cap: GPUs the budget QOS's jobs hold at once, the first period's ⌊g + o⌋
     # summed over clusters plus the reservations in force in it. p1: ⌊10.5 + 4.75⌋ on c1 +
     # r1's node of 8 on c2 = 23; p2: ⌊16.75⌋ = 16 (r2 starts after the first period); =P 3: 8
@@ -182,6 +191,45 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
     assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
     assert len(lines) == 2 + 2 + 5
     assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
+
+
+def test_projects_behind_their_pace_take_back_from_those_ahead():
+    # The executor contract's rule 5. PLAN's as_of (16 Nov) is 46 of the quarter's 92 days:
+    # a project is ahead when it has used more than half its budget. p1 at 1200 of 2000 is;
+    # p2 (0 of 1500) and =P 3 (50 of 500) are not, so their budget QOS list gp-p1 in Preempt
+    # (after gp-opportunistic, sorted as sacctmgr prints it) and p1's lists
+    # gp-opportunistic alone; every budget QOS has the protected runtime (8 h) as exempt time.
+    ahead = plan_copy()
+    ahead["budgets"][0]["used"] = 1200.0
+    assert ahead_of_pace(ahead) == {"p1"} and ahead_of_pace(PLAN) == frozenset()
+    assert take_back(ahead, ["p1", "p2", "=P 3"]) == {
+        "p1": (), "p2": ("gp-p1",), "=P 3": ("gp-p1",)}
+    lines = commands(export_slurm(ahead, ORG))
+    assert "sacctmgr -n -P show qos gp-p2 format=priority,preempt,flags,preemptmode," \
+           "preemptexempttime | grep -qx '100|gp-opportunistic,gp-p1|NoDecay|requeue|" \
+           "08:00:00' || run sacctmgr -i modify qos gp-p2 set Priority=100 " \
+           "Preempt=gp-opportunistic,gp-p1 Flags=NoDecay PreemptMode=requeue " \
+           "PreemptExemptTime=08:00:00" in lines
+    assert any("modify qos gp-p-3-8aff7f51 set Priority=100 Preempt=gp-opportunistic,gp-p1 "
+               in line for line in lines)
+    assert any("modify qos gp-p1 set Priority=100 Preempt=gp-opportunistic Flags" in line
+               for line in lines)
+    # exactly at pace is not ahead: 1000 of 2000 at half the quarter
+    even = plan_copy()
+    even["budgets"][0]["used"] = 1000.0
+    assert ahead_of_pace(even) == frozenset()
+    # a replan in which p1 falls ahead touches the QOS whose Preempt changes, p2's and =P 3's
+    # (their limits are the same), and p1's (its limit changed with its usage): every one
+    # added before any is set
+    changed = commands(export_slurm(ahead, ORG, previous=PLAN))
+    added = [line.split()[-1] for line in changed if " add qos gp-" in line]
+    assert added == [OPPORTUNISTIC_QOS, "gp-p-3-8aff7f51", "gp-p1", "gp-p2"]
+    first_set = min(i for i, line in enumerate(changed) if " modify qos gp-p" in line)
+    assert max(i for i, line in enumerate(changed) if " add qos gp-p" in line) < first_set
+    # without taking back (the export measured before), every budget QOS preempts
+    # gp-opportunistic alone
+    assert {b.preempt_list for b in slurm_state(ahead, ORG, takes_back=False).budgets} == {
+        "gp-opportunistic"}
 
 
 def test_replan_with_a_changed_org_or_budget_touches_only_changed_accounts():
@@ -293,8 +341,8 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
                                      "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
                                     "priority": "100", "preempt": "gp-opportunistic",
-                                    "preemptmode": "cluster", "usagefactor": "1.000000",
-                                    "preemptexempttime": "", "flags": "NoDecay",
+                                    "preemptmode": "requeue", "usagefactor": "1.000000",
+                                    "preemptexempttime": "08:00:00", "flags": "NoDecay",
                                     "grptres": "gres/gpu=23"}
     assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
                                                "preemptmode": "requeue",
@@ -524,13 +572,19 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
         "preemptexempttime": exempt, "grptres": "", "flags": ""}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
     caps = pace_gpus(plan)
+    budgets = {b.project: b for b in slurm_state(plan, ORG).budgets}
     for project, acct in projects.items():
         assert qos[f"gp-{acct}"] == f"gres/gpu={minutes[project]}"
         # the pace cap and undecayed GPU-minutes, as sacctmgr prints them
         assert (settings[f"gp-{acct}"]["grptres"], settings[f"gp-{acct}"]["flags"]) == \
             (f"gres/gpu={caps[project]}", "NoDecay")
-        assert (settings[f"gp-{acct}"]["priority"], settings[f"gp-{acct}"]["preempt"]) == \
-            ("100", OPPORTUNISTIC_QOS)
+        # above gp-opportunistic and preempting it, and (rule 5) the budget QOS of the
+        # projects ahead of their pace, each exempt for the protected runtime
+        shipped = budgets[project]
+        assert OPPORTUNISTIC_QOS in shipped.preempt_list.split(",")
+        assert tuple(settings[f"gp-{acct}"][k] for k in (
+            "priority", "preempt", "preemptmode", "preemptexempttime")) == (
+            "100", shipped.preempt_list, "requeue", shipped.exempt)
         assert {f"gp-{acct}", OPPORTUNISTIC_QOS} <= set(own[acct]["qos"].split(","))
         assert own[acct]["defaultqos"] == f"gp-{acct}"
     # reservations: exactly the plan's, whole nodes of their cluster, for their account
@@ -787,6 +841,55 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         # work accrues usage on its own budget QOS
         assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
         assert real_slurm.qos_usage("gp-p2") == 0.0
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_takes_back_from_a_project_ahead_of_its_pace_after_its_exempt_time(
+        real_slurm):
+    """The executor contract's rule 5 on the real Slurm: gp-p1 lists gp-p2 in ``Preempt``.
+
+    p2 has used 1,000 of its 1,500 NGH half-way through the quarter: ahead of its pace
+    (750), with budget left. p1 (100 of 2,000) is not. The protected runtime is 36 s
+    (``min_runtime_cap_hours`` 0.01), every budget QOS's ``PreemptExemptTime``. A gp-p2 job
+    holds all of c1n4; p1's budget job for that node pends while the gp-p2 job is inside
+    its exempt time, and once it is past it Slurm requeues the gp-p2 job and runs p1's.
+    """
+    plan = future_plan()
+    plan["contract"]["min_runtime_cap_hours"] = 0.01
+    p2 = next(b for b in plan["budgets"] if b["project"] == "p2")
+    p2["used"] = 1000.0
+    budgets = {b.project: b for b in slurm_state(plan, ORG).budgets}
+    assert budgets["p1"].takes_back == ("gp-p2",) and budgets["p2"].takes_back == ()
+    assert budgets["p2"].exempt == "00:00:36"
+    real_slurm.bash(export_slurm(plan, ORG))
+    assert_slurm_holds(real_slurm, plan, real_slurm.state())
+    _allow_root(real_slurm, "p1", "p2")
+    jobs: list[str] = []
+    try:
+        ahead = _sbatch(real_slurm, "-A", "p2", "-w", "c1n4", "--gres=gpu:8",
+                        "--wrap", "sleep 300")
+        jobs.append(ahead)
+        until("p2's budget job runs on c1n4",
+              lambda: real_slurm.job(ahead)["JobState"] == "RUNNING")
+        started = time.monotonic()
+        assert real_slurm.job(ahead)["QOS"] == "gp-p2"
+        behind = _sbatch(real_slurm, "-A", "p1", "-w", "c1n4", "--gres=gpu:1",
+                         "--wrap", "sleep 1")
+        jobs.append(behind)
+        until("p1's budget job completes on c1n4",
+              lambda: _sacct_states(real_slurm, behind) == ["COMPLETED"], timeout=240)
+        assert real_slurm.job(behind)["QOS"] == "gp-p1"
+        assert _sacct_states(real_slurm, ahead)[0] == "PREEMPTED"
+        log = (real_slurm.root / "log" / "slurmctld.log").read_text()
+        assert f"preempted JobId={ahead} has been requeued to reclaim resources for " \
+               f"JobId={behind}" in log
+        # not inside the exempt time: the gp-p2 run lasted at least its 36 s
+        record = real_slurm.run("sacct", "-n", "-P", "-X", "-D", "-j", ahead,
+                                "--format=state,elapsedraw").stdout.split()
+        assert record[0].startswith("PREEMPTED|") and int(record[0].split("|")[1]) >= 36
+        assert time.monotonic() - started >= 36
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)

@@ -569,3 +569,54 @@ def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     half = 0.5 ** (1 / 168)
     assert week.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
                                              rel=1e-6)
+
+
+def test_a_project_behind_its_pace_takes_back_a_node_from_one_ahead_after_the_exempt_time():
+    # The executor contract's rule 5, as the export sets it: one node of 8 over three days
+    # (a quarter of 72 h); no pace cap. a's budget is 1000 NGH, b's 500. t=0: B (b, 8 GPUs,
+    # 30 h, limit 32 h: 256 GPU-h within b's budget) takes the node under gp-b. t=2: A (a,
+    # 8 GPUs, 4 h) waits: the plan of 0 has nobody ahead of pace, so gp-a may requeue only
+    # gp-opportunistic work. The replan at 24 reads b's usage, 24 h × 8 = 192 NGH, above
+    # 500 × 24 / 72 = 166.7: b is ahead, a (nothing used) is not, so gp-a's Preempt lists
+    # gp-b. B has run 24 h, past gp-b's PreemptExemptTime (the protected runtime, 8 h):
+    # A requeues it at 24 and runs to 28; B resumes with its 6 h left, 28 → 34. Without
+    # taking back (``takes_back=False``, the export before) A waits for B's end, 30.
+    sc = scenario(clusters=[("c1", "H100", 1, 8)],
+                  org=[("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)],
+                  budgets=[("a", 1000.0), ("b", 500.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
+    tr = trace([("B", "b", 0, 8, 30.0, 1.0), ("A", "a", 2, 8, 4.0, 1.0)])
+    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    taken = replay(sc, tr, policy)
+    assert first_starts(tr, taken) == {"B": 0.0, "A": 24.0}
+    assert job_runs(tr, taken, "B") == [(0.0, 24.0, PREEMPTED), (28.0, 34.0, "done")]
+    assert job_runs(tr, taken, "A") == [(24.0, 28.0, "done")]
+    assert tags(tr, taken) == {"A": {BUDGET}, "B": {BUDGET}}
+    # the last plan (48): b has used 192 + 6 × 8 = 240 NGH, below 500 × 48 / 72 = 333.3, so
+    # nobody is ahead any more and gp-a preempts gp-opportunistic alone; both QOS are
+    # exempt for the protected runtime
+    budgets = {b.project: b for b in policy.state.budgets}
+    assert (budgets["a"].takes_back, budgets["b"].takes_back) == ((), ())
+    assert budgets["a"].preempt_list == "gp-opportunistic"
+    assert budgets["a"].preempt_exempt_hours == budgets["b"].preempt_exempt_hours == 8.0
+    kept = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", takes_back=False))
+    assert first_starts(tr, kept) == {"B": 0.0, "A": 30.0}
+    assert kept.preemptions.sum() == 0
+
+
+def test_budget_work_is_not_taken_back_inside_its_exempt_time():
+    # As above, but b's node work is two jobs: C (8 GPUs, 0 → 20) and B (8 GPUs, submitted
+    # at 19, 26 h, limit 32 h), which starts at 20 under gp-b (160 NGH used + 256 asked
+    # ≤ 500). A (a, 8 GPUs, 4 h) comes at 22. At the replan of 24 b has used 160 + 4 × 8 =
+    # 192 NGH, ahead of 166.7, but B has run 4 h of gp-b's 8 h exempt time: A waits until
+    # 28, then requeues B and runs to 32; B resumes with its 18 h left, 32 → 50.
+    sc = scenario(clusters=[("c1", "H100", 1, 8)],
+                  org=[("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)],
+                  budgets=[("a", 1000.0), ("b", 500.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
+    tr = trace([("C", "b", 0, 8, 20.0, 1.0), ("B", "b", 19, 8, 26.0, 1.0),
+                ("A", "a", 22, 8, 4.0, 1.0)])
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    assert first_starts(tr, result) == {"C": 0.0, "B": 20.0, "A": 28.0}
+    assert job_runs(tr, result, "B") == [(20.0, 28.0, PREEMPTED), (32.0, 50.0, "done")]
+    assert result.preemptions.sum() == 1

@@ -30,7 +30,16 @@ What it sets:
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.
   The cap changes at each replan without a reset.
   ``Priority=100`` and ``Preempt=gp-opportunistic``: guaranteed work takes GPUs back from
-  opportunistic jobs first. Once a budget is spent, the project's jobs that name no QOS
+  opportunistic jobs first; and, for a project that is not ahead of its budget pace at the
+  plan's ``as_of`` (the executor contract's rule 5, :func:`planner.contract.ahead_of_pace`:
+  used > budget × the share of the quarter gone), the budget QOS of every project that is,
+  in the same ``Preempt`` list (:func:`take_back`), so its jobs requeue theirs; every
+  budget QOS has ``PreemptMode=requeue`` and ``PreemptExemptTime`` = the contract's
+  protected runtime (``min_runtime_cap_hours``), so a job is taken back only once it has
+  run that long. Slurm's ``preempt/qos`` follows the lists alone, and a replan rewrites
+  them, so a project leaves the list when it falls back to its pace. Every budget QOS is
+  added before any is set (a ``Preempt`` list may name a QOS added in the same run).
+  Once a budget is spent, the project's jobs that name no QOS
   pend (``QOSGrpGRESMinutes``), and beyond the cap (``QOSGrpGRES``), while its
   ``--qos=gp-opportunistic`` jobs still run (the site's wrapper moves such pending jobs
   there: README, "The wrapper rule");
@@ -89,8 +98,9 @@ from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a 
 reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
 
 With ``previous`` (the plan this one replans), only what changed is emitted: created,
-moved/resized and dropped reservations, QOS whose limit or cap changed (preceded by the
-guarded ``gp-opportunistic`` lines, as their ``Preempt`` names it), and accounts whose
+moved/resized and dropped reservations, QOS whose limit, cap or ``Preempt`` list changed
+(preceded by the guarded ``gp-opportunistic`` lines, as their ``Preempt`` names it), and
+accounts whose
 parent (the org: ``previous_org``) or share (the budgets) changed (accounts are never
 deleted: they hold usage history).
 """
@@ -109,8 +119,10 @@ import numpy as np
 import pandas as pd
 
 from planner.contract import (
+    ahead_of_pace,
     fair_share_half_life,
     in_force,
+    min_runtime_cap,
     planned_guaranteed,
     preemptible_protection,
     reservations,
@@ -250,7 +262,24 @@ class BudgetQos:
     gpus: int | None = None
     no_decay: bool = True  # Flags=NoDecay: GrpTRESMins counts undecayed GPU-minutes
     priority: int = GUARANTEED_PRIORITY
-    preempt: str = OPPORTUNISTIC_QOS  # the QOS whose jobs it may requeue
+    preempt: str = OPPORTUNISTIC_QOS  # the QOS whose jobs it may requeue (first) ...
+    #: ... and the budget QOS of the projects ahead of their pace, for a project that is not
+    #: (the executor contract's rule 5, :func:`planner.contract.ahead_of_pace`), sorted
+    takes_back: tuple[str, ...] = ()
+    #: PreemptExemptTime: how long its jobs run before a QOS that takes back may requeue
+    #: them (the contract's protected runtime, ``min_runtime_cap_hours``)
+    preempt_exempt_hours: float = 0.0
+    preempt_mode: str = "requeue"  # PreemptMode: a preempted job goes back to the queue
+
+    @property
+    def preempt_list(self) -> str:
+        """``Preempt=`` as set and as ``sacctmgr show qos`` prints it (names sorted)."""
+        return ",".join(sorted((self.preempt, *self.takes_back)))
+
+    @property
+    def exempt(self) -> str:
+        """``PreemptExemptTime=`` as set and as ``sacctmgr show qos`` prints it."""
+        return _clock(round(self.preempt_exempt_hours * 3600))
 
     @property
     def flags(self) -> str:
@@ -305,6 +334,14 @@ class SlurmState:
     def limits(self) -> dict[str, tuple[int, int | None, bool]]:
         """Project -> its budget QOS's (GPU-minutes, GPU cap, NoDecay): what a replan sets."""
         return {b.project: (b.minutes, b.gpus, b.no_decay) for b in self.budgets}
+
+    def settings(self) -> dict[str, tuple]:
+        """Project -> every setting of its budget QOS a replan may change.
+
+        :meth:`limits` and the preemption: the QOS it takes back from and its exempt time.
+        """
+        return {b.project: (b.minutes, b.gpus, b.no_decay, b.preempt_list, b.exempt)
+                for b in self.budgets}
 
 
 def slurm_accounts(tree: OrgTree, nodes: list[str],
@@ -406,22 +443,39 @@ def pace_gpus(plan: dict[str, Any], pace: str = "total", floor: str = "node"
     return out
 
 
+def take_back(plan: dict[str, Any], projects: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Project -> the budget QOS its budget QOS may requeue jobs of (the contract's rule 5).
+
+    A project ahead of its budget pace (:func:`planner.contract.ahead_of_pace`) takes back
+    from no one; every other takes back from the budget QOS of every project ahead.
+    """
+    chosen = sorted(projects)
+    ahead = ahead_of_pace(plan)
+    names = tuple(sorted(qos_name(p) for p in chosen if p in ahead))
+    return {p: () if p in ahead else names for p in chosen}
+
+
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
                 shares: str = "budget", opportunistic_usage: float = 1.0,
-                floor: str = "node") -> SlurmState:
+                floor: str = "node", takes_back: bool = True) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
-    ``"none"``: no cap) and ``floor`` its floor, ``no_decay`` its ``Flags=NoDecay``; the
-    defaults are what
+    ``"none"``: no cap) and ``floor`` its floor, ``no_decay`` its ``Flags=NoDecay``,
+    ``takes_back`` whether budget QOS take back from the projects ahead of their pace
+    (:func:`take_back`; False: each preempts ``gp-opportunistic`` only, the export measured
+    before); the defaults are what
     ``planner export --to slurm`` ships (the other values are for measuring them).
     """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     minutes = budget_minutes(plan)
     caps = pace_gpus(plan, pace, floor) if pace != "none" else {}
+    back = take_back(plan, minutes) if takes_back else {}
+    exempt = min_runtime_cap(plan) if "contract" in plan else 0.0
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
-                              minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay)
+                              minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay,
+                              takes_back=back.get(p, ()), preempt_exempt_hours=exempt)
                     for p in sorted(minutes))
     held = tuple(
         SlurmReservation(request_id=r.request_id, name=reservation_name(r.request_id),
@@ -523,24 +577,34 @@ def _opportunistic_lines(qos: OpportunisticQos) -> list[str]:
             + _q(*settings.split())]
 
 
+def _qos_add(budget: BudgetQos) -> str:
+    q = budget.name
+    return f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}"
+
+
 def _qos_lines(budget: BudgetQos) -> list[str]:
     # a new limit starts from zero usage (the limit nets out the usage so far); re-applying the
     # same limit keeps the usage accrued since. RawUsage=0 gets a command of its own: given
     # together with GrpTRESMins, sacctmgr 22.05 resets the usage and drops the limit.
-    # Preempt: guaranteed work reclaims GPUs from opportunistic jobs first (gp-opportunistic
-    # must exist: sacctmgr refuses a Preempt naming an unknown QOS). Flags=NoDecay: the
-    # GPU-minutes count undecayed. GrpTRES: the pace cap, GPUs the QOS's jobs hold at once
-    # (changed without a usage reset). DefaultQOS makes the budget bind the account's jobs
-    # that name no --qos; the account may also use gp-opportunistic for work beyond its
-    # budget or its pace.
+    # Preempt: guaranteed work reclaims GPUs from opportunistic jobs first, and a project not
+    # ahead of its pace from the budget QOS of those ahead (every QOS it names must exist:
+    # sacctmgr refuses a Preempt naming an unknown QOS, so every budget QOS is added before
+    # any is set, :func:`_qos_add`); sacctmgr prints the list sorted. PreemptExemptTime: a
+    # job of this QOS runs that long before a QOS that takes back may requeue it
+    # (PreemptMode=requeue). Flags=NoDecay: the GPU-minutes count undecayed. GrpTRES: the
+    # pace cap, GPUs the QOS's jobs hold at once (changed without a usage reset).
+    # DefaultQOS makes the budget bind the account's jobs that name no --qos; the account
+    # may also use gp-opportunistic for work beyond its budget or its pace.
     q, acct, tres = budget.name, budget.account, f"gres/gpu={budget.minutes}"
-    opp, priority = budget.preempt, budget.priority
+    opp, priority, preempt = budget.preempt, budget.priority, budget.preempt_list
     flags = budget.flags or "-1"  # -1: no flags
     cap = budget.grptres or "gres/gpu=-1"  # -1: no cap
-    return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
-            f"sacctmgr -n -P show qos {_q(q)} format=priority,preempt,flags | grep -qx "
-            f"{_q(f'{priority}|{opp}|{budget.flags}')} || {RUN}sacctmgr -i modify qos "
-            + _q(q, "set", f"Priority={priority}", f"Preempt={opp}", f"Flags={flags}"),
+    shown = f"{priority}|{preempt}|{budget.flags}|{budget.preempt_mode}|{budget.exempt}"
+    return [f"sacctmgr -n -P show qos {_q(q)} "
+            "format=priority,preempt,flags,preemptmode,preemptexempttime | grep -qx "
+            f"{_q(shown)} || {RUN}sacctmgr -i modify qos "
+            + _q(q, "set", f"Priority={priority}", f"Preempt={preempt}", f"Flags={flags}",
+                 f"PreemptMode={budget.preempt_mode}", f"PreemptExemptTime={budget.exempt}"),
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
@@ -662,10 +726,11 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
     accounts = _account_lines(_changed_accounts(state, old))
     if accounts:
         lines += ["# accounts: the org tree, fairshare from the budgets", *accounts, ""]
-    old_limits = old.limits() if old is not None else {}
-    qos = [line for b in state.budgets
-           if old_limits.get(b.project) != (b.minutes, b.gpus, b.no_decay)
-           for line in _qos_lines(b)]
+    old_settings = old.settings() if old is not None else {}
+    now_settings = state.settings()
+    changed = [b for b in state.budgets if old_settings.get(b.project) != now_settings[b.project]]
+    # every QOS added before any is set: a Preempt list names other budget QOS
+    qos = [_qos_add(b) for b in changed] + [line for b in changed for line in _qos_lines(b)]
     if qos:  # the budget QOS name gp-opportunistic: it comes first
         lines += ["# opportunistic work: beyond budget, preemptible, charged to no budget",
                   *_opportunistic_lines(state.opportunistic), ""]

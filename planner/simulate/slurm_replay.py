@@ -49,10 +49,15 @@ lines the script's header asks for):
   (``Flags=NoDecay``; without the flag it decays the same way).
 - *main pass*: jobs in priority order start where they fit; a budget job that does not
   fit requeues ``gp-opportunistic`` jobs (``Preempt=gp-opportunistic``) that have run at
-  least ``PreemptExemptTime`` (lowest priority first); the first job that cannot start
-  ends the pass. ``PreemptExemptTime`` is all that protects a running job: Slurm knows
-  no min runtime (the engine protects nothing, ``protects_min_runtime = False``), and
-  budget-QOS jobs are never preempted.
+  least ``PreemptExemptTime`` (lowest priority first) and then, for a project not ahead
+  of its budget pace at the last replan (the executor contract's rule 5: the budget QOS
+  in its ``Preempt`` list, :func:`planner.exporters.slurm.take_back`), budget-QOS jobs of
+  the projects ahead that have run their QOS's ``PreemptExemptTime`` (the protected
+  runtime); the first job that cannot start ends the pass. ``PreemptExemptTime`` is all
+  that protects a running job: Slurm knows no min runtime, so each start tells the engine
+  its QOS's exempt time (``protect=``: 0 for ``gp-opportunistic``, whose exemption the
+  ``opportunistic-exempt`` tag carries; the budget QOS's for a budget job; a budget job of
+  a project nobody takes back from is never a victim whatever its protection).
 - ``bf_min_prio_reserve`` (``SchedulerParameters``, the script's header asks for
   ``PRIORITY_WEIGHT_QOS``): a blocked job below that priority, i.e. every
   ``gp-opportunistic`` job, reserves nothing and delays no later job ("jobs with a lower
@@ -116,8 +121,9 @@ class SlurmReplayPolicy(PlannerPolicy):
     name = "planner-slurm"
     work_conserving = False  # backfill leaves GPUs idle ahead of a blocked job
     # Slurm protects a running job only by its QOS's PreemptExemptTime (gp-opportunistic's
-    # exempt time, the contract's fill slice), not by the min runtime the trace gives it
-    protects_min_runtime = False
+    # exempt time, the contract's fill slice; a budget QOS's, the protected runtime), not by
+    # the min runtime the trace gives it: every start says how long (``protect=``)
+    protects_min_runtime = True
 
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float | None = None, bf_max_job_test: int = 500,
@@ -125,7 +131,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                  no_decay: bool = True, shares: str = "budget",
                  opportunistic_usage: float = 1.0, floor: str = "node",
                  bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
-                 reserve_each: bool = True) -> None:
+                 reserve_each: bool = True, takes_back: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -144,6 +150,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
         self.pace_floor = floor
+        self.take_back = takes_back
         # SchedulerParameters=bf_min_prio_reserve (the script's header asks for it): only
         # budget-QOS jobs get reservations and block later jobs; False replays a site
         # without it (every blocked head, gp-opportunistic too, gets one)
@@ -179,7 +186,13 @@ class SlurmReplayPolicy(PlannerPolicy):
         # jobs, and each such job's expected end: Slurm reserves GPUs × limit left, which is
         # ends − now × GPUs (a job never outlives its limit: the trace checks limit ≥ duration)
         self.end_sum = np.zeros(n_p)
-        self.job_end: dict[int, float] = {}
+        # (job, run start) -> expected end: a budget job taken back may start again before
+        # its ended run is accounted, so a run, not a job, is the key
+        self.job_end: dict[tuple[int, float], float] = {}
+        # per project: the projects whose budget-QOS jobs its budget QOS may requeue (the
+        # QOS of its Preempt list besides gp-opportunistic), and that QOS's exempt hours
+        self.takes_back: list[tuple[int, ...]] = [() for _ in range(n_p)]
+        self.budget_exempt = 0.0
         self.accrued_to = 0.0
         self.seen = 0  # segments already accounted
         self.exempt_hours = 0.0
@@ -205,7 +218,8 @@ class SlurmReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
-                            self.share_source, self.opportunistic_usage, self.pace_floor)
+                            self.share_source, self.opportunistic_usage, self.pace_floor,
+                            self.take_back)
         old = self.state.minutes() if self.state is not None else {}
         if self.half_life is None:  # slurm.conf as the header asks (Slurm's 7 days if unsaid)
             self.decay = _hourly_decay(state.decay_half_life_hours)
@@ -217,6 +231,11 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.limit_hours[p] = b.minutes / 60.0
             self.cap_gpus[p] = math.inf if b.gpus is None else b.gpus
             self.qos_decay[p] = 1.0 if b.no_decay else self.decay
+            self.budget_exempt = b.preempt_exempt_hours
+        by_qos = {b.name: index[b.project] for b in state.budgets}
+        self.takes_back = [() for _ in sim.projects]
+        for b in state.budgets:
+            self.takes_back[index[b.project]] = tuple(by_qos[q] for q in b.takes_back)
         shares = np.array(sim.tree.weight, dtype=float)
         for a in state.accounts:
             shares[sim.tree.index[a.node]] = a.fairshare
@@ -289,7 +308,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_gpus[p] -= seg.gpus
             self.run_ngh[p] -= seg.gpus * rate[seg.cluster]
             self.run_by_cluster[p, seg.cluster] -= seg.gpus
-            self.end_sum[p] -= seg.gpus * self.job_end.pop(seg.job)
+            self.end_sum[p] -= seg.gpus * self.job_end.pop((seg.job, seg.start))
         self.seen = len(segments)
         step = sim.now - since
         if step > 0:
@@ -373,32 +392,41 @@ class SlurmReplayPolicy(PlannerPolicy):
             if avoid:
                 blocked = blocked | avoid
             if sim.fits(c, g, blocked) or (preempt and sim.preempt_for(
-                    job, self._victims(sim), blocked)):
+                    job, self._victims(sim, p, qos), blocked)):
                 self._start(sim, p, job, qos, blocked)
                 return True
         return False
 
-    def _victims(self, sim) -> list[tuple[int, str]]:
-        """Preemptable ``gp-opportunistic`` jobs, lowest priority (worst Fair Tree rank) first."""
+    def _victims(self, sim, p: int, qos: str) -> list[tuple[int, str]]:
+        """What a ``qos`` job of ``p`` may requeue, lowest priority (worst Fair Tree rank) first.
+
+        ``gp-opportunistic`` jobs past their exempt time, then (a budget job of a project
+        not ahead of its pace) budget-QOS jobs of the projects ahead past theirs (the
+        engine takes none inside the protection its run started with).
+        """
         order = sorted(range(len(sim.projects)), key=lambda q: -self.rank_of[q])
-        return [(q, OPPORTUNISTIC) for q in order]
+        out = [(q, OPPORTUNISTIC) for q in order]
+        back = self.takes_back[p] if qos == BUDGET else ()
+        if back:
+            out += [(q, BUDGET) for q in sorted(back, key=lambda q: -self.rank_of[q])]
+        return out
 
     def _start(self, sim, p: int, job: int, qos: str, blocked: frozenset[int]) -> None:
         if qos == BUDGET:
-            sim.start(job, BUDGET, blocked)
+            sim.start(job, BUDGET, blocked, protect=self.budget_exempt)
             c = sim.jobs.cluster[job]
-            end = self.job_end[job] = sim.expected_end(job)
+            end = self.job_end[job, sim.now] = sim.expected_end(job)
             self.end_sum[p] += sim.jobs.gpus[job] * end
             self.run_gpus[p] += sim.jobs.gpus[job]
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
         elif self.exempt_hours > 0:
             self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
-            sim.start(job, EXEMPT, blocked)
+            sim.start(job, EXEMPT, blocked, protect=0.0)
             heapq.heappush(self.exempt_ends, (sim.now + self.exempt_hours, job, sim.now))
         else:
             self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
-            sim.start(job, OPPORTUNISTIC, blocked)
+            sim.start(job, OPPORTUNISTIC, blocked, protect=0.0)
 
     def schedule(self, sim, c: int) -> None:
         """Slurm's main pass in priority order, then backfill (the module docstring)."""
@@ -515,11 +543,15 @@ class SlurmReplayPolicy(PlannerPolicy):
         """When a running job frees its GPUs for ``job``, by the jobs' limits.
 
         For a budget job (which may requeue them) ``gp-opportunistic`` work past its exempt
-        time frees them now and exempt work when its exemption ends.
+        time frees them now and exempt work when its exemption ends; so do the budget-QOS
+        jobs of the projects it takes back from, past their QOS's exempt time.
         """
-        if self.qos_of(sim, sim.jobs.project[job], job) != BUDGET:
+        p = sim.jobs.project[job]
+        if self.qos_of(sim, p, job) != BUDGET:
             return sim.expected_end
         now, exempt = sim.now, self.exempt_hours
+        back, budget_exempt = frozenset(self.takes_back[p]), self.budget_exempt
+        project = sim.jobs.project
 
         def end(j: int) -> float:
             tag = sim.tag_of(j)
@@ -527,6 +559,8 @@ class SlurmReplayPolicy(PlannerPolicy):
                 return now
             if tag == EXEMPT:
                 return min(sim.expected_end(j), max(sim.started_at(j) + exempt, now))
+            if tag == BUDGET and project[j] in back:
+                return min(sim.expected_end(j), max(sim.started_at(j) + budget_exempt, now))
             return sim.expected_end(j)
 
         return end
