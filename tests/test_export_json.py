@@ -26,3 +26,11 @@ def test_unchanged_cluster_has_no_next_change():
         a for a in PLAN["allocations"] if a["cluster"] == "c2"]}
     first = {c["cluster"]: c for c in executor_view(plan)["periods"][0]["clusters"]}
     assert first["c2"]["next_change"] is None and first["c1"]["quotas"] == []
+
+
+def test_view_names_the_projects_ahead_of_their_pace():
+    # PLAN's as_of is half-way through the quarter: ahead = used > half the budget
+    assert executor_view(PLAN)["ahead_of_pace"] == []
+    budgets = [{**b, "used": b["budget"] * 0.6} if b["project"] in ("p2", "=P 3") else b
+               for b in PLAN["budgets"]]
+    assert executor_view({**PLAN, "budgets": budgets})["ahead_of_pace"] == ["=P 3", "p2"]

@@ -4,14 +4,16 @@ For an executor of any other kind (see README, "plan.json for executor authors")
 period lists, per cluster, the projects' ``guaranteed_gpus`` and ``opportunistic_gpus`` (as
 in ``allocations``), the reservations that run at some time in the period, and
 ``next_change``: the start of the first later period whose quotas or reservations on that
-cluster differ (``null`` when nothing changes until the plan's end).
+cluster differ (``null`` when nothing changes until the plan's end). ``ahead_of_pace``: the
+projects ahead of their budget pace at ``as_of``, whose guaranteed work others may take back
+once it has run the protected runtime (the executor contract's rule 5).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from planner.contract import InForce, next_change, timeline
+from planner.contract import InForce, ahead_of_pace, next_change, timeline
 from planner.exporters.common import cluster_info
 
 VIEW_VERSION = 1
@@ -46,4 +48,4 @@ def executor_view(plan: dict[str, Any]) -> dict[str, Any]:
         periods.append({"start": p["start"], "end": p["end"], "clusters": per_cluster})
     return {"view_version": VIEW_VERSION, "scenario": plan["scenario"], "as_of": plan["as_of"],
             "input_digest": plan.get("input_digest", ""), "contract": plan.get("contract"),
-            "periods": periods}
+            "ahead_of_pace": sorted(ahead_of_pace(plan)), "periods": periods}
