@@ -24,6 +24,7 @@ from planner.contract import (
     InForce,
     JobClass,
     Quota,
+    ahead_of_pace,
     floor_gpus,
     in_force,
     may_preempt,
@@ -328,3 +329,20 @@ def test_job_states_are_an_enum():
     result = sim.run()
     assert sim.state[0] is JobState.DONE and result.finish[0] == 2.0
     assert sim.outstanding_jobs() == [] and sim.work_left(0) == 0.0
+
+
+@pytest.mark.parametrize(("as_of", "used", "ahead"), [
+    ("2026-10-01T00:00:00Z", 1.0, True),      # quarter start: any usage is ahead
+    ("2026-10-01T00:00:00Z", 0.0, False),
+    ("2026-11-15T12:00:00Z", 450.0, False),   # 45.5 of 91 days gone (half): pace 450
+    ("2026-11-15T12:00:00Z", 450.5, True),
+    ("2027-02-01T00:00:00Z", 900.0, False),   # after the quarter: the share stays 1
+    ("2027-02-01T00:00:00Z", 900.5, True),
+])
+def test_ahead_of_pace_by_hand(as_of, used, ahead):
+    # a 91-day quarter, a budget of 900 NGH: ahead = used > 900 x the share gone
+    plan = {"as_of": as_of, "quarter_start": "2026-10-01T00:00:00Z",
+            "quarter_end": "2026-12-31T00:00:00Z",
+            "budgets": [{"project": "p", "budget": 900.0, "used": used},
+                        {"project": "none", "budget": 0.0, "used": 0.0}]}
+    assert ahead_of_pace(plan) == ({"p"} if ahead else set())
