@@ -232,6 +232,27 @@ def test_projects_behind_their_pace_take_back_from_those_ahead():
         "gp-opportunistic"}
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_take_back_lists_apply_and_converge_with_a_hashed_qos_name(tmp_path):
+    # =P 3 (an id that is no DNS label: its QOS name carries a digest) at 400 of 500 NGH
+    # half-way through the quarter is ahead; p1 and p2 list its QOS. The script applies on
+    # the fake Slurm (which refuses a Preempt naming a QOS it lacks and prints lists
+    # sorted), and a second apply changes nothing.
+    ahead = plan_copy()
+    ahead["budgets"][2]["used"] = 400.0
+    assert ahead_of_pace(ahead) == {"=P 3"}
+    slurm = FakeSlurm(tmp_path / "a")
+    once = slurm.apply(export_slurm(ahead, ORG))
+    assert once["qos"]["gp-p1"]["preempt"] == "gp-opportunistic,gp-p-3-8aff7f51"
+    assert once["qos"]["gp-p2"]["preempt"] == "gp-opportunistic,gp-p-3-8aff7f51"
+    assert once["qos"]["gp-p-3-8aff7f51"]["preempt"] == "gp-opportunistic"
+    assert slurm.apply(export_slurm(ahead, ORG)) == once
+    # the replan that follows from PLAN's state lands where a fresh apply does
+    fresh = FakeSlurm(tmp_path / "b")
+    fresh.apply(export_slurm(PLAN, ORG))
+    assert fresh.apply(export_slurm(ahead, ORG, previous=PLAN))["qos"] == once["qos"]
+
+
 def test_replan_with_a_changed_org_or_budget_touches_only_changed_accounts():
     # shares come from the budgets: a new org weight changes no account, a moved project
     # changes its own parent and the shares of the subtrees it left and joined
