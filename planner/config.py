@@ -148,6 +148,12 @@ MAX_WEIGHT = 1e6
 MAX_RANDOM_SEED = 2**31 - 1  # HiGHS's random_seed is an int32
 
 
+def is_seed(value: object) -> bool:
+    """Whether ``value`` is a HiGHS ``random_seed``: a whole number in [0, MAX_RANDOM_SEED]."""
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        0 <= value <= MAX_RANDOM_SEED
+
+
 def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
     """``model`` with HiGHS's ``solver.random_seed`` set to ``seed``."""
     return replace(model, solver=replace(model.solver, random_seed=seed))
@@ -171,7 +177,7 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
         problems.append(InputProblem(label, None, "reservation_time_share", "must be in (0, 1)"))
     if config.solver.threads < 1:
         problems.append(InputProblem(label, None, "threads", "must be ≥ 1"))
-    if not 0 <= config.solver.random_seed <= MAX_RANDOM_SEED:  # its type is checked on reading
+    if not is_seed(config.solver.random_seed):
         problems.append(InputProblem(label, None, "random_seed",
                                      f"must be a whole number in [0, {MAX_RANDOM_SEED}]"))
     if config.solver.period_grid:

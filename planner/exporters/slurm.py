@@ -279,7 +279,7 @@ class BudgetQos:
     @property
     def exempt(self) -> str:
         """``PreemptExemptTime=`` as set and as ``sacctmgr show qos`` prints it."""
-        return _clock(round(self.preempt_exempt_hours * 3600))
+        return exempt_clock(self.preempt_exempt_hours)
 
     @property
     def flags(self) -> str:
@@ -340,8 +340,8 @@ class SlurmState:
 
         :meth:`limits` and the preemption: the QOS it takes back from and its exempt time.
         """
-        return {b.project: (b.minutes, b.gpus, b.no_decay, b.preempt_list, b.exempt)
-                for b in self.budgets}
+        limits = self.limits()
+        return {b.project: (*limits[b.project], b.preempt_list, b.exempt) for b in self.budgets}
 
 
 def slurm_accounts(tree: OrgTree, nodes: list[str],
@@ -385,6 +385,14 @@ def exempt_hours(plan: dict[str, Any]) -> float:
     :func:`planner.contract.preemptible_protection` (0 for a plan without a contract).
     """
     return preemptible_protection(plan) if "contract" in plan else 0.0
+
+
+def budget_exempt_hours(plan: dict[str, Any]) -> float:
+    """``PreemptExemptTime`` of every budget QOS: the contract's protected runtime (rule 5).
+
+    :func:`planner.contract.min_runtime_cap` (0 for a plan without a contract).
+    """
+    return min_runtime_cap(plan) if "contract" in plan else 0.0
 
 
 #: What the budget QOS's ``GrpTRES`` pace cap counts (:func:`pace_gpus`): the guaranteed
@@ -472,7 +480,7 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     minutes = budget_minutes(plan)
     caps = pace_gpus(plan, pace, floor) if pace != "none" else {}
     back = take_back(plan, minutes) if takes_back else {}
-    exempt = min_runtime_cap(plan) if "contract" in plan else 0.0
+    exempt = budget_exempt_hours(plan)
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
                               minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay,
                               takes_back=back.get(p, ()), preempt_exempt_hours=exempt)
@@ -500,10 +508,15 @@ def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
     (the exempt time as ``[D-]HH:MM:SS``).
     """
     factor = f"{qos.usage_factor:g}"
-    exempt = _clock(round(qos.preempt_exempt_hours * 3600))
+    exempt = exempt_clock(qos.preempt_exempt_hours)
     return (f"Priority={qos.priority} PreemptMode={qos.preempt_mode} UsageFactor={factor} "
             f"PreemptExemptTime={exempt}",
             f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}|{exempt}")
+
+
+def exempt_clock(hours: float) -> str:
+    """A QOS's ``PreemptExemptTime`` for ``hours``, whole seconds, as set and as shown."""
+    return _clock(round(hours * 3600))
 
 
 def _clock(seconds: int) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from planner.config import MAX_RANDOM_SEED, ModelConfig, load_model, with_seed
+from planner.config import MAX_RANDOM_SEED, ModelConfig, is_seed, load_model, with_seed
 from planner.errors import InputError, InputProblem
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
@@ -65,7 +65,7 @@ SEED_MARK = "@seed"
 def parse_seeds(text: str) -> list[int]:
     """``--seeds 0,1,2``: whole numbers ≥ 0, in the order given, each once; InputError else."""
     parts = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in parts if not t.isdigit() or int(t) > MAX_RANDOM_SEED]
+    bad = [t for t in parts if not t.isdigit() or not is_seed(int(t))]
     if bad or not parts:
         raise InputError([InputProblem("--seeds", None, None,
                                        f"not a seed: {', '.join(bad) or '(none)'}; give "

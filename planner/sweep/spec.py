@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planner.config import MAX_RANDOM_SEED
+from planner.config import MAX_RANDOM_SEED, is_seed
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import MISSING, probe_file, read_input
 
@@ -165,8 +165,7 @@ def _check_axis(check: _Checker, axis: str, values: list[Any]) -> tuple[Any, ...
                 continue
             out.append(value)
         elif axis == "seed":
-            if isinstance(value, bool) or not isinstance(value, int) or not (
-                    0 <= value <= MAX_RANDOM_SEED):
+            if not is_seed(value):
                 check.add(key, f"each value must be a whole number in [0, {MAX_RANDOM_SEED}], "
                                f"got {value!r}")
                 continue
