@@ -234,7 +234,7 @@ def test_seeds_replay_each_planning_policy_once_per_seed(tmp_path, capsys, monke
     assert [r.name for r in runs] == ["planner@seed7"] and seen and set(seen) == {7}
 
 
-@pytest.mark.parametrize("seeds", ["", "x", "-1", "1.5", "0,,a", "99999999999"])
+@pytest.mark.parametrize("seeds", ["", "x", "-1", "1.5", "0,,a", "99999999999", "²", "1,٣"])
 def test_bad_seeds_exit_2_and_write_nothing(tmp_path, capsys, seeds):
     trace = write_trace(tmp_path, JOBS)
     out = tmp_path / "out"

@@ -65,7 +65,8 @@ SEED_MARK = "@seed"
 def parse_seeds(text: str) -> list[int]:
     """``--seeds 0,1,2``: whole numbers ≥ 0, in the order given, each once; InputError else."""
     parts = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in parts if not t.isdigit() or not is_seed(int(t))]
+    # ASCII digits only: str.isdigit() also takes "²", which int() then refuses
+    bad = [t for t in parts if not (t.isascii() and t.isdigit()) or not is_seed(int(t))]
     if bad or not parts:
         raise InputError([InputProblem("--seeds", None, None,
                                        f"not a seed: {', '.join(bad) or '(none)'}; give "
