@@ -29,13 +29,34 @@ def random_case(jobs, nodes):
                   budgets=[("a", 150.0), ("b", 100.0), ("c", 0.0)],
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01",
                   gpu_rates={"A100": 0.5})
+    return sc, random_trace(jobs)
+
+
+def random_trace(jobs):
+    """The trace of ``jobs`` (project, cluster, submit h, GPUs, hours, min runtime, resumable)."""
     rows = [(f"j{i:02d}", p, c, Q0 + pd.Timedelta(hours=t), g, d, m, r)
             for i, (p, c, t, g, d, m, r) in enumerate(jobs)]
     tr = pd.DataFrame(rows, columns=COLUMNS)
     tr["submit"] = pd.to_datetime(tr["submit"], utc=True)
     tr = tr.astype({"gpus": "int64", "duration_hours": "float64",
                     "min_runtime_hours": "float64", "resumable": bool})
-    return sc, tr.sort_values(["submit", "job_id"], kind="stable").reset_index(drop=True)
+    return tr.sort_values(["submit", "job_id"], kind="stable").reset_index(drop=True)
+
+
+def assert_no_node_over(segments, gpn: dict[int, int]) -> None:
+    """No GPU used twice: per node, the GPUs held never exceed the node's (``gpn`` by cluster)."""
+    changes: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    for s in segments:
+        per_node = gpn[s.cluster] if s.gpus >= gpn[s.cluster] else s.gpus
+        assert len(s.nodes) * per_node == s.held
+        for node in s.nodes:
+            changes.setdefault((s.cluster, node), []).extend([(s.start, per_node),
+                                                              (s.end, -per_node)])
+    for (c, _), deltas in changes.items():
+        level = 0
+        for _, delta in sorted(deltas, key=lambda x: (x[0], x[1])):
+            level += delta
+            assert level <= gpn[c]
 
 
 def checked(cls):
@@ -86,19 +107,7 @@ def test_replay_invariants(jobs, nodes, name):
     policy = checked(VARIANTS[name])()
     result = replay(sc, tr, policy)
     gpn = {0: 4, 1: 8}
-    # no GPU used twice: per node, the GPUs held never exceed the node's
-    changes: dict[tuple[int, int], list[tuple[float, int]]] = {}
-    for s in result.segments:
-        per_node = gpn[s.cluster] if s.gpus >= gpn[s.cluster] else s.gpus
-        assert len(s.nodes) * per_node == s.held
-        for node in s.nodes:
-            changes.setdefault((s.cluster, node), []).extend([(s.start, per_node),
-                                                              (s.end, -per_node)])
-    for (c, _), deltas in changes.items():
-        level = 0
-        for _, delta in sorted(deltas, key=lambda x: (x[0], x[1])):
-            level += delta
-            assert level <= gpn[c]
+    assert_no_node_over(result.segments, gpn)
     for j, row in tr.iterrows():
         segs = sorted((s for s in result.segments if s.job == j), key=lambda s: s.start)
         submit = (row["submit"] - Q0) / pd.Timedelta(hours=1)
@@ -185,8 +194,7 @@ def test_slurm_takes_back_only_from_projects_ahead_and_past_the_exempt_time(earl
                        ("c", "t2", 1.0)],
                   budgets=[("a", 400.0), ("b", 400.0), ("c", 0.0)],
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
-    _, tr = random_case([(p, "c1", t, g, d, m, r) for p, t, g, d, m, r in early + late],
-                        (1, 1))
+    tr = random_trace([(p, "c1", t, g, d, m, r) for p, t, g, d, m, r in early + late])
     policy = checked(SlurmLoggingAhead)()
     result = replay(sc, tr, policy)
     assert result.protected_violations == 0
@@ -198,14 +206,5 @@ def test_slurm_takes_back_only_from_projects_ahead_and_past_the_exempt_time(earl
             assert s.project in ahead
             assert s.protected == policy.budget_exempt == 8.0
             assert s.end - s.start >= 8.0 - EPS
-    level: dict[int, list[tuple[float, int]]] = {}
-    for s in result.segments:
-        for node in s.nodes:
-            level.setdefault(node, []).extend([(s.start, s.held // len(s.nodes)),
-                                               (s.end, -(s.held // len(s.nodes)))])
-    for deltas in level.values():
-        held = 0
-        for _, delta in sorted(deltas, key=lambda x: (x[0], x[1])):
-            held += delta
-            assert held <= 8
+    assert_no_node_over(result.segments, {0: 8})
 
