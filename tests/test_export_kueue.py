@@ -535,17 +535,20 @@ def test_every_set_carries_the_priority_classes_first(per_cluster):
 
     assert PRIORITY_LABEL == "kueue.x-k8s.io/priority-class"
     assert priority_class(True) == "gpu-planner-budget"
-    assert priority_class(False) == "gpu-planner-unallocated"
-    assert PRIORITY_CLASSES[priority_class(True)] > PRIORITY_CLASSES[priority_class(False)] == 0
+    assert priority_class(True, whole_nodes=True) == "gpu-planner-budget-gang"
+    assert priority_class(False) == priority_class(False, whole_nodes=True) \
+        == "gpu-planner-unallocated"
+    assert (PRIORITY_CLASSES[priority_class(True, True)] > PRIORITY_CLASSES[priority_class(True)]
+            > PRIORITY_CLASSES[priority_class(False)] == 0)
     files = export_kueue(PLAN, ORG, periods=2, per_cluster=per_cluster)
     sets = sorted(set(files) - {"index.yaml"})
     assert len(sets) == (2 * len(PLAN["clusters"]) if per_cluster else 2)
     for name in sets:
         docs = objects(files, name)
-        head = docs[:2]
-        assert [d["kind"] for d in head] == ["WorkloadPriorityClass"] * 2
+        head = docs[:3]
+        assert [d["kind"] for d in head] == ["WorkloadPriorityClass"] * 3
         assert {d["metadata"]["name"]: d["value"] for d in head} == PRIORITY_CLASSES
-        assert all(d["kind"] != "WorkloadPriorityClass" for d in docs[2:])
+        assert all(d["kind"] != "WorkloadPriorityClass" for d in docs[3:])
         for d in head:
             validate(d)
         queues = [d for d in docs if d["kind"] == "ClusterQueue"]

@@ -21,8 +21,10 @@ from planner.exporters.kueue import export_kueue, file_name, period_objects, pro
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
+    BORROWED_GANG,
     BORROWED_LOW,
     NOMINAL,
+    NOMINAL_GANG,
     NOMINAL_LOW,
     STRATEGIES,
     FlavorTree,
@@ -165,7 +167,8 @@ def test_a_borrower_is_reclaimed_by_the_lender_at_once():
     # One node of 8 GPUs. a: nominal 0, borrowingLimit 8 (opportunistic 8); b: nominal 8
     # (guaranteed 8), so the pool holds 0 and the root's subtree quota is b's 8.
     # t=0  A (a, 8 GPUs, 10 h, min runtime 3 h): available(a) = root 8 − 0, within its
-    #      borrowingLimit 8: admitted, "borrowed" (a's usage 8 > nominal 0).
+    #      borrowingLimit 8: admitted, "borrowed-gang" (a's usage 8 > nominal 0; a
+    #      whole node of allocated work: gpu-planner-budget-gang).
     # t=1  B (b, 4 GPUs, 2 h): b's usage 0 + 4 ≤ nominal 8, but the root has 8 − 8 = 0
     #      free: reclaimWithinCohort Any preempts the borrower. Kueue has no min
     #      runtime, so A goes at 1, not at 3 (the `quota` policy would wait for 3).
@@ -177,7 +180,7 @@ def test_a_borrower_is_reclaimed_by_the_lender_at_once():
     result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (0.0, 8.0), "b": (8.0, 0.0)})))
     assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(result, 1) == [(1.0, 3.0, DONE)]
-    assert tags(result) == {(0, 0.0): BORROWED, (1, 1.0): NOMINAL, (0, 3.0): BORROWED}
+    assert tags(result) == {(0, 0.0): BORROWED_GANG, (1, 1.0): NOMINAL, (0, 3.0): BORROWED_GANG}
     assert result.protected_violations == 0
 
 
@@ -204,9 +207,10 @@ def test_budget_work_preempts_its_own_queues_unallocated_work():
     # One node of 8. a: nominal 8 (guaranteed 8); b: nothing. Pool 0.
     # t=0  U (a, 8 GPUs, 6 h, min runtime 0: unallocated, class gpu-planner-unallocated,
     #      priority 0) fits a's nominal: admitted "nominal".
-    # t=1  A (a, 8 GPUs, 3 h, allocated: gpu-planner-budget, 1000) fits neither the quota
-    #      nor the node. withinClusterQueue: LowerPriority: its queue's own U (priority
-    #      0 < 1000) is the candidate; preempting it makes A fit: U preempted at 1, A 1 → 4.
+    # t=1  A (a, 8 GPUs, 3 h, allocated, a whole node: gpu-planner-budget-gang, 1100) fits
+    #      neither the quota nor the node. withinClusterQueue: LowerPriority: its queue's
+    #      own U (priority 0 < 1100) is the candidate; preempting it makes A fit: U
+    #      preempted at 1, A 1 → 4.
     # t=4  U (resumable, 5 h left) back 4 → 9.
     # Without the classes (every workload priority 0) A waits for U: 6 → 9, U 0 → 6.
     sc = tiny(TWO_TEAMS)
@@ -215,7 +219,8 @@ def test_budget_work_preempts_its_own_queues_unallocated_work():
     result = replay(sc, tr, FixedPlan(plan))
     assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (4.0, 9.0, DONE)]  # U
     assert runs(result, 1) == [(1.0, 4.0, DONE)]  # A
-    assert tags(result) == {(0, 0.0): NOMINAL_LOW, (1, 1.0): NOMINAL, (0, 4.0): NOMINAL_LOW}
+    assert tags(result) == {(0, 0.0): NOMINAL_LOW, (1, 1.0): NOMINAL_GANG,
+                            (0, 4.0): NOMINAL_LOW}
     equal = replay(sc, tr, FixedPlan(plan, priorities=False))
     assert runs(equal, 0) == [(0.0, 6.0, DONE)]
     assert runs(equal, 1) == [(6.0, 9.0, DONE)]
@@ -263,6 +268,55 @@ def test_a_lender_reclaims_a_borrowers_unallocated_work_before_its_budget_work()
     equal = replay(sc, tr, FixedPlan(plan, priorities=False))
     assert runs(equal, 0) == [(0.0, 10.0, DONE)]
     assert runs(equal, 1) == [(0.5, 1.0, PREEMPTED), (3.0, 12.5, DONE)]
+
+
+def test_a_lender_reclaims_a_borrowers_smaller_budget_work_before_its_gang():
+    # Two nodes of 8. a: nominal 16 (guaranteed 16); b: nominal 0 (a fill flavor). Pool 0.
+    # t=0   BS (b, 4 GPUs, 10 h, allocated: gpu-planner-budget, 1000) borrows a's idle
+    #       GPUs on node 0: "borrowed".
+    # t=0.5 BG (b, 8 GPUs, 10 h, allocated, a whole node: gpu-planner-budget-gang, 1100)
+    #       borrows node 1: "borrowed-gang" (b's usage 12 > 0).
+    # t=1   A (a, 8 GPUs, 2 h) is within a's nominal 16, and the root has 16 − 12 = 4
+    #       free: reclaimWithinCohort Any takes the borrowing queue b's candidates lowest
+    #       priority first: BS, though BG was admitted later (and, among equal
+    #       priorities, would go first). Preempting BS leaves 8 of quota and empties
+    #       node 0: A 1 → 3 there. BS (resumable, 9 h left) back 3 → 12; BG runs on.
+    # Without the classes the most recently admitted goes: BG (its 8 GPUs restart), and
+    # A runs on node 1.
+    sc = tiny(TWO_TEAMS, nodes=2)
+    tr = trace([("BS", "b", 0, 4, 10.0, 1.0), ("BG", "b", 0.5, 8, 10.0, 1.0),
+                ("A", "a", 1, 8, 2.0, 1.0)])
+    plan = hand_plan(2, {"a": (16.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]  # BS
+    assert runs(result, 1) == [(0.5, 10.5, DONE)]  # BG
+    assert runs(result, 2) == [(1.0, 3.0, DONE)]  # A
+    assert tags(result) == {(0, 0.0): BORROWED, (1, 0.5): BORROWED_GANG,
+                            (2, 1.0): NOMINAL_GANG, (0, 3.0): BORROWED}
+    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    assert runs(equal, 0) == [(0.0, 10.0, DONE)]
+    assert runs(equal, 1) == [(0.5, 1.0, PREEMPTED), (3.0, 12.5, DONE)]
+
+
+def test_a_gang_preempts_its_own_queues_smaller_budget_work():
+    # One node of 8. a: nominal 8 (guaranteed 8); b: nothing. Pool 0.
+    # t=0  S (a, 4 GPUs, 10 h, allocated: gpu-planner-budget, 1000) within a's nominal:
+    #      "nominal".
+    # t=1  G (a, 8 GPUs, 3 h, allocated, a whole node: gpu-planner-budget-gang, 1100)
+    #      fits neither a's quota (8 − 4) nor the node. withinClusterQueue: LowerPriority:
+    #      its queue's own S (1000 < 1100) is the candidate, and preempting it makes G fit:
+    #      S preempted at 1, G 1 → 4; S (resumable, 9 h left) back 4 → 13.
+    # Without the classes G waits for S: 10 → 13.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("S", "a", 0, 4, 10.0, 1.0), ("G", "a", 1, 8, 3.0, 1.0)])
+    plan = hand_plan(1, {"a": (8.0, 0.0)})
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (4.0, 13.0, DONE)]  # S
+    assert runs(result, 1) == [(1.0, 4.0, DONE)]  # G
+    assert tags(result) == {(0, 0.0): NOMINAL, (1, 1.0): NOMINAL_GANG, (0, 4.0): NOMINAL}
+    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    assert runs(equal, 0) == [(0.0, 10.0, DONE)]
+    assert runs(equal, 1) == [(10.0, 13.0, DONE)]
 
 
 # -- a reservation: nominal quota with a lendingLimit -----------------------------------------
@@ -605,9 +659,11 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     # Two nodes (16 GPUs), a fixed plan whose guaranteed GPUs (plus b's reserved node)
     # fit the cluster. After every scheduling pass: no queue above nominal +
     # borrowingLimit, the pool not overdrawn, reserved GPUs never used by another queue;
-    # only borrowed work, or a queue's own unallocated work (min runtime 0: the
-    # gpu-planner-unallocated class, which its budget work may preempt), is ever
-    # preempted: budget work within its queue's nominal quota never is.
+    # only borrowed work, or a queue's own lower-priority work (its unallocated work,
+    # min runtime 0, which its budget work may preempt; its smaller budget work, which
+    # its gangs may preempt) is ever preempted: a gang within its queue's nominal quota
+    # never is, and budget work within nominal only when a gang of its own queue starts
+    # in its place.
     (ga, oa), (gb, ob) = grants
     held = 8 * len(reserved)
     ga = min(ga, 16 - held)
@@ -637,9 +693,16 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
             checks.append(sim.now)
 
     result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
-    assert all(s.tag in (BORROWED, BORROWED_LOW, NOMINAL_LOW)
-               for s in result.segments if s.ended == PREEMPTED)
+    preempted = [s for s in result.segments if s.ended == PREEMPTED]
+    assert all(s.tag in (BORROWED, BORROWED_GANG, BORROWED_LOW, NOMINAL_LOW, NOMINAL)
+               for s in preempted)
+    gang_starts = {(s.project, s.start) for s in result.segments
+                   if s.tag in (NOMINAL_GANG, BORROWED_GANG)}
+    assert all((s.project, s.end) in gang_starts for s in preempted if s.tag == NOMINAL)
     allocated = set(tr.index[tr["min_runtime_hours"] > 0])  # trace rows (sorted by submit)
-    assert all((s.job in allocated) == (s.tag in (NOMINAL, BORROWED))
+    assert all((s.job in allocated) == (s.tag in (NOMINAL, BORROWED, NOMINAL_GANG,
+                                                  BORROWED_GANG))
+               for s in result.segments)
+    assert all((s.tag in (NOMINAL_GANG, BORROWED_GANG)) == (s.job in allocated and s.gpus >= 8)
                for s in result.segments)
     assert checks or not len(tr)

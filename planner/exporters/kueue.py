@@ -3,11 +3,14 @@
 One multi-document YAML file per exported period, ``kueue-<period start>.yaml``, and an
 ``index.yaml`` listing them with their validity windows. Per period:
 
-- two ``WorkloadPriorityClass`` objects (:data:`PRIORITY_CLASSES`): ``gpu-planner-budget``
-  (1000) for allocated work and ``gpu-planner-unallocated`` (0, the priority of a workload
-  with no class) for unallocated work, named by each job's ``kueue.x-k8s.io/priority-class``
-  label (:func:`priority_class`), so that a queue admits its budget work first and budget
-  work preempts the queue's own unallocated work (``withinClusterQueue: LowerPriority``);
+- three ``WorkloadPriorityClass`` objects (:data:`PRIORITY_CLASSES`):
+  ``gpu-planner-budget-gang`` (1100) for allocated jobs of whole nodes (at least one
+  node's GPUs), ``gpu-planner-budget`` (1000) for the other allocated jobs and
+  ``gpu-planner-unallocated`` (0, the priority of a workload with no class) for
+  unallocated work, named by each job's ``kueue.x-k8s.io/priority-class`` label
+  (:func:`priority_class`), so that a queue admits its budget work first, budget work
+  preempts the queue's own unallocated work (``withinClusterQueue: LowerPriority``), and a
+  borrowing queue's smaller work is preempted before its gangs;
 - a ``ResourceFlavor`` per cluster, ``spec.nodeLabels`` = the cluster's node selector: the
   plan's ``node_labels`` for it (from ``clusters.csv``), else the default
   ``gpu-planner.io/cluster: <cluster>`` (plus ``nvidia.com/gpu.product`` where the GPU type is
@@ -120,20 +123,29 @@ KINDS = ("WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "L
 #: ``WorkloadPriorityClassLabel``); Kueue copies the class's value into the Workload.
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 #: The WorkloadPriorityClasses every set carries, name: value. Allocated work (charged to
-#: the project's budget: what the plan's demand counts) runs at ``gpu-planner-budget``;
-#: unallocated work (exploratory, charged to no budget) at ``gpu-planner-unallocated``,
-#: the priority (0) of a workload with no class. The executor contract's ``PREEMPTS``
-#: (guaranteed work takes GPUs back from unallocated work first) in Kueue's terms: within a
-#: ClusterQueue, ``BestEffortFIFO`` admits higher priorities first and
-#: ``withinClusterQueue: LowerPriority`` lets a budget workload preempt the queue's own
-#: unallocated workloads; across queues, preemption candidates are taken lowest priority
-#: first.
-PRIORITY_CLASSES = {"gpu-planner-budget": 1000, "gpu-planner-unallocated": 0}
+#: the project's budget: what the plan's demand counts) runs at ``gpu-planner-budget``,
+#: or ``gpu-planner-budget-gang`` for a job of whole nodes (it asks at least one node's
+#: GPUs); unallocated work (exploratory, charged to no budget) at
+#: ``gpu-planner-unallocated``, the priority (0) of a workload with no class. The executor
+#: contract's ``PREEMPTS`` (guaranteed work takes GPUs back from unallocated work first) in
+#: Kueue's terms: within a ClusterQueue, ``BestEffortFIFO`` admits higher priorities first
+#: and ``withinClusterQueue: LowerPriority`` lets a budget workload preempt the queue's own
+#: unallocated workloads (and a gang its queue's smaller budget work); across queues,
+#: preemption candidates are taken lowest priority first, so a borrowing queue loses its
+#: small jobs before a gang that has run for hours on several nodes is restarted.
+PRIORITY_CLASSES = {"gpu-planner-budget-gang": 1100, "gpu-planner-budget": 1000,
+                    "gpu-planner-unallocated": 0}
 
 
-def priority_class(allocated: bool) -> str:
-    """The WorkloadPriorityClass a job carries: the budget's for allocated work."""
-    return "gpu-planner-budget" if allocated else "gpu-planner-unallocated"
+def priority_class(allocated: bool, whole_nodes: bool = False) -> str:
+    """The WorkloadPriorityClass a job carries.
+
+    ``allocated``: work on the project's budget; ``whole_nodes``: the job asks at least
+    one node's GPUs of its cluster (a gang of whole nodes).
+    """
+    if not allocated:
+        return "gpu-planner-unallocated"
+    return "gpu-planner-budget-gang" if whole_nodes else "gpu-planner-budget"
 
 
 def prune_allowlist() -> tuple[str, ...]:
@@ -172,7 +184,9 @@ def _meta(name: str, original: str, window: Stamp, namespace: str | None = None
 
 def _priority_classes(window: Stamp) -> list[dict[str, Any]]:
     """The WorkloadPriorityClasses (:data:`PRIORITY_CLASSES`): cluster-scoped, no spec."""
-    what = {priority_class(True): "allocated work, charged to the project's budget (gpu-planner)",
+    what = {priority_class(True, True): "allocated jobs of whole nodes, charged to the "
+                                        "project's budget (gpu-planner)",
+            priority_class(True): "allocated work, charged to the project's budget (gpu-planner)",
             priority_class(False): "unallocated work, charged to no budget (gpu-planner)"}
     return [{"apiVersion": API, "kind": "WorkloadPriorityClass",
              "metadata": _meta(name, name, window), "value": value, "description": what[name]}

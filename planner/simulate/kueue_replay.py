@@ -25,7 +25,8 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   admit on quota and leave pods pending where nodes are fragmented);
 - **priorities**: the export's WorkloadPriorityClasses, each job carrying its class's
   label (:func:`planner.exporters.kueue.priority_class`): allocated work
-  ``gpu-planner-budget`` (1000), unallocated work ``gpu-planner-unallocated`` (0);
+  ``gpu-planner-budget`` (1000), allocated jobs of at least one whole node
+  ``gpu-planner-budget-gang`` (1100), unallocated work ``gpu-planner-unallocated`` (0);
   ``priorities=False`` replays every workload at priority 0 (the export before the
   classes, or a site whose jobs carry no label);
 - **order**: ``BestEffortFIFO`` within a ClusterQueue (the first waiting workload, by
@@ -43,16 +44,17 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   queue's nominal quota but finds no quota free preempts workloads of queues that
   borrow (usage above nominal), the queue with the highest share first, at most each
   queue's excess over its nominal quota (its most recently admitted workloads are
-  the borrowed ones, the lowest priority first: :data:`BORROWED_LOW` before
-  :data:`BORROWED`); only when preempting that borrowed work leaves the workload its
-  quota (Kueue's check), and then as much of it as the quota needs, beyond what makes
-  room on the nodes;
+  the borrowed ones, the lowest priority first: :data:`BORROWED_LOW`, then
+  :data:`BORROWED`, then :data:`BORROWED_GANG`); only when preempting that borrowed work
+  leaves the workload its quota (Kueue's check), and then as much of it as the quota
+  needs, beyond what makes room on the nodes;
 - **within a queue** (``withinClusterQueue: LowerPriority``,
   :meth:`KueueReplayPolicy._within_queue`): a workload that does not fit preempts its own
   queue's running workloads of a lower priority (budget work takes the queue's
-  unallocated work), the lowest priority and most recently admitted first, as many as
-  it needs to fit, tried before the cohort's candidates (Kueue pools both kinds; the
-  replay takes its own queue's alone when they suffice, else the cohort's alone);
+  unallocated work, a gang its smaller budget work too), the lowest priority and most
+  recently admitted first, as many as it needs to fit, tried before the cohort's
+  candidates (Kueue pools both kinds; the replay takes its own queue's alone when they
+  suffice, else the cohort's alone);
 - **fair-sharing preemption** (:meth:`KueueReplayPolicy._fair_targets`): with Fair
   Sharing on, ``reclaimWithinCohort: Any`` lets a pending workload *beyond* its queue's
   nominal quota preempt too, under the Configuration's ``preemptionStrategies`` (Kueue's
@@ -118,8 +120,15 @@ NOMINAL, BORROWED = "nominal", "borrowed"
 #: a borrowing queue's first preemption candidates, before its borrowed budget work, and
 #: what a queue's budget work may preempt within it (``withinClusterQueue``)
 NOMINAL_LOW, BORROWED_LOW = "nominal-unallocated", "borrowed-unallocated"
+#: the same above it: allocated jobs of whole nodes (``gpu-planner-budget-gang``), a
+#: borrowing queue's last candidates
+NOMINAL_GANG, BORROWED_GANG = "nominal-gang", "borrowed-gang"
 WITHIN = "within"  # a candidate that may preempt only its own queue's lower-priority work
 TOP, BOTTOM = max(PRIORITY_CLASSES.values()), min(PRIORITY_CLASSES.values())
+#: priority → (its tag within nominal quota, its tag borrowed), lowest priority first
+TAGS = {PRIORITY_CLASSES[priority_class(False)]: (NOMINAL_LOW, BORROWED_LOW),
+        PRIORITY_CLASSES[priority_class(True)]: (NOMINAL, BORROWED),
+        PRIORITY_CLASSES[priority_class(True, True)]: (NOMINAL_GANG, BORROWED_GANG)}
 #: Kueue's fair-sharing preemption strategies, in its default order
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
@@ -399,7 +408,8 @@ class KueueReplayPolicy(PlannerPolicy):
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
         if not self.priorities:
             return 0
-        return PRIORITY_CLASSES[priority_class(sim.jobs.allocated[job])]
+        whole = sim.jobs.gpus[job] >= sim.gpn[sim.jobs.cluster[job]]
+        return PRIORITY_CLASSES[priority_class(sim.jobs.allocated[job], whole)]
 
     def job_key(self, sim, job: int) -> tuple:
         """``BestEffortFIFO``'s order: higher priority first, then submit order."""
@@ -459,8 +469,8 @@ class KueueReplayPolicy(PlannerPolicy):
         """Each queue's work within its nominal quota, higher priority and oldest first.
 
         What is left is borrowed: the candidates Kueue preempts from a borrowing queue,
-        lowest priority first (:data:`BORROWED_LOW`, then :data:`BORROWED`), then most
-        recently admitted.
+        lowest priority first (:data:`BORROWED_LOW`, :data:`BORROWED`, then
+        :data:`BORROWED_GANG`), then most recently admitted.
         """
         tree = self.trees[c]
         taken: dict[int, int] = {}
@@ -477,19 +487,18 @@ class KueueReplayPolicy(PlannerPolicy):
             sim.retag(job, self._tag(sim, job, taken[p] <= nominal))
 
     def _tag(self, sim, job: int, within: bool) -> str:
-        """``job``'s tag: within its queue's nominal quota or borrowed; low priority or not."""
-        low = self.priorities and self._priority(sim, job) < TOP
-        if within:
-            return NOMINAL_LOW if low else NOMINAL
-        return BORROWED_LOW if low else BORROWED
+        """``job``'s tag: within its queue's nominal quota or borrowed, by its priority."""
+        pair = TAGS[self._priority(sim, job)] if self.priorities else (NOMINAL, BORROWED)
+        return pair[0] if within else pair[1]
 
-    def _low_held(self, sim, c: int, p: int | None = None) -> bool:
-        """Whether low-priority work runs on ``c`` (of project ``p`` alone, when given)."""
+    def _low_held(self, sim, c: int, p: int | None = None, below: int = TOP) -> bool:
+        """Whether work of a priority under ``below`` runs on ``c`` (of ``p``'s, when given)."""
         if not self.priorities:
             return False
+        tags = [t for priority, pair in TAGS.items() if priority < below for t in pair]
         if p is None:
-            return bool(sim.held_of(c, NOMINAL_LOW).any() or sim.held_of(c, BORROWED_LOW).any())
-        return sim.held_under(c, p, NOMINAL_LOW) + sim.held_under(c, p, BORROWED_LOW) > 0
+            return any(sim.held_of(c, t).any() for t in tags)
+        return any(sim.held_under(c, p, t) > 0 for t in tags)
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -536,7 +545,8 @@ class KueueReplayPolicy(PlannerPolicy):
             top = queue.head()
             if (top is not None and top[1] not in self._no_within
                     and self._priority(sim, top[1]) > BOTTOM
-                    and self._low_held(sim, c, p) and not fits(sim.jobs.gpus[top[1]])):
+                    and self._low_held(sim, c, p, self._priority(sim, top[1]))
+                    and not fits(sim.jobs.gpus[top[1]])):
                 return top[1], WITHIN
         top = queue.head_fit(fits)
         if top is not None:
@@ -559,7 +569,7 @@ class KueueReplayPolicy(PlannerPolicy):
             return []
         projects = [self.project_of[q] for _, q in sorted(borrowing)]
         self._retag(sim, c, set(projects))
-        return [(p, tag) for p in projects for tag in (BORROWED_LOW, BORROWED)]
+        return [(p, tag) for p in projects for _, (_, tag) in sorted(TAGS.items())]
 
     def schedule(self, sim, c: int) -> None:
         """Kueue's scheduling cycles on one flavor until nothing more is admitted."""
@@ -670,7 +680,7 @@ class KueueReplayPolicy(PlannerPolicy):
         q = self.queue[p]
         if (not self.priorities or not self.settings[q].lower_priority
                 or job in self._no_within or job in self._preempted
-                or not self._low_held(sim, c, p)):
+                or not self._low_held(sim, c, p, self._priority(sim, job))):
             return False
         mine = self._priority(sim, job)
         cands = [v for v in sim.running_jobs(c)
