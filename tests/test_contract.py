@@ -240,6 +240,8 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert terms.reservations, "the sample's first period holds reservations"
     assert any(q.opportunistic for q in terms.quotas), "and opportunistic headroom"
     checked = 0
+    ahead = ahead_of_pace(plan)
+    assert ahead, "the sample's plan has projects ahead of their pace"
     for p, name in enumerate(sim.projects):
         for k, c in enumerate(sim.cluster_ids):
             g, o = int(policy.guaranteed[p, k]), int(policy.opportunistic[p, k])
@@ -247,8 +249,10 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
             assert (g, o) == (terms.quota(name, c).guaranteed, terms.quota(name, c).opportunistic)
             assert reserved == terms.reserved_gpus(name, c)
             nominal, borrowing, lending = kueue.get((name, c), (0, 0, None))
-            assert nominal == g + reserved, (name, c)
-            assert borrowing == o, (name, c)
+            # rule 5: a project ahead of its pace lends its guaranteed GPUs (borrows them)
+            kept = 0 if name in ahead else g
+            assert nominal == kept + reserved, (name, c)
+            assert borrowing == o + g - kept, (name, c)
             assert lending == (nominal - reserved if reserved else None), (name, c)
             # the default export (fill): the same nominal and lending, no borrowing limit,
             # and a cell for every (project, cluster)
@@ -258,7 +262,8 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert checked == len(sim.projects) * len(sim.cluster_ids)
     # the pool lends what no project holds as nominal quota
     for k, c in enumerate(sim.cluster_ids):
-        held = int(policy.guaranteed[:, k].sum() + policy.reserved[:, k].sum())
+        held = int(sum(policy.guaranteed[p, k] for p, name in enumerate(sim.projects)
+                       if name not in ahead) + policy.reserved[:, k].sum())
         assert pool.get(c, 0) == filled_pool.get(c, 0) == sim.capacity[k] - held
     # and no cell of the Kueue export is one the simulator does not know
     assert set(kueue) <= {(p, c) for p in sim.projects for c in sim.cluster_ids}

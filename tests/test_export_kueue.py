@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from planner.contract import ahead_of_pace
 from planner.exporters.common import OrgTree, safe_name
 from planner.exporters.kueue import MAX_FLAVORS, export_kueue, file_name, period_objects
 from tests.export_fixtures import ORG, PLAN, wide_plan
@@ -222,8 +223,11 @@ def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
 
     ``got``: (project id, flavor) -> its queue's resource entry, from every queue of the
     period; ``free``: flavor -> the pool's nominal quota. ``fill``: the export's fill,
-    for these projects (every one on every cluster, no ``borrowingLimit``).
+    for these projects (every one on every cluster, no ``borrowingLimit``). A project
+    ahead of its budget pace (rule 5) holds only its reserved GPUs as nominal quota and
+    borrows its guaranteed ones.
     """
+    ahead = ahead_of_pace(plan)
     alloc = pd.DataFrame(plan["allocations"])
     alloc = alloc[alloc["period_start"] == start].assign(
         flavor=lambda f: f["cluster"].map(safe_name))
@@ -245,11 +249,12 @@ def assert_quotas_are_the_plans(plan: dict, start: str, end: str,
         g = grants["guaranteed"].get(key, 0.0) if "guaranteed" in grants else 0.0
         o = grants["opportunistic"].get(key, 0.0) if "opportunistic" in grants else 0.0
         q = got[key]
-        assert q["nominalQuota"] == math.floor(g + 1e-6) + reserved.get(key, 0)
+        kept = 0 if key[0] in ahead else math.floor(g + 1e-6)
+        assert q["nominalQuota"] == kept + reserved.get(key, 0)
         if fill is not None:
             assert "borrowingLimit" not in q
         else:
-            assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - math.floor(g + 1e-6)
+            assert q["borrowingLimit"] == math.floor(g + o + 1e-6) - kept
         assert q.get("lendingLimit") == (q["nominalQuota"] - reserved[key]
                                          if key in reserved else None)
     # rule 1 carries over: per flavor, quota + borrowing never exceeds the cluster, and the
@@ -270,6 +275,32 @@ def test_sample_quotas_match_the_plan_and_fit_each_cluster(sample_plan):
     docs = objects(export_kueue(plan, org), file_name(start))
     assert_quotas_are_the_plans(plan, start, end, queue_quotas(docs), pool_free(docs),
                                 fill=list(OrgTree.from_frame(org).leaves))
+
+
+def test_rule_5_projects_ahead_of_pace_lend_their_guaranteed_quota(sample_plan):
+    # The executor contract's rule 5 in Kueue's terms: a project ahead of its budget pace
+    # keeps only its reserved GPUs as nominal quota; its guaranteed GPUs go to the pool,
+    # so its work there borrows and lenders reclaim it. takes_back=False: the export
+    # before the rule, every project's guaranteed GPUs its nominal quota.
+    plan, org = sample_plan
+    start = plan["periods"][0]["start"]
+    ahead = ahead_of_pace(plan)
+    now = queue_quotas(objects(export_kueue(plan, org), file_name(start)))
+    files = export_kueue(plan, org, takes_back=False)
+    before = queue_quotas(objects(files, file_name(start)))
+    pool_now = pool_free(objects(export_kueue(plan, org), file_name(start)))
+    pool_before = pool_free(objects(files, file_name(start)))
+    lent: dict[str, int] = {}
+    for (project, flavor), q in before.items():
+        reserved = q["nominalQuota"] - q.get("lendingLimit", q["nominalQuota"])
+        if project in ahead:
+            assert now[(project, flavor)]["nominalQuota"] == reserved
+            lent[flavor] = lent.get(flavor, 0) + q["nominalQuota"] - reserved
+        else:
+            assert now[(project, flavor)] == q
+    assert sum(lent.values()) > 0, "the sample's plan has guaranteed GPUs of projects ahead"
+    for flavor in set(pool_now) | set(pool_before):
+        assert pool_now.get(flavor, 0) == pool_before.get(flavor, 0) + lent.get(flavor, 0)
 
 
 def _by_cluster(files: dict[str, str], start: str) -> dict[str, list[dict]]:

@@ -319,6 +319,45 @@ def test_a_gang_preempts_its_own_queues_smaller_budget_work():
     assert runs(equal, 1) == [(10.0, 13.0, DONE)]
 
 
+def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_pace():
+    # Two nodes of 8. Team t1 holds a and c, team tb holds b. The plan guarantees a 8 and
+    # b 8 GPUs; c nothing. At as_of (= quarter start: no share of the quarter gone) a has
+    # used 50 of its 100: ahead of its pace (rule 5), so the export gives a's queue no
+    # nominal quota (its 8 GPUs go to the pool) and a's work borrows. Pace weights: a
+    # 50 ÷ 96 h, b and c 100 ÷ 96 h.
+    # t=0  A1 (a, 8 GPUs, 10 h) and C1 (c, 8 GPUs, 10 h) both borrow (the pool's 8 and
+    #      b's idle 8).
+    # t=1  B (b, 8 GPUs, 2 h) is within b's nominal 8 and nothing is free: reclaim takes
+    #      the borrowing queue with the highest share first. In t1, a's share (8 ÷ 50)
+    #      is above c's (8 ÷ 100): A1 is preempted, B 1 → 3, A1 (resumable, 9 h left)
+    #      back 3 → 12; C1 runs 0 → 10.
+    # Without rule 5 (takes_back=False) A1 sits within a's nominal 8 and is never
+    # reclaimed: the borrower C1 goes instead (back 3 → 12).
+    org = [("t1", "", 1.0), ("a", "t1", 1.0), ("c", "t1", 1.0), ("tb", "", 1.0),
+           ("b", "tb", 1.0)]
+    sc = tiny(org, nodes=2)
+    plan = hand_plan(2, {"a": (8.0, 0.0), "b": (8.0, 0.0)}) | {
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 50.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0},
+                    {"project": "c", "budget": 100.0, "used": 0.0}]}
+    tr = trace([("A1", "a", 0, 8, 10.0, 1.0), ("C1", "c", 0, 8, 10.0, 1.0),
+                ("B", "b", 1, 8, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    nominal = {o["metadata"]["name"]: o["spec"]["resourceGroups"][0]["flavors"][0]
+               ["resources"][0]["nominalQuota"]
+               for o in period_objects(plan, sc.tree, START, END) if o["kind"] == "ClusterQueue"}
+    assert nominal == {"a": 0, "b": 8, "c": 0}
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, rows["A1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(result, rows["C1"]) == [(0.0, 10.0, DONE)]
+    assert runs(result, rows["B"]) == [(1.0, 3.0, DONE)]
+    kept = replay(sc, tr, FixedPlan(plan, takes_back=False))
+    assert runs(kept, rows["A1"]) == [(0.0, 10.0, DONE)]
+    assert runs(kept, rows["C1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
+    assert runs(kept, rows["B"]) == [(1.0, 3.0, DONE)]
+
+
 # -- a reservation: nominal quota with a lendingLimit -----------------------------------------
 
 
@@ -463,7 +502,7 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     org = [("t", "", 1.0), ("a", "t", 2.0), ("b", "t", 1.0)]
     sc = tiny(org)
     plan = hand_plan(1, {"a": (0.0, 0.0)}) | {
-        "quarter_end": END,
+        "quarter_start": START, "quarter_end": END,
         "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
                     {"project": "b", "budget": 100.0, "used": 0.0}]}
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),

@@ -29,7 +29,12 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
 
   - ``nominalQuota`` = floor(guaranteed GPU-hours ÷ period hours) + the GPUs of its
     reservations that run during the period (dedicated quota for their window); 0 where
-    the plan grants nothing;
+    the plan grants nothing; and, for a project ahead of its budget pace at the plan's
+    ``as_of`` (the executor contract's rule 5, :func:`planner.contract.ahead_of_pace`;
+    ``takes_back=True``, the default), its reservations' GPUs alone: its guaranteed grant
+    becomes borrowing (with ``fill=False`` added to its ``borrowingLimit``), so the
+    projects behind their pace reclaim those GPUs from it as lenders (Kueue has no
+    exempt time, so at once);
   - no ``borrowingLimit`` (fill): the queue may borrow any GPU idle in the cohort tree (its
     team's, its area's, the pool's), so idle GPUs are used by whoever has work, beyond the
     plan's grants and by projects the plan granted nothing; the lender takes them back at
@@ -87,7 +92,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from planner.contract import in_force
+from planner.contract import ahead_of_pace, in_force
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
 from planner.inputs.org import OrgTree
@@ -263,22 +268,31 @@ def allowed_clusters(budgets: pd.DataFrame) -> dict[str, tuple[str, ...]]:
 
 def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True,
                    projects: list[str] | None = None,
-                   allowed: dict[str, tuple[str, ...]] | None = None) -> Quotas:
+                   allowed: dict[str, tuple[str, ...]] | None = None,
+                   takes_back: bool = True) -> Quotas:
     """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
 
     Read from the executor contract (:func:`planner.contract.in_force` over the period):
-    nominal = guaranteed whole GPUs + reserved GPUs. ``fill`` (the default): borrowing is
-    None (no ``borrowingLimit``: idle quota anywhere in the cohort tree may be borrowed,
-    and lenders reclaim it at once) and every project in ``projects`` gets a cell (nominal
-    0 where the plan grants nothing) on every cluster of the plan it may run on
-    (``allowed``: project -> clusters; a project missing from it may run anywhere). Without
+    nominal = guaranteed whole GPUs + reserved GPUs; with ``takes_back`` (the default,
+    the contract's rule 5), a project ahead of its budget pace
+    (:func:`planner.contract.ahead_of_pace`) keeps its reserved GPUs alone as nominal
+    quota and borrows its guaranteed GPUs, which the others may then reclaim. ``fill``
+    (the default): borrowing is None (no ``borrowingLimit``: idle quota anywhere in the
+    cohort tree may be borrowed, and lenders reclaim it at once) and every project in
+    ``projects`` gets a cell (nominal 0 where the plan grants nothing) on every cluster of
+    the plan it may run on (``allowed``: project -> clusters; a project missing from it may
+    run anywhere). Without
     ``fill``: borrowing = the opportunistic headroom, and only the cells the plan grants.
     """
     terms = in_force(plan, start, end)
+    # a plan without budgets (a hand-written one) has nobody ahead of a pace
+    ahead = ahead_of_pace(plan) if takes_back and plan.get("budgets") else frozenset()
     out: Quotas = {}
     for q in terms.quotas:
+        lent = q.project in ahead
         out.setdefault(q.project, {})[q.cluster] = {
-            "nominal": q.guaranteed, "borrowing": None if fill else q.opportunistic,
+            "nominal": 0 if lent else q.guaranteed,
+            "borrowing": None if fill else q.opportunistic + (q.guaranteed if lent else 0),
             "reserved": 0}
     for r in terms.reservations:
         cell = out.setdefault(r.project, {}).setdefault(
@@ -359,11 +373,12 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    cluster: str | None = None, quotas: Quotas | None = None,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
-                   weights: str = "pace") -> list[dict[str, Any]]:
+                   weights: str = "pace", takes_back: bool = True) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
-    else built with ``fill`` and ``allowed`` (see there) for the org tree's projects.
+    else built with ``fill``, ``allowed`` and ``takes_back`` (see there) for the org
+    tree's projects.
     ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
     :func:`pace_weights`; a project missing from the plan's budgets keeps its org
     weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
@@ -374,7 +389,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    f"{ANN}/plan-as-of": plan["as_of"],
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
-        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back)
     clusters = _sorted_clusters(plan)
     if cluster is None:
         projects = sorted(set(tree.leaves) | set(quotas))
@@ -424,12 +439,12 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  per_cluster: bool | None = None, fill: bool = True,
                  allowed: dict[str, tuple[str, ...]] | None = None,
-                 weights: str = "pace") -> dict[str, str]:
+                 weights: str = "pace", takes_back: bool = True) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
-    (``None``: when :func:`needs_per_cluster`). ``fill`` and ``allowed``: see
-    :func:`project_quotas` (the module docstring). Raises ``ValueError`` when ``per_cluster`` is
+    (``None``: when :func:`needs_per_cluster`). ``fill``, ``allowed`` and ``takes_back``:
+    see :func:`project_quotas` (the module docstring). Raises ``ValueError`` when ``per_cluster`` is
     False and a resource group would need more than :data:`MAX_FLAVORS` flavors (the CRDs
     would refuse the manifest).
     """
@@ -440,7 +455,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     files: dict[str, str] = {}
     index = []
     for start, end in period_bounds(plan, periods):
-        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back)
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
                                      weights=weights)

@@ -365,7 +365,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  gang_wait_hours: float | None = math.inf,
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
-                 priorities: bool = True) -> None:
+                 priorities: bool = True, takes_back: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
@@ -403,6 +403,10 @@ class KueueReplayPolicy(PlannerPolicy):
         #: preempts its own lower-priority work; False: every workload at priority 0 (the
         #: export before the classes, or a site whose jobs carry no class)
         self.priorities = priorities
+        #: the export's ``takes_back`` (the executor contract's rule 5): a project ahead of
+        #: its budget pace at a replan gets no nominal quota beyond its reservations, so
+        #: its work borrows and the others reclaim it; False: the export before the rule
+        self.takes_back = takes_back
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
@@ -453,7 +457,7 @@ class KueueReplayPolicy(PlannerPolicy):
         period = body["periods"][0]
         self.objects = period_objects(body, sim.tree, period["start"], period["end"],
                                       fill=self.fill, allowed=self.kueue_allowed,
-                                      weights=self.weights)
+                                      weights=self.weights, takes_back=self.takes_back)
         trees, project_queue, self.settings = quota_trees(self.objects)
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self.trees = [trees.get(c) for c in sim.cluster_ids]
