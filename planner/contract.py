@@ -42,8 +42,10 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    plan's own terms). Reserved work is never taken. An executor may use the permission or
    not: the Slurm export does (each budget QOS of a project not ahead lists the budget
    QOS of the projects ahead in its ``Preempt``, every budget QOS has
-   ``PreemptExemptTime`` = the protected runtime); the ``planner`` executor and the Kueue
-   export do not.
+   ``PreemptExemptTime`` = the protected runtime), and so does the Kueue export, in the
+   one form Kueue has (a project ahead holds only its reserved GPUs as nominal quota, so
+   its guaranteed work borrows and lenders reclaim it, at once: Kueue has no exempt
+   time); the ``planner`` executor does not.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside

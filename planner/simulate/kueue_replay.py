@@ -88,6 +88,12 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   ``fill=False`` (the earlier, grant-capped export) a project the plan grants nothing
   on a cluster has no flavor there, so its work there is inadmissible until a replan
   grants it some, and borrowing stops at the opportunistic grant;
+- **rule 5** (the executor contract's taking back, the export's ``takes_back``, on by
+  default): at each replan a project ahead of its budget pace gets no nominal quota but
+  its reservations' (the exporter's quotas, read back like the rest), so its running
+  work counts as borrowed and a lender within its nominal quota reclaims it, the
+  highest share first (a project ahead has spent more of its budget: a lower pace
+  weight, a higher share); ``takes_back=False`` replays the export before the rule;
 - **unallocated work** goes to its project's LocalQueue like allocated work and shares
   its quota, at the lower priority: admitted after the queue's waiting budget work,
   preempted by it, and taken first when its queue borrows.
