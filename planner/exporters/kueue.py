@@ -281,8 +281,8 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
     cohort tree may be borrowed, and lenders reclaim it at once) and every project in
     ``projects`` gets a cell (nominal 0 where the plan grants nothing) on every cluster of
     the plan it may run on (``allowed``: project -> clusters; a project missing from it may
-    run anywhere). Without
-    ``fill``: borrowing = the opportunistic headroom, and only the cells the plan grants.
+    run anywhere). Without ``fill``: borrowing = the opportunistic headroom, and only the
+    cells the plan grants.
     """
     terms = in_force(plan, start, end)
     # a plan without budgets (a hand-written one) has nobody ahead of a pace

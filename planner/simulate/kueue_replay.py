@@ -135,6 +135,11 @@ TOP, BOTTOM = max(PRIORITY_CLASSES.values()), min(PRIORITY_CLASSES.values())
 TAGS = {PRIORITY_CLASSES[priority_class(False)]: (NOMINAL_LOW, BORROWED_LOW),
         PRIORITY_CLASSES[priority_class(True)]: (NOMINAL, BORROWED),
         PRIORITY_CLASSES[priority_class(True, True)]: (NOMINAL_GANG, BORROWED_GANG)}
+#: a borrowing queue's candidate groups, in Kueue's order: lowest priority first
+BORROWED_ORDER = tuple(pair[1] for _, pair in sorted(TAGS.items()))
+#: priority → the tags of every lower priority (what ``withinClusterQueue`` may take)
+TAGS_BELOW = {priority: tuple(t for lower, pair in TAGS.items() if lower < priority
+                              for t in pair) for priority in TAGS}
 #: Kueue's fair-sharing preemption strategies, in its default order
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
@@ -505,7 +510,7 @@ class KueueReplayPolicy(PlannerPolicy):
         """Whether work of a priority under ``below`` runs on ``c`` (of ``p``'s, when given)."""
         if not self.priorities:
             return False
-        tags = [t for priority, pair in TAGS.items() if priority < below for t in pair]
+        tags = TAGS_BELOW[below]
         if p is None:
             return any(sim.held_of(c, t).any() for t in tags)
         return any(sim.held_under(c, p, t) > 0 for t in tags)
@@ -579,7 +584,7 @@ class KueueReplayPolicy(PlannerPolicy):
             return []
         projects = [self.project_of[q] for _, q in sorted(borrowing)]
         self._retag(sim, c, set(projects))
-        return [(p, tag) for p in projects for _, (_, tag) in sorted(TAGS.items())]
+        return [(p, tag) for p in projects for tag in BORROWED_ORDER]
 
     def schedule(self, sim, c: int) -> None:
         """Kueue's scheduling cycles on one flavor until nothing more is admitted."""
@@ -688,11 +693,11 @@ class KueueReplayPolicy(PlannerPolicy):
         own, where Kueue would pool both kinds.
         """
         q = self.queue[p]
+        mine = self._priority(sim, job)
         if (not self.priorities or not self.settings[q].lower_priority
                 or job in self._no_within or job in self._preempted
-                or not self._low_held(sim, c, p, self._priority(sim, job))):
+                or not self._low_held(sim, c, p, mine)):
             return False
-        mine = self._priority(sim, job)
         cands = [v for v in sim.running_jobs(c)
                  if sim.jobs.project[v] == p and self._priority(sim, v) < mine]
         need, gpus = sim.held(job), sim.jobs.gpus[job]
