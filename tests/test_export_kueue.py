@@ -285,11 +285,10 @@ def test_rule_5_projects_ahead_of_pace_lend_their_guaranteed_quota(sample_plan):
     plan, org = sample_plan
     start = plan["periods"][0]["start"]
     ahead = ahead_of_pace(plan)
-    now = queue_quotas(objects(export_kueue(plan, org), file_name(start)))
-    files = export_kueue(plan, org, takes_back=False)
-    before = queue_quotas(objects(files, file_name(start)))
-    pool_now = pool_free(objects(export_kueue(plan, org), file_name(start)))
-    pool_before = pool_free(objects(files, file_name(start)))
+    docs_now = objects(export_kueue(plan, org), file_name(start))
+    docs_before = objects(export_kueue(plan, org, takes_back=False), file_name(start))
+    now, before = queue_quotas(docs_now), queue_quotas(docs_before)
+    pool_now, pool_before = pool_free(docs_now), pool_free(docs_before)
     lent: dict[str, int] = {}
     for (project, flavor), q in before.items():
         reserved = q["nominalQuota"] - q.get("lendingLimit", q["nominalQuota"])
