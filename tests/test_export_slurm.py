@@ -19,6 +19,7 @@ from planner.cli import main
 from planner.contract import ahead_of_pace
 from planner.exporters.slurm import (
     OPPORTUNISTIC_QOS,
+    RESV_UPDATE,
     SLURM_CONF_LINES,
     account,
     budget_minutes,
@@ -42,8 +43,9 @@ PREAMBLE = ("set -eu", "export TZ=UTC", "dry_run=", "case ", "run() ", "resv_has
 
 
 def commands(script: str) -> list[str]:
+    """The script's commands: its lines but comments, the preamble and resv_update's body."""
     return [line for line in script.splitlines() if line and not line.startswith("#")
-            and not line.startswith(PREAMBLE)]
+            and not line.startswith(PREAMBLE) and line not in RESV_UPDATE]
 
 
 def test_full_script_sets_accounts_budgets_and_reservations():
@@ -157,8 +159,10 @@ def test_every_create_is_guarded_so_rerunning_converges():
             # both branches ($now before its start or not) look before they create
             assert line.startswith("if [[ $now < ")
             assert line.count(f"if resv_has {name} ReservationName={name}; then ") == 2
-            # and update only where it differs
-            assert line.count(f" || run scontrol update ReservationName={name} ") == 2
+            # and update only where it differs: a move through resv_update (which finds
+            # free nodes where its own are taken), a running one's end in place
+            assert line.count(f" || resv_update {name} ") == 1
+            assert line.count(f" || run scontrol update ReservationName={name} ") == 1
         else:  # the QOS attach: only where the account lacks a QOS or its default differs
             acct = re.search(r"run sacctmgr -i modify account (\S+) set qos\+=", line).group(1)
             assert line.startswith(f"sacctmgr -n -P show assoc account={acct} "
@@ -532,9 +536,15 @@ def shifted(plan: dict, first_period: pd.Timestamp) -> dict:
     return out
 
 
-def future_plan() -> dict:
-    """PLAN two days ahead (midnight UTC), so that its reservations are all in the future."""
-    return shifted(PLAN, pd.Timestamp.now(tz="UTC").floor("D") + pd.Timedelta(days=2))
+#: Where future_plan starts: two days ahead at midnight UTC, fixed when the module loads, so
+#: that the real Slurm tests, which converge one Slurm from plan to plan, all see the same
+#: plan even when they run across midnight.
+FUTURE = pd.Timestamp.now(tz="UTC").floor("D") + pd.Timedelta(days=2)
+
+
+def future_plan(days: int = 0) -> dict:
+    """PLAN starting at FUTURE (and ``days`` later), its reservations all in the future."""
+    return shifted(PLAN, FUTURE + pd.Timedelta(days=days))
 
 
 def replanned(plan: dict) -> dict:
@@ -1051,6 +1061,49 @@ def test_real_slurm_backfill_starts_a_later_budget_job_by_requeueing_opportunist
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_moves_a_reservation_onto_free_nodes_where_its_own_are_taken(real_slurm):
+    # Slurm gives gp-r1 (day 0) and gp-r2 (day 1) the same c2 node, and keeps a reservation's
+    # nodes when it moves one. The replan a day later (the sessions' test plans crossing
+    # midnight) moves gp-r1 into day 1, where gp-r2 still holds that node: the script's
+    # resv_update moves gp-r1 onto c2's other node, and gp-r2 then moves on to day 2.
+    plan = future_plan()
+    real_slurm.bash(export_slurm(plan, ORG))
+    held = real_slurm.reservations()
+    assert held["gp-r1"]["Nodes"] == held["gp-r2"]["Nodes"] == "c2n1"
+    later = future_plan(days=1)
+    script = export_slurm(later, ORG, previous=plan)
+    assert [line.split(" || ")[1].split(";")[0] for line in commands(script)] == [
+        f"resv_update gp-{r} c2 1 {slurm_time(new['start'])} {slurm_time(new['end'])} "
+        f"StartTime={slurm_time(new['start'])} Duration=1-00:00:00 Accounts={p} NodeCnt=1"
+        for r, p, new in zip(("r1", "r2"), ("p1", "p2"), later["reservations"], strict=True)]
+    done = real_slurm.bash(script)
+    assert_slurm_holds(real_slurm, later, real_slurm.state())
+    moved = real_slurm.reservations()
+    assert (moved["gp-r1"]["Nodes"], moved["gp-r2"]["Nodes"]) == ("c2n2", "c2n1")
+    assert done.stdout.count("Reservation updated") == 2  # gp-r1 once refused, then moved
+    # a site's own reservation holds all of c2 on day 3: the move there is refused, named
+    site = ["scontrol", "create", "reservation", "ReservationName=site-maint",
+            f"StartTime={slurm_time(_stamp(FUTURE + pd.Timedelta(days=3)))}",
+            "Duration=1-00:00:00", "Users=root", "NodeCnt=2", "PartitionName=c2"]
+    real_slurm.run(*site)
+    try:
+        blocked = copy.deepcopy(later)
+        r2 = blocked["reservations"][1]
+        r2["start"], r2["end"] = _stamp(FUTURE + pd.Timedelta(days=3)), _stamp(
+            FUTURE + pd.Timedelta(days=4))
+        refused = real_slurm.run("bash", "-s", stdin=export_slurm(blocked, ORG, previous=later),
+                                 check=False, timeout=120)
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("gpu-planner: gp-r2: Error updating the reservation: "
+                                         "Requested reservation overlaps with another")
+        assert refused.stderr.endswith("; fewer than 1 nodes of c2 are free of other "
+                                       f"reservations from {slurm_time(r2['start'])} to "
+                                       f"{slurm_time(r2['end'])}\n")
+        assert real_slurm.reservations()["gp-r2"] == moved["gp-r2"]  # left as it was
+    finally:
+        real_slurm.run("scontrol", "delete", "ReservationName=site-maint", check=False)
 
 
 def test_real_slurm_dry_run_lists_the_changes_and_makes_none(real_slurm):

@@ -92,13 +92,21 @@ and its guard keeps a second run from writing anything); the QOS attach runs onl
 the account's association lacks one of its QOS or the default; a reservation is updated
 in place when ``scontrol show reservation`` finds it with another window, node count or
 account, created when it finds none, deleted only if it exists. So a run on a Slurm that
-holds the plan changes nothing. A reservation whose start has passed when the script runs
-(``$now``, or the plan's ``as_of``) is running: only its end is updated, or it is created
-from ``StartTime=now`` (Slurm refuses starts in the past and start changes of a begun
-reservation). Times are UTC (``TZ=UTC`` for scontrol's parser).
+holds the plan changes nothing. Slurm keeps a reservation's nodes when it moves one and
+refuses the move when another reservation holds one of them in the new window (a replan
+that shifts a cluster's reservations a day later meets this, as Slurm gives each the
+lowest-numbered free nodes); the script's ``resv_update`` (:data:`RESV_UPDATE`) then names
+nodes of the partition that no other reservation holds in the new window, the
+reservation's own first, and stops with a message naming the reservation, the partition
+and the window where there are too few. A reservation whose start has passed when the
+script runs (``$now``, or the plan's ``as_of``) is running: only its end is updated (not
+rerouted to other nodes: jobs may run on its own), or it is created from ``StartTime=now``
+(Slurm refuses starts in the past and start changes of a begun reservation). Times are
+UTC (``TZ=UTC`` for scontrol's parser).
 
-With ``previous`` (the plan this one replans), only what changed is emitted: created,
-moved/resized and dropped reservations, QOS whose limit, cap or ``Preempt`` list changed
+With ``previous`` (the plan this one replans), only what changed is emitted: dropped
+reservations (first: the nodes they free may be where the others move), created and
+moved/resized ones, QOS whose limit, cap or ``Preempt`` list changed
 (preceded by the guarded ``gp-opportunistic`` lines, as their ``Preempt`` names it), and
 accounts whose
 parent (the org: ``previous_org``) or share (the budgets) changed (accounts are never
@@ -665,7 +673,10 @@ def _reservation_line(r: SlurmReservation, as_of: str) -> str:
         return running
     window = _q(f"StartTime={start}", f"Duration={_duration(r.start, r.end)}")
     same = _has(name, f"StartTime={start}", f"EndTime={end}", nodes, acct)
-    ahead = (f"if {_has(name)}; then {same} || {update} {window} {common}; "
+    # a move goes through resv_update: where the reservation's own nodes are taken in the
+    # new window, it names nodes that are free then (the header's comment says how)
+    move = f"resv_update {_q(name, r.partition, str(r.nodes), start, end)} {window} {common}"
+    ahead = (f"if {_has(name)}; then {same} || {move}; "
              f"else {create} {window} {tail}; fi")
     # the plan's future may have begun by the time the script runs: decided then, by $now
     return f"if [[ $now < {_q(start)} ]]; then {ahead}; else {running}; fi"
@@ -675,6 +686,46 @@ def _delete_line(r: SlurmReservation) -> str:
     name = r.name
     return (f"if {_has(name)}; then {RUN}scontrol delete "
             f"{_q(f'ReservationName={name}')}; fi")
+
+
+#: The script's ``resv_update`` function (see its comment and the module docstring).
+RESV_UPDATE = tuple(r"""
+# resv_update NAME PARTITION COUNT START END SETTING...: scontrol update NAME with the
+#   SETTINGs (its new window START to END). Slurm keeps a reservation's nodes when it
+#   moves it, and refuses when another reservation holds one of them in the new window;
+#   then the same update names COUNT nodes of PARTITION that no other reservation holds
+#   in the window, its own nodes first
+resv_update() {
+  local name=$1 part=$2 count=$3 start=$4 end=$5 out line own='' busy=' ' n free=()
+  local re='^ReservationName=(.*) StartTime=([^ ]+) EndTime=([^ ]+) Duration=[^ ]+ '
+  re+='Nodes=([^ ]+) '
+  shift 5
+  if out=$(run scontrol update "ReservationName=$name" "$@" 2>&1); then
+    [ -z "$out" ] || printf '%s\n' "$out"; return 0
+  fi
+  if [[ $out != *overlaps* ]]; then printf '%s\n' "$out" >&2; return 1; fi
+  while IFS= read -r line; do
+    [[ $line =~ $re && ${BASH_REMATCH[4]} != "(null)" ]] || continue
+    if [[ ${BASH_REMATCH[1]} == "$name" ]]; then own=${BASH_REMATCH[4]}
+    elif [[ ${BASH_REMATCH[2]} < $end && $start < ${BASH_REMATCH[3]} ]]; then
+      busy+="$(scontrol show hostnames "${BASH_REMATCH[4]}" | tr '\n' ' ')"
+    fi
+  done < <(scontrol -o show reservation 2>/dev/null || true)
+  line=" $(scontrol -o show partition "$part") "  # its Nodes=, not AllocNodes=
+  [[ $line =~ \ Nodes=([^ ]+)\  ]] || { printf '%s\n' "$out" >&2; return 1; }
+  line=${BASH_REMATCH[1]}
+  for n in ${own:+$(scontrol show hostnames "$own")} $(scontrol show hostnames "$line"); do
+    [[ $busy == *" $n "* || " ${free[*]-} " == *" $n "* ]] || free+=("$n")
+  done
+  if (( ${#free[@]} < count )); then
+    printf 'gpu-planner: %s: %s; fewer than %s nodes of %s are free of %s from %s to %s\n' \
+      "$name" "$out" "$count" "$part" 'other reservations' "$start" "$end" >&2
+    return 1
+  fi
+  line=$(IFS=,; printf '%s' "${free[*]:0:count}")
+  run scontrol update "ReservationName=$name" "$@" "Nodes=$line"
+}
+""".strip("\n").splitlines())
 
 
 def _changed_accounts(state: SlurmState, before: SlurmState | None) -> list[SlurmAccount]:
@@ -719,6 +770,7 @@ def _header(plan: dict[str, Any]) -> list[str]:
         "# resv_has NAME FIELD...: the reservation exists and shows every FIELD (key=value)",
         'resv_has() { local line; line=" $(scontrol -o show reservation "$1" 2>/dev/null '
         '|| true) "; shift; for f in "$@"; do [[ $line == *" $f "* ]] || return 1; done; }',
+        *RESV_UPDATE,
         "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
         "is running"]
 
@@ -750,10 +802,11 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
         lines += ["# budgets: remaining GPU-minutes (undecayed) and the pace cap (GPUs at "
                   "once) per project; they preempt opportunistic work", *qos, ""]
     gone = {r.request_id: r for r in old.reservations} if old is not None else {}
-    changes = [_reservation_line(r, state.as_of) for r in state.reservations
-               if r.request_id not in gone or gone[r.request_id].key() != r.key()]
     new_ids = {r.request_id for r in state.reservations}
-    changes += [_delete_line(gone[i]) for i in sorted(set(gone) - new_ids)]
+    # the dropped ones first: the nodes they free may be where the others move
+    changes = [_delete_line(gone[i]) for i in sorted(set(gone) - new_ids)]
+    changes += [_reservation_line(r, state.as_of) for r in state.reservations
+                if r.request_id not in gone or gone[r.request_id].key() != r.key()]
     if changes:
         lines += ["# reservations: whole nodes for their accounts", *changes, ""]
     if not lines:
