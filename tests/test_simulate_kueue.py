@@ -319,6 +319,29 @@ def test_a_gang_preempts_its_own_queues_smaller_budget_work():
     assert runs(equal, 1) == [(10.0, 13.0, DONE)]
 
 
+def test_a_head_that_cannot_preempt_its_own_queue_lets_the_next_workload_in():
+    # One node of 8. a: nominal 4, b: nominal 4. Pool 0.
+    # t=0  U (a, 2 GPUs, 10 h, unallocated: priority 0) and B (b, 4 GPUs, 5 h, allocated)
+    #      within their nominal quotas; 2 GPUs idle.
+    # t=1  G (a, 8 GPUs, 2 h, a gang: 1100) heads a's queue and fits neither quota nor
+    #      node. withinClusterQueue: LowerPriority: its queue's U is the only candidate,
+    #      and even without U the node holds B's 4: G cannot be admitted. Kueue sets an
+    #      inadmissible head aside and tries the queue's next workload: S (a, 2 GPUs, 3 h,
+    #      1000) fits a's quota (2 + 2 of 4) and the idle GPUs: S 1 → 4.
+    # t=5  B ends; G preempts U (its own queue's, lower priority): G 5 → 7, U (5 h left)
+    #      7 → 12.
+    # Before this was replayed, S waited behind G until 7, its 2 GPUs idle 1 → 4.
+    sc = tiny(TWO_TEAMS)
+    tr = trace([("U", "a", 0, 2, 10.0, 0.0), ("B", "b", 0, 4, 5.0, 1.0),
+                ("G", "a", 1, 8, 2.0, 1.0), ("S", "a", 1, 2, 3.0, 1.0)])
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0), "b": (4.0, 0.0)})))
+    assert runs(result, 0) == [(0.0, 5.0, DONE)]  # B (jobs by submit, then id)
+    assert runs(result, 1) == [(0.0, 5.0, PREEMPTED), (7.0, 12.0, DONE)]  # U
+    assert runs(result, 2) == [(5.0, 7.0, DONE)]  # G
+    assert runs(result, 3) == [(1.0, 4.0, DONE)]  # S
+    assert tags(result)[(3, 1.0)] == NOMINAL
+
+
 def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_pace():
     # Two nodes of 8. Team t1 holds a and c, team tb holds b. The plan guarantees a 8 and
     # b 8 GPUs; c nothing. At as_of (= quarter start: no share of the quarter gone) a has

@@ -614,12 +614,16 @@ class KueueReplayPolicy(PlannerPolicy):
                 return
             entries.sort(key=TOURNAMENT)
             admitted = False
+            # a head that could not preempt its own queue's work is set aside, and its
+            # queue's next workload is tried (Kueue requeues an inadmissible head and takes
+            # the next in the following cycle): another pass, even if nothing was admitted
+            set_aside = len(self._no_within)
             for _, _, p, job, how in entries:
                 if not sim.is_waiting(job):
                     continue
                 if self._admit(sim, c, p, job, tree, within_only=how == WITHIN):
                     admitted = True
-            if not admitted:
+            if not admitted and len(self._no_within) == set_aside:
                 return
 
     def _quota_without(self, sim, c: int, tree: FlavorTree, q: str,
