@@ -206,7 +206,10 @@ def test_real_slurm_jobs_are_ingested_from_sacct_and_planned_from(tmp_path: Path
         assert used["p2"] == pytest.approx(_hours(usage[ids[running]]), abs=1e-5)
         assert used["p1"] > 0 and used["=P 3"] > 0 and used["p2"] > 0
 
-        # the running job is cancelled: a second ingest updates its row, doubles nothing
+        # the running job is cancelled: a second ingest updates its row, doubles nothing.
+        # The pending job is held first: the cancel frees its nodes, and it (`true`) could
+        # otherwise start and finish before the dump, a row of its own (a CI run saw that)
+        slurm.run("scontrol", "hold", pending)
         slurm.run("scancel", running)
         rows = until("the running job is cancelled", lambda: (
             r if (r := _sacct_rows(slurm)).get(running, {}).get("End", "Unknown") != "Unknown"
