@@ -696,7 +696,7 @@ RESV_UPDATE = tuple(r"""
 #   then the same update names COUNT nodes of PARTITION that no other reservation holds
 #   in the window, its own nodes first
 resv_update() {
-  local name=$1 part=$2 count=$3 start=$4 end=$5 out line own='' busy=' ' n free=()
+  local name=$1 part=$2 count=$3 start=$4 end=$5 out line nodes own='' busy=' ' n free=()
   local re='^ReservationName=(.*) StartTime=([^ ]+) EndTime=([^ ]+) Duration=[^ ]+ '
   re+='Nodes=([^ ]+) '
   shift 5
@@ -713,8 +713,8 @@ resv_update() {
   done < <(scontrol -o show reservation 2>/dev/null || true)
   line=" $(scontrol -o show partition "$part") "  # its Nodes=, not AllocNodes=
   [[ $line =~ \ Nodes=([^ ]+)\  ]] || { printf '%s\n' "$out" >&2; return 1; }
-  line=${BASH_REMATCH[1]}
-  for n in ${own:+$(scontrol show hostnames "$own")} $(scontrol show hostnames "$line"); do
+  nodes=${BASH_REMATCH[1]}
+  for n in ${own:+$(scontrol show hostnames "$own")} $(scontrol show hostnames "$nodes"); do
     [[ $busy == *" $n "* || " ${free[*]-} " == *" $n "* ]] || free+=("$n")
   done
   if (( ${#free[@]} < count )); then
@@ -722,8 +722,8 @@ resv_update() {
       "$name" "$out" "$count" "$part" 'other reservations' "$start" "$end" >&2
     return 1
   fi
-  line=$(IFS=,; printf '%s' "${free[*]:0:count}")
-  run scontrol update "ReservationName=$name" "$@" "Nodes=$line"
+  nodes=$(IFS=,; printf '%s' "${free[*]:0:count}")
+  run scontrol update "ReservationName=$name" "$@" "Nodes=$nodes"
 }
 """.strip("\n").splitlines())
 
