@@ -81,8 +81,8 @@ def test_three_cycles_keep_the_history_and_each_plan_is_valid(chain):
 
 # kubectl prunes custom resources only when told their kinds: every kind the export writes
 ALLOW = [f"--prune-allowlist=kueue.x-k8s.io/v1beta2/{kind}"
-         for kind in ("WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue",
-                      "LocalQueue")]
+         for kind in ("Topology", "WorkloadPriorityClass", "ResourceFlavor", "Cohort",
+                      "ClusterQueue", "LocalQueue")]
 
 
 def test_apply_sh_runs_slurm_then_prunes_the_kueue_set(chain):

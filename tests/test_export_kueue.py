@@ -6,6 +6,7 @@ import functools
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import jsonschema
@@ -25,6 +26,8 @@ CRDS = {"ClusterQueue": "clusterqueues", "Cohort": "cohorts",
         "ResourceFlavor": "resourceflavors", "LocalQueue": "localqueues",
         "WorkloadPriorityClass": "workloadpriorityclasses"}
 
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
 needs_crds = pytest.mark.skipif(
     not (KUEUE_DIR / "kueue.x-k8s.io_clusterqueues.yaml").exists(),
     reason=f"Kueue CRDs not found in {KUEUE_DIR} (set GPU_PLANNER_KUEUE_CRDS)")
@@ -37,9 +40,30 @@ def schema(kind: str) -> dict:
     return version["schema"]["openAPIV3Schema"]
 
 
+def validate_topology(obj: dict) -> None:
+    """Topology: its CRD is not among ../shared's, so the rules of Kueue's API docs by hand.
+
+    ``levels``: 1-16 items, each a unique ``nodeLabel``, ``kubernetes.io/hostname`` only as
+    the last (lowest) level; cluster-scoped; a DNS-1123 subdomain name.
+    """
+    assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}
+    assert "namespace" not in obj["metadata"]
+    assert DNS_SUBDOMAIN.fullmatch(obj["metadata"]["name"])
+    levels = [level["nodeLabel"] for level in obj["spec"]["levels"]]
+    assert 1 <= len(levels) <= 16 and len(set(levels)) == len(levels)
+    assert "kubernetes.io/hostname" not in levels[:-1]
+    assert all(set(level) == {"nodeLabel"} for level in obj["spec"]["levels"])
+
+
 def validate(obj: dict) -> None:
     """The CRD's openAPIV3Schema, and by hand its x-kubernetes-validations (CEL) rules."""
+    if obj["kind"] == "Topology":
+        validate_topology(obj)
+        return
     jsonschema.Draft7Validator(schema(obj["kind"])).validate(obj)
+    if obj["kind"] == "ResourceFlavor" and "topologyName" in obj["spec"]:
+        # "at least one nodeLabel is required when topology is set"
+        assert len(obj["spec"].get("nodeLabels", {})) >= 1
     if obj["kind"] == "WorkloadPriorityClass":
         assert "spec" not in obj and len(obj["description"]) <= 2048
         return
@@ -75,7 +99,7 @@ def test_every_object_validates_against_its_crd_in_the_sample(sample_plan):
             validate(obj)
             seen.add(obj["kind"])
             assert len(obj["metadata"]["name"]) <= 63
-    assert seen == set(CRDS)
+    assert seen == set(CRDS) | {"Topology"}
 
 
 @needs_crds
@@ -574,7 +598,7 @@ def test_every_set_carries_the_priority_classes_first(per_cluster):
     sets = sorted(set(files) - {"index.yaml"})
     assert len(sets) == (2 * len(PLAN["clusters"]) if per_cluster else 2)
     for name in sets:
-        docs = objects(files, name)
+        docs = objects(files, name)[1:]  # after the Topology (the test below)
         head = docs[:3]
         assert [d["kind"] for d in head] == ["WorkloadPriorityClass"] * 3
         assert {d["metadata"]["name"]: d["value"] for d in head} == PRIORITY_CLASSES
@@ -584,3 +608,48 @@ def test_every_set_carries_the_priority_classes_first(per_cluster):
         queues = [d for d in docs if d["kind"] == "ClusterQueue"]
         assert queues and all(q["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
                               for q in queues)
+
+
+@pytest.mark.parametrize("per_cluster", [False, True])
+def test_every_set_turns_on_topology_aware_scheduling_first(per_cluster):
+    # Kueue admits on quota alone unless a flavor names a Topology: a gang would then be
+    # admitted on fragmented nodes and idle its quota while its pods pend. The export makes
+    # every flavor topology-aware (one level, the node), so Kueue admits a workload only
+    # where its pods fit, as planner-kueue replays it. The Topology comes first in each set
+    # (each per-cluster set is applied to its own Kueue), and kubectl prunes it like the rest.
+    from planner.exporters.kueue import TOPOLOGY, prune_allowlist
+
+    files = export_kueue(PLAN, ORG, periods=2, per_cluster=per_cluster)
+    for name in sorted(set(files) - {"index.yaml"}):
+        docs = objects(files, name)
+        assert docs[0] == {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "gpu-planner-nodes", "labels": docs[1]["metadata"]["labels"],
+                         "annotations": {"gpu-planner.io/id": "gpu-planner-nodes",
+                                         **{k: v for k, v in
+                                            docs[1]["metadata"]["annotations"].items()
+                                            if k != "gpu-planner.io/id"}}},
+            "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}
+        validate_topology(docs[0])
+        assert sum(d["kind"] == "Topology" for d in docs) == 1
+        flavors = [d for d in docs if d["kind"] == "ResourceFlavor"]
+        assert len(flavors) == (1 if per_cluster else len(PLAN["clusters"]))
+        assert all(f["spec"]["topologyName"] == TOPOLOGY and f["spec"]["nodeLabels"]
+                   for f in flavors)
+    assert prune_allowlist()[0] == "kueue.x-k8s.io/v1beta2/Topology"
+    assert yaml.safe_load(files["index.yaml"])["prune_allowlist"] == list(prune_allowlist())
+
+
+def test_topology_rules_refuse_what_kueue_refuses():
+    # the hand-written Topology check is not vacuous: Kueue's documented rules, broken
+    levels = [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    good = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "t"}, "spec": {"levels": levels}}
+    validate_topology(good)
+    for levels in ([], [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}],
+                   [{"nodeLabel": "rack"}, {"nodeLabel": "rack"}],
+                   [{"nodeLabel": f"l{i}"} for i in range(17)]):
+        with pytest.raises(AssertionError):
+            validate_topology(good | {"spec": {"levels": levels}})
+    with pytest.raises(AssertionError):
+        validate_topology(good | {"metadata": {"name": "T", "namespace": "x"}})

@@ -11,11 +11,20 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
   (:func:`priority_class`), so that a queue admits its budget work first, budget work
   preempts the queue's own unallocated work (``withinClusterQueue: LowerPriority``), and a
   borrowing queue's smaller work is preempted before its gangs;
+- a ``Topology`` ``gpu-planner-nodes`` (:data:`TOPOLOGY`) of one level, the node
+  (``kubernetes.io/hostname``), which every flavor names (``spec.topologyName``): Kueue's
+  Topology Aware Scheduling (beta, on by default since v0.14) then admits a workload only
+  where its pods fit on the flavor's nodes beside the admitted workloads, places them
+  there (a workload that names no topology is scheduled as ``unconstrained``, the fewest
+  free GPUs first, so best fit) and preempts to free nodes, not only quota. Without it
+  Kueue admits on quota alone: a gang whose GPUs are free only in fragments is admitted,
+  holds its quota and idles while its pods pend. ``planner-kueue`` replays the former;
 - a ``ResourceFlavor`` per cluster, ``spec.nodeLabels`` = the cluster's node selector: the
   plan's ``node_labels`` for it (from ``clusters.csv``), else the default
   ``gpu-planner.io/cluster: <cluster>`` (plus ``nvidia.com/gpu.product`` where the GPU type is
-  written as GPU feature discovery labels nodes; :func:`planner.inputs.labels.node_selector`).
-  No two clusters may select the same nodes (refused before export);
+  written as GPU feature discovery labels nodes; :func:`planner.inputs.labels.node_selector`),
+  and ``spec.topologyName`` (above; Kueue then keeps ``nodeLabels`` immutable). No two
+  clusters may select the same nodes (refused before export);
 - a root ``Cohort`` ``gpu-planner-pool`` owning, per cluster, the GPUs no project holds as
   nominal quota (what every queue may borrow, with idle nominal quota);
 - a ``Cohort`` per internal node of the org tree (area, team), ``spec.parentName`` for the
@@ -67,11 +76,11 @@ queue, so one manifest set cannot cover more than 64 clusters: the pool Cohort a
 with work on every cluster would need a flavor each. With ``per_cluster`` (automatic when
 the plan has more than 64 clusters) each cluster gets a manifest set of its own,
 ``kueue-<period start>-<cluster>.yaml``, for the Kubernetes + Kueue that runs it (a GPU
-cluster usually runs its own): its ``ResourceFlavor``; the pool Cohort with that cluster's
-unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project that may run on it
-(fill; with ``fill=False``, that holds anything on it in the period), with that one flavor
-and the same numbers as in the single set; the
-Cohorts above those projects (the org tree pruned to them). Every object carries a
+cluster usually runs its own): the ``Topology``; its ``ResourceFlavor``; the pool Cohort
+with that cluster's unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project
+that may run on it (fill; with ``fill=False``, that holds anything on it in the period),
+with that one flavor and the same numbers as in the single set; the Cohorts above those
+projects (the org tree pruned to them). Every object carries a
 ``gpu-planner.io/cluster`` annotation. Quotas are the plan's either way: the single set's
 flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
 
@@ -103,6 +112,9 @@ ANN = "gpu-planner.io"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-planner")
 SCENARIO_LABEL = f"{ANN}/scenario"
 POOL = "gpu-planner-pool"
+#: the Topology every flavor names: one level, the node (Kueue's Topology Aware Scheduling)
+TOPOLOGY = "gpu-planner-nodes"
+HOSTNAME = "kubernetes.io/hostname"  # every Kubernetes node carries it
 MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
 WEIGHTS = ("org", "pace")  # what a ClusterQueue's fairSharing.weight is
 
@@ -122,7 +134,8 @@ def prune_selector(plan: dict[str, Any]) -> str:
 
 
 #: The kinds the exporter writes, in the order they are applied.
-KINDS = ("WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+KINDS = ("Topology", "WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue",
+         "LocalQueue")
 
 #: The label a job carries to name its WorkloadPriorityClass (Kueue's
 #: ``WorkloadPriorityClassLabel``); Kueue copies the class's value into the Workload.
@@ -198,12 +211,18 @@ def _priority_classes(window: Stamp) -> list[dict[str, Any]]:
             for name, value in PRIORITY_CLASSES.items()]
 
 
+def _topology(window: Stamp) -> dict[str, Any]:
+    """The :data:`TOPOLOGY` object: cluster-scoped, one level, the node's hostname."""
+    return {"apiVersion": API, "kind": "Topology", "metadata": _meta(TOPOLOGY, TOPOLOGY, window),
+            "spec": {"levels": [{"nodeLabel": HOSTNAME}]}}
+
+
 def _flavors(clusters: list[dict[str, Any]], window: Stamp) -> list[dict[str, Any]]:
     out = []
     for c in clusters:
         out.append({"apiVersion": API, "kind": "ResourceFlavor",
                     "metadata": _meta(safe_name(c["cluster"]), c["cluster"], window),
-                    "spec": {"nodeLabels": cluster_selector(c)}})
+                    "spec": {"nodeLabels": cluster_selector(c), "topologyName": TOPOLOGY}})
     return out
 
 
@@ -401,7 +420,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
         projects = sorted(quotas)
         nodes = _ancestors(tree, projects)
     window = Stamp(object_labels(plan), annotations)
-    objects = _priority_classes(window) + _flavors(clusters, window)
+    objects = [_topology(window), *_priority_classes(window), *_flavors(clusters, window)]
     objects += [_pool(clusters, tree, quotas, window)]
     objects += _cohorts(tree, nodes, window)
     pace = pace_weights(plan) if weights == "pace" else None

@@ -21,8 +21,10 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   guaranteed quota plus what its parent has available, the latter capped by
   ``borrowingLimit`` (what it stores in the parent − what it uses there + the limit);
   at the root, subtree quota − usage. A workload is admitted when its GPUs fit there
-  (and, in the replay, on the nodes: the engine places it at once; a real Kueue would
-  admit on quota and leave pods pending where nodes are fragmented);
+  and on the nodes (the engine places it at once), as Kueue does with the Topology Aware
+  Scheduling the export turns on (every flavor names the ``Topology``
+  :data:`planner.exporters.kueue.TOPOLOGY`; without it Kueue would admit on quota and
+  leave pods pending where nodes are fragmented);
 - **priorities**: the export's WorkloadPriorityClasses, each job carrying its class's
   label (:func:`planner.exporters.kueue.priority_class`): allocated work
   ``gpu-planner-budget`` (1000), allocated jobs of at least one whole node
