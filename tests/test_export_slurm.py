@@ -21,6 +21,7 @@ from planner.exporters.slurm import (
     OPPORTUNISTIC_QOS,
     RESV_UPDATE,
     SLURM_CONF_LINES,
+    WIDE_CAP,
     account,
     budget_minutes,
     budget_shares,
@@ -43,16 +44,34 @@ PREAMBLE = ("set -eu", "export TZ=UTC", "dry_run=", "case ", "run() ", "resv_has
 
 
 def commands(script: str) -> list[str]:
-    """The script's commands: its lines but comments, the preamble and resv_update's body."""
+    """The script's commands: its lines but comments, the preamble and its functions' bodies."""
     return [line for line in script.splitlines() if line and not line.startswith("#")
-            and not line.startswith(PREAMBLE) and line not in RESV_UPDATE]
+            and not line.startswith(PREAMBLE) and line not in RESV_UPDATE
+            and line not in WIDE_CAP]
+
+
+WIDE = "cap=$(wide_cap "  # a widening pace cap: in every script, read from the queue
+
+
+def changes(script: str) -> list[str]:
+    """:func:`commands` but the widening caps, which every script carries (its changes)."""
+    return [line for line in commands(script) if not line.startswith(WIDE)]
+
+
+def wide_line(project: str, cap: int) -> str:
+    """The script's line that sets a widening budget QOS's ``GrpTRES`` when it runs."""
+    acct, q = account(project), f"gp-{account(project)}"
+    return (f"cap=$(wide_cap {acct} {cap}) && {{ sacctmgr -n -P show qos {q} format=grptres "
+            f"| grep -qx \"gres/gpu=$cap\" || run sacctmgr -i modify qos {q} set "
+            f"\"GrpTRES=gres/gpu=$cap\"; }}")
 
 
 def test_full_script_sets_accounts_budgets_and_reservations():
     script = export_slurm(PLAN, ORG)
     lines = commands(script)
     # 6 org nodes x (guarded add, parent, share); the opportunistic QOS (add, settings); 3 projects
-    # x (qos add, priority preempt and flags, limit, pace cap, attach); 2 reservations
+    # x (qos add, priority preempt and flags, limit, attach, the pace cap read from the
+    # queue: every project widens, nobody being ahead of pace in PLAN); 2 reservations
     assert len(lines) == 6 * 3 + 2 + 3 * 5 + 2
     assert "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a " \
            "parent=area fairshare=3500" in script
@@ -91,8 +110,9 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     # r1's node of 8 on c2 = 23; p2: ⌊16.75⌋ = 16 (r2 starts after the first period); =P 3: 8
     assert pace_gpus(PLAN) == {"p1": 23, "p2": 16, "=P 3": 8}
     assert pace_gpus(PLAN, "guaranteed") == {"p1": 18, "p2": 16, "=P 3": 8}  # ⌊10.5⌋ + 8
-    assert "sacctmgr -n -P show qos gp-p1 format=grptres | grep -qx gres/gpu=23 || " \
-           "run sacctmgr -i modify qos gp-p1 set GrpTRES=gres/gpu=23" in lines
+    # set when the script runs: 23, or the GPUs of p1's widest pending job where more
+    assert wide_line("p1", 23) in lines
+    assert not any("GrpTRES=gres/gpu=23" in line for line in lines)
     assert lines[18:20] == [
         "sacctmgr -n show qos gp-opportunistic | grep -q . || "
         "run sacctmgr -i add qos gp-opportunistic",
@@ -131,7 +151,7 @@ def test_the_pace_cap_is_at_least_a_node_while_a_budget_has_minutes_left():
                            if not (a["period_start"] == first and a["project"] == "=P 3")]
     assert pace_gpus(plan, floor="none") == {"p1": 23, "p2": 1, "=P 3": 0}
     assert pace_gpus(plan) == {"p1": 23, "p2": 8, "=P 3": 8}
-    assert "modify qos gp-p-3-8aff7f51 set GrpTRES=gres/gpu=8" in export_slurm(plan, ORG)
+    assert wide_line("=P 3", 8) in commands(export_slurm(plan, ORG))
     # a spent budget (GrpTRESMins 0) gets no floor: its cap is the grant alone
     for b in plan["budgets"]:
         if b["project"] == "=P 3":
@@ -153,6 +173,11 @@ def test_every_create_is_guarded_so_rerunning_converges():
             assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
                             r"grep -qx ('[^']+'|\S+) \|\| \{? ?run sacctmgr -i modify "
                             r"(account|qos) \2 ", line), line
+        elif line.startswith(WIDE):  # a widening cap, also set only where it differs
+            assert re.fullmatch(r"cap=\$\(wide_cap (\S+) \d+\) && \{ sacctmgr -n -P show qos "
+                                r"gp-\1 format=grptres \| grep -qx \"gres/gpu=\$cap\" \|\| run "
+                                r"sacctmgr -i modify qos gp-\1 set \"GrpTRES=gres/gpu=\$cap\"; \}",
+                                line), line
         elif "scontrol create" in line:
             name = re.search(r"create reservation ReservationName=(\S+)", line).group(1)
             assert name.startswith("gp-")  # never a site's own reservation
@@ -174,10 +199,12 @@ def test_replan_with_one_moved_reservation_updates_only_that_one():
     moved = plan_copy()
     moved["reservations"][1].update(start=D3, end="2026-11-19T00:00:00Z")
     script = export_slurm(moved, ORG, previous=PLAN)
-    lines = commands(script)
+    lines = changes(script)
     assert len(lines) == 1
     assert "ReservationName=gp-r2 StartTime=2026-11-18T00:00:00 Duration=1-00:00:00" in lines[0]
-    assert "sacctmgr" not in script
+    # no account or QOS line but the caps read from the queue, which every script carries
+    assert [line for line in commands(script) if "sacctmgr" in line] == [
+        wide_line(p, cap) for p, cap in (("=P 3", 8), ("p1", 23), ("p2", 16))]
 
 
 def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
@@ -185,16 +212,17 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
     after["reservations"] = [after["reservations"][0] | {"request_id": "r9"},
                              after["reservations"][1]]
     after["budgets"][0]["used"] = 200.0
-    lines = commands(export_slurm(after, ORG, previous=PLAN))
+    lines = changes(export_slurm(after, ORG, previous=PLAN))
     assert [line for line in lines if "scontrol delete" in line] == [
         "if resv_has gp-r1 ReservationName=gp-r1; then "
         "run scontrol delete ReservationName=gp-r1; fi"]
     assert sum("ReservationName=gp-r9" in line for line in lines) == 1
     # the reservations, the guarded opportunistic QOS (p1's Preempt names it), p1's QOS block
-    assert sum("qos gp-p1" in line for line in lines) == 4
+    # (add, priority and preemption, limit, attach; its cap is among the widening lines)
+    assert sum("qos gp-p1" in line for line in lines) == 3
     assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
-    assert len(lines) == 2 + 2 + 5
-    assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []
+    assert len(lines) == 2 + 2 + 4
+    assert changes(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
 def test_projects_behind_their_pace_take_back_from_those_ahead():
@@ -262,9 +290,9 @@ def test_replan_with_a_changed_org_or_budget_touches_only_changed_accounts():
     # changes its own parent and the shares of the subtrees it left and joined
     org = ORG.copy()
     org.loc[org["id"] == "p2", "weight"] = 4.0
-    assert commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG)) == []
+    assert changes(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG)) == []
     org.loc[org["id"] == "p2", "parent"] = "team-b"
-    lines = commands(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG))
+    lines = changes(export_slurm(PLAN, org, previous=PLAN, previous_org=ORG))
     # each changed account: its guarded add, then parent and share, each guarded apart
     assert [line.split()[4] for line in lines if line.startswith("sacctmgr -n show account")] \
         == ["team-a", "team-b", "p2"]
@@ -477,7 +505,8 @@ def test_gp_opportunistic_is_ensured_before_any_command_names_it():
         naming = [line for line in commands(script) if OPPORTUNISTIC_QOS in line]
         assert naming[0] == (f"sacctmgr -n show qos {OPPORTUNISTIC_QOS} | grep -q . || "
                              f"run sacctmgr -i add qos {OPPORTUNISTIC_QOS}")
-    assert commands(export_slurm(PLAN, ORG, previous=PLAN)) == []  # no change, no lines
+    # no change, no lines but the caps read from the queue
+    assert changes(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -976,6 +1005,59 @@ def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
             real_slurm.run("scancel", *jobs, check=False)
 
 
+def test_real_slurm_widens_a_pace_cap_to_the_widest_pending_job(real_slurm):
+    """A project behind its pace with budget left holds at least its widest pending job.
+
+    p2's cap is 9 (⌊9.5⌋, as above). A held job of p2 on three whole nodes (``-N 3
+    --gres=gpu:8``: 24 GPUs) could never start under gp-p2 (24 > 9). With p2 ahead of its
+    pace (1,000 of 1,500 NGH used half-way through the quarter) the script leaves the cap
+    at 9 although the job pends. Behind its pace (as planned), the script, run while the
+    job pends, reads its request from ``scontrol -o show job`` (``TRES=...,gres/gpu=24``)
+    and sets gp-p2's ``GrpTRES`` to 24; p1 (no pending job) keeps 23 and =P 3 its node,
+    8. A second run changes nothing (a dry run prints nothing), and the job, released,
+    runs under gp-p2 on its budget.
+    """
+    plan = future_plan()
+    first = plan["periods"][0]["start"]
+    for a in plan["allocations"]:
+        if a["period_start"] == first and a["project"] == "p2":
+            a.update(gpus=9.5, gpu_hours=228.0)
+    plan["allocations"] = [a for a in plan["allocations"]
+                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    ahead = copy.deepcopy(plan)
+    next(b for b in ahead["budgets"] if b["project"] == "p2")["used"] = 1000.0
+    assert {b.project: b.widens for b in slurm_state(ahead, ORG).budgets} == {
+        "p1": True, "p2": False, "=P 3": True}
+    assert all(b.widens for b in slurm_state(plan, ORG).budgets)
+
+    def caps() -> dict[str, str]:
+        return {q["name"]: q["grptres"] for q in real_slurm.state()["qos"]}
+
+    real_slurm.bash(export_slurm(ahead, ORG))  # the accounts exist, p2's cap is 9
+    _allow_root(real_slurm, "p2")
+    jobs: list[str] = []
+    try:
+        wide = _sbatch(real_slurm, "-A", "p2", "-H", "-N", "3", "--gres=gpu:8",
+                       "--wrap", "sleep 1")
+        jobs.append(wide)
+        job = real_slurm.job(wide)
+        assert job["JobState"] == "PENDING" and "gres/gpu=24" in job["TRES"].split(",")
+        real_slurm.bash(export_slurm(ahead, ORG))
+        assert caps()["gp-p2"] == "gres/gpu=9"  # ahead of its pace: no widening
+        real_slurm.bash(export_slurm(plan, ORG))
+        assert {q: caps()[q] for q in ("gp-p1", "gp-p2", "gp-p-3-8aff7f51")} == {
+            "gp-p1": "gres/gpu=23", "gp-p2": "gres/gpu=24", "gp-p-3-8aff7f51": "gres/gpu=8"}
+        assert real_slurm.run("bash", "-s", "--", "--dry-run", stdin=export_slurm(plan, ORG),
+                              timeout=120).stdout == ""
+        real_slurm.run("scontrol", "release", wide)
+        until("p2's 24-GPU job completes",
+              lambda: _sacct_states(real_slurm, wide) == ["COMPLETED"], timeout=120)
+        assert real_slurm.job(wide)["QOS"] == "gp-p2"
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
 def test_real_slurm_reserves_nothing_for_a_waiting_opportunistic_job(real_slurm):
     """``bf_min_prio_reserve`` (the header's ``SchedulerParameters``): a waiting
     gp-opportunistic job keeps no GPU idle for itself.
@@ -1074,7 +1156,7 @@ def test_real_slurm_moves_a_reservation_onto_free_nodes_where_its_own_are_taken(
     assert held["gp-r1"]["Nodes"] == held["gp-r2"]["Nodes"] == "c2n1"
     later = future_plan(days=1)
     script = export_slurm(later, ORG, previous=plan)
-    assert [line.split(" || ")[1].split(";")[0] for line in commands(script)] == [
+    assert [line.split(" || ")[1].split(";")[0] for line in changes(script)] == [
         f"resv_update gp-{r} c2 1 {slurm_time(new['start'])} {slurm_time(new['end'])} "
         f"StartTime={slurm_time(new['start'])} Duration=1-00:00:00 Accounts={p} NodeCnt=1"
         for r, p, new in zip(("r1", "r2"), ("p1", "p2"), later["reservations"], strict=True)]

@@ -380,19 +380,30 @@ def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimabl
     assert tags(tr, free)["a3"] == {BUDGET} and free.preemptions.sum() == 0
 
 
-def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic():
-    # gp-a is capped at 2 GPUs (guaranteed 2, headroom 0; no floor): a's 8-GPU job never
-    # fits under gp-a, so it runs under gp-opportunistic at once on the idle node; b's
-    # 8-GPU budget job at 2 requeues it once its 8 h exemption has passed (at 8), and it
+def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic_unless_the_cap_widens():
+    # gp-a is capped at 2 GPUs (guaranteed 2, headroom 0; no floor).
+    # Without the widening (widens=False, the export before it): a's 8-GPU job never fits
+    # under gp-a, so it runs under gp-opportunistic at once on the idle node; b's 8-GPU
+    # budget job at 2 requeues it once its 8 h exemption has passed (at 8), and it
     # restarts, again opportunistic, when b's job ends at 13, with its 12 h of work left
     # (resumable). (With the shipped floor gp-a's cap is a node, 8, and A runs on its
     # budget: test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget.)
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
     tr = trace([("A", "a", 0, 8, 20.0, 1.0), ("B", "b", 2, 8, 5.0, 1.0)])
-    result = replay(sc, tr, _FixedGrants({"a": (2.0, 0.0), "b": (8.0, 0.0)}, floor="none"))
+    grants = {"a": (2.0, 0.0), "b": (8.0, 0.0)}
+    result = replay(sc, tr, _FixedGrants(grants, floor="none", widens=False))
     assert first_starts(tr, result) == {"A": 0.0, "B": 8.0}
     assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 8.0), (13.0, 25.0)]
     assert BUDGET not in tags(tr, result)["A"] and tags(tr, result)["B"] == {BUDGET}
+    # Shipped: a has budget left and is not ahead of its pace (nothing spent), so the
+    # replan at 0, which finds A pending, widens gp-a's cap to A's 8 GPUs (the script's
+    # wide_cap): A runs on its budget from 0, uninterrupted (b is not ahead of its pace
+    # either, so b's budget job may not take it back), and B waits for the node until A
+    # ends at 20.
+    result = replay(sc, tr, _FixedGrants(grants, floor="none"))
+    assert first_starts(tr, result) == {"A": 0.0, "B": 20.0}
+    assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 20.0)]
+    assert tags(tr, result) == {"A": {BUDGET}, "B": {BUDGET}} and result.preemptions.sum() == 0
 
 
 def test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget():

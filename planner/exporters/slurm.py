@@ -268,6 +268,9 @@ class BudgetQos:
     minutes: int  # GrpTRESMins=gres/gpu=<minutes>: remaining budget, raw GPU-minutes
     #: GrpTRES=gres/gpu=<gpus>: the pace cap, GPUs its jobs may hold at once (None: no cap)
     gpus: int | None = None
+    #: the cap is at least the GPUs of the account's widest pending job, read from the queue
+    #: when the script runs (:func:`widening`: a project with budget left, not ahead of pace)
+    widens: bool = False
     no_decay: bool = True  # Flags=NoDecay: GrpTRESMins counts undecayed GPU-minutes
     priority: int = GUARANTEED_PRIORITY
     preempt: str = OPPORTUNISTIC_QOS  # the QOS whose jobs it may requeue (first) ...
@@ -349,7 +352,8 @@ class SlurmState:
         :meth:`limits` and the preemption: the QOS it takes back from and its exempt time.
         """
         limits = self.limits()
-        return {b.project: (*limits[b.project], b.preempt_list, b.exempt) for b in self.budgets}
+        return {b.project: (*limits[b.project], b.widens, b.preempt_list, b.exempt)
+                for b in self.budgets}
 
 
 def slurm_accounts(tree: OrgTree, nodes: list[str],
@@ -471,27 +475,49 @@ def take_back(plan: dict[str, Any], projects: Iterable[str]) -> dict[str, tuple[
     return {p: () if p in ahead else names for p in chosen}
 
 
+def widening(plan: dict[str, Any], minutes: dict[str, int], caps: dict[str, int]
+              ) -> frozenset[str]:
+    """The projects whose pace cap widens to their widest pending job when the script runs.
+
+    Those with a cap, budget minutes left and not ahead of their budget pace (the executor
+    contract's rule 5, :func:`planner.contract.ahead_of_pace`). A job wider than its
+    project's cap could never start under the budget QOS: it would run only under
+    ``gp-opportunistic``, where it rarely finds its whole nodes free and is requeued
+    after an hour, so a project the plan paces at a node's GPUs never ran its 32-GPU
+    jobs. With the cap at least that job's GPUs it waits under its budget, with the budget
+    QOS's priority, and Slurm reserves nodes for it; ``GrpTRESMins`` still bounds what the
+    project spends, and a project ahead of its pace gets no such widening.
+    """
+    ahead = ahead_of_pace(plan)
+    return frozenset(p for p in caps if minutes.get(p, 0) > 0 and p not in ahead)
+
+
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
                 shares: str = "budget", opportunistic_usage: float = 1.0,
-                floor: str = "node", takes_back: bool = True) -> SlurmState:
+                floor: str = "node", takes_back: bool = True,
+                widens: bool = True) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
     ``"none"``: no cap) and ``floor`` its floor, ``no_decay`` its ``Flags=NoDecay``,
     ``takes_back`` whether budget QOS take back from the projects ahead of their pace
     (:func:`take_back`; False: each preempts ``gp-opportunistic`` only, the export measured
-    before); the defaults are what
+    before), ``widens`` whether the caps of :func:`widening` projects widen to their
+    widest pending job (False: the caps as the plan computes them, the export before);
+    the defaults are what
     ``planner export --to slurm`` ships (the other values are for measuring them).
     """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     minutes = budget_minutes(plan)
     caps = pace_gpus(plan, pace, floor) if pace != "none" else {}
     back = take_back(plan, minutes) if takes_back else {}
+    wide = widening(plan, minutes, caps) if widens else frozenset()
     exempt = budget_exempt_hours(plan)
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
-                              minutes=minutes[p], gpus=caps.get(p), no_decay=no_decay,
-                              takes_back=back.get(p, ()), preempt_exempt_hours=exempt)
+                              minutes=minutes[p], gpus=caps.get(p), widens=p in wide,
+                              no_decay=no_decay, takes_back=back.get(p, ()),
+                              preempt_exempt_hours=exempt)
                     for p in sorted(minutes))
     held = tuple(
         SlurmReservation(request_id=r.request_id, name=reservation_name(r.request_id),
@@ -629,10 +655,21 @@ def _qos_lines(budget: BudgetQos) -> list[str]:
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
-            f"sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx {_q(budget.grptres)} "
-            f"|| {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRES={cap}')}",
+            *([] if budget.widens else [  # a widening cap: _wide_cap_line, every run
+                f"sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx "
+                f"{_q(budget.grptres)} || {RUN}sacctmgr -i modify qos "
+                + _q(q, "set", f"GrpTRES={cap}")]),
             f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
             + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
+
+
+def _wide_cap_line(budget: BudgetQos) -> str:
+    """A widening budget's ``GrpTRES``: its cap or its account's widest pending job."""
+    q = budget.name
+    return (f"cap=$(wide_cap {_q(budget.account, str(budget.gpus))}) && "
+            f"{{ sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx "
+            f"\"gres/gpu=$cap\" || {RUN}sacctmgr -i modify qos {_q(q, 'set')} "
+            f"\"GrpTRES=gres/gpu=$cap\"; }}")
 
 
 def _holds_qos(acct: str, default: str, allowed: tuple[str, ...]) -> str:
@@ -686,6 +723,23 @@ def _delete_line(r: SlurmReservation) -> str:
     name = r.name
     return (f"if {_has(name)}; then {RUN}scontrol delete "
             f"{_q(f'ReservationName={name}')}; fi")
+
+
+#: The script's ``wide_cap`` function: the pace cap of a :func:`widening` project, read from
+#: the queue when the script runs. ``scontrol -o show job`` prints a pending job's request
+#: as ``TRES=cpu=..,node=..,gres/gpu=N``: N is its GPUs in all, however it asked for them
+#: (``--gres=gpu:8 -N 4``, ``--gpus=32``, ``--gpus-per-node``; read on the real Slurm 22.05).
+WIDE_CAP = tuple(r"""
+# wide_cap ACCOUNT CAP: CAP, or the GPUs of ACCOUNT's widest pending job where more
+wide_cap() {
+  local acct=$1 cap=$2 line re=' TRES=([^ ]*,)?gres/gpu=([0-9]+)[, ]'
+  while IFS= read -r line; do
+    line=" $line "
+    [[ $line == *" Account=$acct "* && $line == *" JobState=PENDING "* ]] || continue
+    [[ $line =~ $re ]] && (( BASH_REMATCH[2] > cap )) && cap=${BASH_REMATCH[2]}
+  done < <(scontrol -o show job 2>/dev/null || true)
+  echo "$cap"
+}""".strip("\n").splitlines())
 
 
 #: The script's ``resv_update`` function (see its comment and the module docstring).
@@ -770,7 +824,7 @@ def _header(plan: dict[str, Any]) -> list[str]:
         "# resv_has NAME FIELD...: the reservation exists and shows every FIELD (key=value)",
         'resv_has() { local line; line=" $(scontrol -o show reservation "$1" 2>/dev/null '
         '|| true) "; shift; for f in "$@"; do [[ $line == *" $f "* ]] || return 1; done; }',
-        *RESV_UPDATE,
+        *RESV_UPDATE, *WIDE_CAP,
         "now=$(date -u +%Y-%m-%dT%H:%M:%S)  # a reservation whose start has passed by now "
         "is running"]
 
@@ -801,6 +855,10 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
                   *_opportunistic_lines(state.opportunistic), ""]
         lines += ["# budgets: remaining GPU-minutes (undecayed) and the pace cap (GPUs at "
                   "once) per project; they preempt opportunistic work", *qos, ""]
+    wide = [_wide_cap_line(b) for b in state.budgets if b.widens]
+    if wide:  # every run, with or without a previous plan: the queue is read now
+        lines += ["# pace caps read from the queue now: a project behind its pace with budget "
+                  "left holds at least its widest pending job's GPUs", *wide, ""]
     gone = {r.request_id: r for r in old.reservations} if old is not None else {}
     new_ids = {r.request_id for r in state.reservations}
     # the dropped ones first: the nodes they free may be where the others move

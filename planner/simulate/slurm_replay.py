@@ -131,7 +131,8 @@ class SlurmReplayPolicy(PlannerPolicy):
                  no_decay: bool = True, shares: str = "budget",
                  opportunistic_usage: float = 1.0, floor: str = "node",
                  bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
-                 reserve_each: bool = True, takes_back: bool = True) -> None:
+                 reserve_each: bool = True, takes_back: bool = True,
+                 widens: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -151,6 +152,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.opportunistic_usage = opportunistic_usage
         self.pace_floor = floor
         self.take_back = takes_back
+        self.widens = widens  # the pace caps widen to the widest pending job (slurm_state)
         # SchedulerParameters=bf_min_prio_reserve (the script's header asks for it): only
         # budget-QOS jobs get reservations and block later jobs; False replays a site
         # without it (every blocked head, gp-opportunistic too, gets one)
@@ -219,8 +221,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
                             self.share_source, self.opportunistic_usage, self.pace_floor,
-                            self.take_back)
+                            self.take_back, self.widens)
         old = self.state.minutes() if self.state is not None else {}
+        widest = self._pending_widest(sim) if any(b.widens for b in state.budgets) else {}
         if self.half_life is None:  # slurm.conf as the header asks (Slurm's 7 days if unsaid)
             self.decay = _hourly_decay(state.decay_half_life_hours)
         index = sim.tree.leaf_index
@@ -229,7 +232,8 @@ class SlurmReplayPolicy(PlannerPolicy):
             if old.get(b.project) != b.minutes:
                 self.qos_used[p] = 0.0  # RawUsage=0 with the new limit
             self.limit_hours[p] = b.minutes / 60.0
-            self.cap_gpus[p] = math.inf if b.gpus is None else b.gpus
+            self.cap_gpus[p] = (math.inf if b.gpus is None
+                                else max(b.gpus, widest.get(p, 0)) if b.widens else b.gpus)
             self.qos_decay[p] = 1.0 if b.no_decay else self.decay
             self.budget_exempt = b.preempt_exempt_hours
         by_qos = {b.name: index[b.project] for b in state.budgets}
@@ -244,6 +248,21 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.opp_factor = state.opportunistic.usage_factor
         self._apply_reservations(sim, state.reservations)
         self.state = state
+
+    @staticmethod
+    def _pending_widest(sim) -> dict[int, int]:
+        """Project -> the GPUs of its widest waiting job, of any class.
+
+        The script's ``wide_cap``: every pending job of the account, whatever QOS the
+        wrapper moved it to.
+        """
+        widest: dict[int, int] = {}
+        jobs = sim.jobs
+        for job in sim.outstanding_jobs():
+            if sim.is_waiting(job):
+                p = jobs.project[job]
+                widest[p] = max(widest.get(p, 0), jobs.gpus[job])
+        return widest
 
     def hold_reservations(self, sim, body: dict) -> None:
         """No engine holds: the plan's reservations are Slurm reservations here.
