@@ -24,7 +24,10 @@ What it sets:
   nothing is planned), ``Flags=NoDecay`` (the GPU-minutes count undecayed), and the pace
   cap ``GrpTRES=gres/gpu=`` :func:`pace_gpus` (GPUs its jobs hold at once: the first
   period's ⌊g + o⌋ summed over clusters, plus reservations in force, at least one node's
-  GPUs while the budget has minutes left), made the account's
+  GPUs while the budget has minutes left; for a project not ahead of its budget pace with
+  minutes left, :func:`widening`, at least the GPUs of the account's widest pending job,
+  read from ``scontrol -o show job`` when the script runs: the ``wide_cap`` function,
+  :data:`WIDE_CAP`, in every script, ``--previous`` or not), made the account's
   ``DefaultQOS`` so that it binds jobs that name
   no ``--qos``. When the limit changes its ``RawUsage`` is reset, because the limit already
   nets out the usage so far; re-applying the same limit keeps the usage accrued since.
