@@ -12,7 +12,10 @@ with that state.
 - each budget QOS ``gp-<project>`` gets its ``GrpTRESMins=gres/gpu=`` GPU-minutes; where
   the limit changed, its accrued usage is reset (``RawUsage=0``, as the script does; the
   GPU-minutes still reserved by running jobs are not usage and stay counted); and its
-  pace cap ``GrpTRES=gres/gpu=`` (GPUs its running jobs may hold);
+  pace cap ``GrpTRES=gres/gpu=`` (GPUs its running jobs may hold), for a project the
+  state marks ``widens`` (behind its pace, budget left) at least the GPUs of its widest
+  job waiting at the replan, of any class, as the script's ``wide_cap`` reads every
+  pending job of the account (:meth:`SlurmReplayPolicy._pending_widest`);
 - the accounts get their integer ``fairshare`` (the budgets), ``gp-opportunistic`` its
   exempt time and ``UsageFactor``;
 - reservations are created, moved and deleted: each holds ``NodeCnt`` whole nodes of its
