@@ -273,8 +273,13 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     # cells summed: guaranteed + headroom on every cluster, plus its reservations in force
     # in the first period, at least one node's GPUs while its budget has minutes left (the
     # floor); the planner-slurm replay applies the same number
+    # (a project behind its pace with budget left gets it through wide_cap, which raises it
+    # to the widest pending job when the script runs: nothing pends here, so the same)
+    script = export_slurm(plan, org)
     caps = {m.group(1): int(m.group(2)) for m in re.finditer(
-        r"modify qos (\S+) set GrpTRES=gres/gpu=(\d+)", export_slurm(plan, org))}
+        r"modify qos (\S+) set GrpTRES=gres/gpu=(\d+)", script)}
+    caps |= {m.group(2): int(m.group(1)) for m in re.finditer(
+        r"cap=\$\(wide_cap \S+ (\d+)\) && \{ sacctmgr -n -P show qos (\S+) ", script)}
     replayed = SlurmReplayPolicy(load_model("default"))
     sim2 = Replay(scenario, one, replayed)
     replayed.prepare(sim2)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from planner.cli import main
+from planner.exporters.slurm import slurm_state
 
 
 @pytest.fixture
@@ -82,11 +83,17 @@ def test_per_cluster_for_another_target_exits_2(tmp_path: Path, plan_file: Path,
     assert not out.exists()
 
 
-def test_export_slurm_with_previous_emits_only_changes(tmp_path: Path, plan_file: Path):
+def test_export_slurm_with_previous_emits_only_changes(tmp_path: Path, plan_file: Path,
+                                                      sample_plan):
     out = tmp_path / "out"
     assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),
                  "--previous", str(plan_file)]) == 0
-    assert "nothing changed" in (out / "slurm-apply.sh").read_text()
+    script = (out / "slurm-apply.sh").read_text()
+    assert "nothing changed" in script
+    # but the pace caps of projects behind their pace, read from the queue on every run
+    plan, org = sample_plan
+    assert script.count("cap=$(wide_cap ") == sum(
+        b.widens for b in slurm_state(plan, org).budgets) > 0
 
 
 def _broken(plan: dict, how: str) -> dict:

@@ -858,10 +858,6 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
                   *_opportunistic_lines(state.opportunistic), ""]
         lines += ["# budgets: remaining GPU-minutes (undecayed) and the pace cap (GPUs at "
                   "once) per project; they preempt opportunistic work", *qos, ""]
-    wide = [_wide_cap_line(b) for b in state.budgets if b.widens]
-    if wide:  # every run, with or without a previous plan: the queue is read now
-        lines += ["# pace caps read from the queue now: a project behind its pace with budget "
-                  "left holds at least its widest pending job's GPUs", *wide, ""]
     gone = {r.request_id: r for r in old.reservations} if old is not None else {}
     new_ids = {r.request_id for r in state.reservations}
     # the dropped ones first: the nodes they free may be where the others move
@@ -872,4 +868,8 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
         lines += ["# reservations: whole nodes for their accounts", *changes, ""]
     if not lines:
         lines = ["# nothing changed since the previous plan", ""]
+    wide = [_wide_cap_line(b) for b in state.budgets if b.widens]
+    if wide:  # every run, with or without a previous plan: the queue is read now
+        lines += ["# pace caps read from the queue now: a project behind its pace with budget "
+                  "left holds at least its widest pending job's GPUs", *wide, ""]
     return "\n".join(head + lines)
