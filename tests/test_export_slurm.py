@@ -955,6 +955,21 @@ def test_real_slurm_takes_back_from_a_project_ahead_of_its_pace_after_its_exempt
             real_slurm.run("scancel", *jobs, check=False)
 
 
+def capped_plan() -> dict:
+    """:func:`future_plan` whose first period grants p2 9.5 guaranteed GPUs, =P 3 nothing.
+
+    The pace caps: p1 23, p2 ⌊9.5⌋ = 9, =P 3 one node's GPUs, 8 (the floor).
+    """
+    plan = future_plan()
+    first = plan["periods"][0]["start"]
+    for a in plan["allocations"]:
+        if a["period_start"] == first and a["project"] == "p2":
+            a.update(gpus=9.5, gpu_hours=228.0)
+    plan["allocations"] = [a for a in plan["allocations"]
+                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    return plan
+
+
 def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
     """The budget QOS holds at most its pace cap at once; the rest runs opportunistic.
 
@@ -965,13 +980,7 @@ def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
     ``--qos=gp-opportunistic`` job runs: the wrapper's rule (README) moves a job pending
     on either budget limit there.
     """
-    plan = future_plan()
-    first = plan["periods"][0]["start"]
-    for a in plan["allocations"]:
-        if a["period_start"] == first and a["project"] == "p2":
-            a.update(gpus=9.5, gpu_hours=228.0)
-    plan["allocations"] = [a for a in plan["allocations"]
-                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    plan = capped_plan()
     assert pace_gpus(plan) == {"p1": 23, "p2": 9, "=P 3": 8}
     assert pace_gpus(plan, floor="none") == {"p1": 23, "p2": 9, "=P 3": 0}
     real_slurm.bash(export_slurm(plan, ORG))
@@ -1017,13 +1026,7 @@ def test_real_slurm_widens_a_pace_cap_to_the_widest_pending_job(real_slurm):
     8. A second run changes nothing (a dry run prints nothing), and the job, released,
     runs under gp-p2 on its budget.
     """
-    plan = future_plan()
-    first = plan["periods"][0]["start"]
-    for a in plan["allocations"]:
-        if a["period_start"] == first and a["project"] == "p2":
-            a.update(gpus=9.5, gpu_hours=228.0)
-    plan["allocations"] = [a for a in plan["allocations"]
-                           if not (a["period_start"] == first and a["project"] == "=P 3")]
+    plan = capped_plan()
     ahead = copy.deepcopy(plan)
     next(b for b in ahead["budgets"] if b["project"] == "p2")["used"] = 1000.0
     assert {b.project: b.widens for b in slurm_state(ahead, ORG).budgets} == {
