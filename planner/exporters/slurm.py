@@ -658,21 +658,22 @@ def _qos_lines(budget: BudgetQos) -> list[str]:
             f"sacctmgr -n -P show qos {_q(q)} format=grptresmins | grep -qx {_q(tres)} || "
             f"{{ {RUN}sacctmgr -i modify qos {_q(q, 'set', f'GrpTRESMins={tres}')} && "
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
-            *([] if budget.widens else [  # a widening cap: _wide_cap_line, every run
-                f"sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx "
-                f"{_q(budget.grptres)} || {RUN}sacctmgr -i modify qos "
-                + _q(q, "set", f"GrpTRES={cap}")]),
+            # a widening cap is set by _wide_cap_line instead, on every run
+            *([] if budget.widens else [_cap_guard(q, _q(budget.grptres), _q(f"GrpTRES={cap}"))]),
             f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
             + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
 
 
+def _cap_guard(q: str, shown: str, setting: str) -> str:
+    """QOS ``q``'s ``GrpTRES`` set to ``setting`` unless it shows ``shown`` (shell words)."""
+    return (f"sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx {shown} || "
+            f"{RUN}sacctmgr -i modify qos {_q(q, 'set')} {setting}")
+
+
 def _wide_cap_line(budget: BudgetQos) -> str:
     """A widening budget's ``GrpTRES``: its cap or its account's widest pending job."""
-    q = budget.name
-    return (f"cap=$(wide_cap {_q(budget.account, str(budget.gpus))}) && "
-            f"{{ sacctmgr -n -P show qos {_q(q)} format=grptres | grep -qx "
-            f"\"gres/gpu=$cap\" || {RUN}sacctmgr -i modify qos {_q(q, 'set')} "
-            f"\"GrpTRES=gres/gpu=$cap\"; }}")
+    guard = _cap_guard(budget.name, '"gres/gpu=$cap"', '"GrpTRES=gres/gpu=$cap"')
+    return f"cap=$(wide_cap {_q(budget.account, str(budget.gpus))}) && {{ {guard}; }}"
 
 
 def _holds_qos(acct: str, default: str, allowed: tuple[str, ...]) -> str:

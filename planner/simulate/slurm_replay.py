@@ -235,8 +235,9 @@ class SlurmReplayPolicy(PlannerPolicy):
             if old.get(b.project) != b.minutes:
                 self.qos_used[p] = 0.0  # RawUsage=0 with the new limit
             self.limit_hours[p] = b.minutes / 60.0
-            self.cap_gpus[p] = (math.inf if b.gpus is None
-                                else max(b.gpus, widest.get(p, 0)) if b.widens else b.gpus)
+            self.cap_gpus[p] = math.inf if b.gpus is None else b.gpus
+            if b.widens:  # as the script's wide_cap: at least the widest waiting job
+                self.cap_gpus[p] = max(self.cap_gpus[p], widest.get(p, 0))
             self.qos_decay[p] = 1.0 if b.no_decay else self.decay
             self.budget_exempt = b.preempt_exempt_hours
         by_qos = {b.name: index[b.project] for b in state.budgets}
