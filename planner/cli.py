@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
                         default=None,
                         help="Kueue: a manifest set per cluster, kueue-<period>-<cluster>.yaml "
                              "(automatic above 64 clusters)")
+    export.add_argument("--workloads", metavar="FILE",
+                        help="Kueue: `kubectl get workloads -A -o json`; the first period's "
+                             "nominal quotas widen to the gangs pending in it (rule 6)")
     report = sub.add_parser("report", help="leadership's quarterly report: .xlsx or .html")
     report.add_argument("scenario", nargs="?", default=str(SAMPLE),
                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
@@ -387,9 +390,10 @@ def _export(args, console: Console) -> ExitCode:
     from planner.plan.write import write_files
     from planner.run import load_previous
 
-    if args.per_cluster and args.to != "kueue":
-        raise InputError([InputProblem("--per-cluster", None, None,
-                                       "splits Kueue manifests only (--to kueue)")])
+    for option, given in (("--per-cluster", args.per_cluster), ("--workloads", args.workloads)):
+        if given and args.to != "kueue":
+            raise InputError([InputProblem(option, None, None,
+                                           "is for Kueue manifests only (--to kueue)")])
     plan = load_previous(Path(args.plan))
     scenario = load_scenario(args.scenario) if args.to != "json" else None
     org = scenario.org if scenario is not None else None
@@ -398,11 +402,22 @@ def _export(args, console: Console) -> ExitCode:
     if args.previous:
         previous = load_previous(Path(args.previous))
         problems += export_problems(previous, Path(args.previous).name, org, args.to)
+    gangs = None
+    if args.workloads:
+        from planner.exporters.kueue import allowed_clusters
+        from planner.ingest.pending import pending_gangs
+
+        gangs, bad = pending_gangs(Path(args.workloads), plan["clusters"], scenario.tree.leaves,
+                                   allowed_clusters(scenario.budgets))
+        problems += bad
     if problems:
         raise InputError(problems)
     files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster,
-                         scenario.budgets if scenario is not None else None)
+                         scenario.budgets if scenario is not None else None,
+                         gangs.widest if gangs is not None else None)
     written = write_files(Path(args.out), files)
+    for line in gangs.lines() if gangs is not None else ():
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK
 

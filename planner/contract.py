@@ -46,6 +46,15 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    one form Kueue has (a project ahead holds only its reserved GPUs as nominal quota, so
    its guaranteed work borrows and lenders reclaim it, at once: Kueue has no exempt
    time); the ``planner`` executor does not.
+6. **Widening to the widest pending job** (:func:`widens`): a project that is not ahead
+   of its pace and has budget left may hold, beyond its grant, the GPUs of its widest
+   pending job, so that a job wider than the plan's pace for it (a gang of whole nodes
+   in a project paced at less than a node) waits on its budget and gets its nodes,
+   instead of never starting. Its budget still bounds what it spends. The Slurm export
+   widens the budget QOS's pace cap (``GrpTRES``) to the account's widest pending job
+   when its script runs; the Kueue export raises the project's nominal quota on a
+   cluster to its widest pending gang there (from the Workloads ``planner cycle``
+   ingests), out of the GPUs no project holds.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
@@ -230,6 +239,20 @@ def ahead_of_pace(plan: dict[str, Any]) -> frozenset[str]:
     share = min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
     return frozenset(b["project"] for b in plan["budgets"]
                      if float(b["used"]) > float(b["budget"]) * share + EPS)
+
+
+def widens(plan: dict[str, Any]) -> frozenset[str]:
+    """Projects that may hold their widest pending job beyond their grant (rule 6).
+
+    Those with budget left at the plan's ``as_of`` (``used`` < ``budget``) and not
+    :func:`ahead_of_pace`; none for a plan without budgets (a hand-written one).
+    """
+    if not plan.get("budgets"):
+        return frozenset()
+    ahead = ahead_of_pace(plan)
+    return frozenset(b["project"] for b in plan["budgets"]
+                     if float(b["budget"]) - float(b["used"]) > EPS
+                     and b["project"] not in ahead)
 
 
 def fair_share_half_life(plan: dict[str, Any]) -> float | None:

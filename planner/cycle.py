@@ -41,8 +41,9 @@ import yaml
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem
 from planner.exporters.files import export_files
-from planner.exporters.kueue import prune_allowlist, prune_selector
+from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
 from planner.exporters.validate import export_problems
+from planner.ingest.pending import pending_gangs
 from planner.inputs import Scenario
 from planner.inputs.load import load_scenario
 from planner.plan.write import plan_bytes, write_files
@@ -146,13 +147,19 @@ def apply_script(plan: dict, exports: dict[str, dict[str, bytes]]) -> str:
 
 def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                 targets: list[str], model: ModelConfig,
-                demand: dict[tuple[str, str], float]) -> dict[str, dict[str, bytes]]:
-    """Subfolder ('' for the top) → file name → bytes of one cycle's folder."""
+                demand: dict[tuple[str, str], float],
+                pending: dict[tuple[str, str], int] | None = None
+                ) -> dict[str, dict[str, bytes]]:
+    """Subfolder ('' for the top) → file name → bytes of one cycle's folder.
+
+    ``pending``: the gangs waiting in Kueue (:func:`pending_gangs`), which the Kueue
+    export's nominal quotas widen to.
+    """
     plan = run.plan.body
     org = run.problem.scenario.org
     budgets = run.problem.scenario.budgets
     exports = {t: export_files(plan, t, org, 1, previous if t == "slurm" else None,
-                               budgets=budgets)
+                               budgets=budgets, pending=pending if t == "kueue" else None)
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}
@@ -223,7 +230,9 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     :class:`SolverError` (no valid plan) or :class:`ApplyError`.
     ``as_of`` defaults to ``now()`` floored to the period grid (the only clock read).
     ``source``: ("sacct" | "kueue", accounting file) ingested into the scenario's
-    ``usage.csv`` first, its running jobs counted up to ``as_of``.
+    ``usage.csv`` first, its running jobs counted up to ``as_of``; a Kueue file's pending
+    gangs also widen the Kueue export's nominal quotas (rule 6 of the executor contract,
+    :func:`planner.ingest.pending.pending_gangs`).
     """
     step = progress or (lambda _msg: None)
     scenario_dir, state = Path(scenario_dir), Path(state)
@@ -232,12 +241,19 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
                 else parse_as_of(iso(floor_to_grid(now(), scenario)), scenario))
     ingest_lines: tuple[str, ...] = ()
+    gangs = None
+    if source is not None and source[0] == "kueue" and "kueue" in targets:
+        # read before the ingest writes anything: a file it refuses stops the cycle whole
+        gangs, problems = pending_gangs(Path(source[1]), scenario.clusters.to_dict("records"),
+                                        scenario.tree.leaves, allowed_clusters(scenario.budgets))
+        if problems:
+            raise InputError(problems)
     if source is not None:
         from planner.ingest import ingest_usage
 
         step(f"ingesting {source[1]}")
         report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
-        ingest_lines = tuple(report.lines())
+        ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs else ())
         scenario = load_scenario(scenario_dir)
     scenario = scenario.with_as_of(stamp_at)
     previous_dir = _previous_folder(state, stamp_at)
@@ -258,7 +274,7 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     step("planning")
     run = plan_scenario(scenario, model, previous, step)
     files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
-                        model, demand_by_cell(run))
+                        model, demand_by_cell(run), gangs.widest if gangs else None)
     step("writing the cycle")
     folder, unchanged = _keep(state, stamp_at, files)
     applied = False

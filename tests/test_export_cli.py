@@ -79,7 +79,7 @@ def test_per_cluster_for_another_target_exits_2(tmp_path: Path, plan_file: Path,
     out = tmp_path / "out"
     assert main(["export", str(plan_file), "--to", "slurm", "--out", str(out),
                  "--per-cluster"]) == 2
-    assert "--per-cluster: splits Kueue manifests only" in capsys.readouterr().err
+    assert "--per-cluster: is for Kueue manifests only" in capsys.readouterr().err
     assert not out.exists()
 
 

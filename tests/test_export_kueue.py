@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -14,9 +15,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from planner.contract import ahead_of_pace
+from planner.contract import ahead_of_pace, widens
 from planner.exporters.common import OrgTree, safe_name
-from planner.exporters.kueue import MAX_FLAVORS, export_kueue, file_name, period_objects
+from planner.exporters.kueue import (
+    MAX_FLAVORS,
+    export_kueue,
+    file_name,
+    period_objects,
+    project_quotas,
+    widen_to_pending,
+)
 from tests.export_fixtures import ORG, PLAN, wide_plan
 
 KUEUE_DIR = Path(os.environ.get(
@@ -653,3 +661,69 @@ def test_topology_rules_refuse_what_kueue_refuses():
             validate_topology(good | {"spec": {"levels": levels}})
     with pytest.raises(AssertionError):
         validate_topology(good | {"metadata": {"name": "T", "namespace": "x"}})
+
+
+def _ahead(plan: dict, project: str) -> dict:
+    """``plan`` with ``project`` ahead of its pace (used beyond half its budget at as_of)."""
+    for b in plan["budgets"]:
+        if b["project"] == project:
+            b["used"] = b["budget"] * 0.75
+    return plan
+
+
+def test_rule_6_nominal_quota_widens_to_the_widest_pending_gang():
+    # The hand plan at as_of 2026-11-16, half of the quarter gone; every project is behind
+    # its pace with budget left. Owed per hour (budget - used) / 1,104 h left: p1 1.72,
+    # p2 1.36, "=P 3" 0.41. Period 1: c1 (32 GPUs) p1 10 + p2 16 nominal, the pool 6;
+    # c2 (16 GPUs) p1 8 (r1, reserved) + "=P 3" 8, the pool 0.
+    pending = {("p1", "c1"): 16, ("p2", "c1"): 20, ("p2", "c2"): 8, ("=P 3", "c1"): 8,
+               ("p1", "c2"): 8}
+    files = export_kueue(PLAN, ORG, periods=2, pending=pending)
+    docs = objects(files, file_name(PLAN["periods"][0]["start"]))
+    got, free = queue_quotas(docs), pool_free(docs)
+    # p1, the most owed, goes first: 16 - 10 = 6 GPUs, all the pool has on c1. p2 would
+    # need 20 - 16 = 4 more and "=P 3" 8: the pool has none left (had p2 gone first,
+    # p1's gang would not fit). On c2 the pool has nothing; p1's gang there fits its
+    # reserved 8 already (nothing to widen; still lent to nobody)
+    assert got[("p1", "c1")] == {"name": "nvidia.com/gpu", "nominalQuota": 16}
+    assert got[("p2", "c1")]["nominalQuota"] == 16
+    assert got[("=P 3", "c1")]["nominalQuota"] == 0
+    assert got[("p2", "c2")]["nominalQuota"] == 0
+    assert got[("p1", "c2")] == {"name": "nvidia.com/gpu", "nominalQuota": 8, "lendingLimit": 0}
+    assert free.get("c1", 0) == 0 and free.get("c2", 0) == 0
+    # only the first period widens: the second is applied after its own cycle reads the queue
+    second = objects(files, file_name(PLAN["periods"][1]["start"]))
+    plain = objects(export_kueue(PLAN, ORG, periods=2), file_name(PLAN["periods"][1]["start"]))
+    assert second == plain
+    # the same quotas from project_quotas, which also says what it took
+    quotas = project_quotas(PLAN, PLAN["periods"][0]["start"], PLAN["periods"][0]["end"],
+                            projects=list(OrgTree.from_frame(ORG).leaves))
+    assert widen_to_pending(PLAN, quotas, pending) == [("p1", "c1", 16)]
+    # with p1 ahead of its pace (rule 5: its 10 guaranteed GPUs go to the pool, 16 free)
+    # it widens nothing; p2 (4 more) then "=P 3" (8) are widened, 4 GPUs left in the pool
+    ahead = _ahead(copy.deepcopy(PLAN), "p1")
+    got = queue_quotas(objects(export_kueue(ahead, ORG, pending=pending),
+                               file_name(PLAN["periods"][0]["start"])))
+    assert got[("p1", "c1")]["nominalQuota"] == 0
+    assert got[("p2", "c1")]["nominalQuota"] == 20
+    assert got[("=P 3", "c1")]["nominalQuota"] == 8
+    # a spent budget widens nothing either
+    spent = copy.deepcopy(PLAN)
+    spent["budgets"][0]["used"] = spent["budgets"][0]["budget"]
+    assert widens(spent) == frozenset({"p2", "=P 3"})
+    assert widens({**PLAN, "budgets": []}) == frozenset()
+
+
+@needs_crds
+@pytest.mark.parametrize("per_cluster", [False, True])
+def test_widened_sets_validate_and_split_per_cluster_alike(per_cluster):
+    pending = {("p1", "c1"): 16}
+    files = export_kueue(PLAN, ORG, per_cluster=per_cluster, pending=pending)
+    start = PLAN["periods"][0]["start"]
+    docs = (objects(files, file_name(start, "c1")) if per_cluster
+            else objects(files, file_name(start)))
+    for obj in docs:
+        if obj["kind"] != "Topology":
+            validate(obj)
+    assert queue_quotas(docs)[("p1", "c1")]["nominalQuota"] == 16
+    assert pool_free(docs).get("c1", 0) == 0

@@ -381,6 +381,55 @@ def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_
     assert runs(kept, rows["B"]) == [(1.0, 3.0, DONE)]
 
 
+class ReappliedPlan(FixedPlan):
+    """:class:`FixedPlan`, applied again at each hour of ``hours`` (a cycle re-run on it)."""
+
+    def __init__(self, plan: dict, hours: tuple[float, ...], **kwargs) -> None:
+        super().__init__(plan, **kwargs)
+        self.hours = hours
+
+    def refresh(self, sim, now: float) -> bool:
+        if not any(abs(now - h) < 1e-9 for h in self.hours):
+            return False
+        self._read_first_period(sim, self.plan, START)
+        self._reclass(sim)
+        return True
+
+
+def test_rule_6_a_pending_gang_widens_its_queues_nominal_quota_and_reclaims_a_node():
+    # Two nodes of 8, one team t holding a and b. The plan guarantees a 2 GPUs, b
+    # nothing: the pool holds 14. Both are behind their pace with budget left (nothing
+    # used at the quarter's start); pace weights a 100 ÷ 96 h, b 1,000 ÷ 96 h.
+    # t=0    B1, B2 (b, unallocated, 8 GPUs, 10 h) borrow both nodes (the pool's 14 and a's
+    #        idle 2).
+    # t=0.5  G (a, allocated, 8 GPUs: a gang of one node, 3 h) is beyond a's nominal 2 and
+    #        nothing is free. It may not reclaim (it is not within its nominal quota), and
+    #        Fair Sharing's preemption does not pass: a's share with G, 6 ÷ 16 ÷ 1.04 =
+    #        0.36, is above b's without a B job, 8 ÷ 16 ÷ 10.4 = 0.048. G waits.
+    # t=1    the plan is applied again (as the next cycle would) with G pending: rule 6
+    #        widens a's nominal quota to 8 (6 more, out of the pool's 14). G is now within
+    #        its nominal quota and reclaims a node from the borrower b: G 1 → 4; the B job
+    #        taken (resumable, 9 h left) is back 4 → 13.
+    # Without the widening (widens=False) G waits for a B job to end: 10 → 13.
+    org = [("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)]
+    sc = tiny(org, nodes=2)
+    plan = hand_plan(2, {"a": (2.0, 0.0)}) | {
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 0.0},
+                    {"project": "b", "budget": 1000.0, "used": 0.0}]}
+    tr = trace([("B1", "b", 0, 8, 10.0, 0.0), ("B2", "b", 0, 8, 10.0, 0.0),
+                ("G", "a", 0.5, 8, 3.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    wide = replay(sc, tr, ReappliedPlan(plan, (0.0, 1.0)))
+    assert runs(wide, rows["G"]) == [(1.0, 4.0, DONE)]
+    taken = [runs(wide, rows[b]) for b in ("B1", "B2")]
+    assert sorted(taken) == [[(0.0, 1.0, PREEMPTED), (4.0, 13.0, DONE)], [(0.0, 10.0, DONE)]]
+    assert tags(wide)[(rows["G"], 1.0)] == NOMINAL_GANG
+    plain = replay(sc, tr, ReappliedPlan(plan, (0.0, 1.0), widens=False))
+    assert runs(plain, rows["G"]) == [(10.0, 13.0, DONE)]
+    assert [runs(plain, rows[b]) for b in ("B1", "B2")] == [[(0.0, 10.0, DONE)]] * 2
+
+
 # -- a reservation: nominal quota with a lendingLimit -----------------------------------------
 
 

@@ -95,13 +95,14 @@ function of the inputs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import yaml
 
-from planner.contract import ahead_of_pace, in_force
+from planner.contract import ahead_of_pace, in_force, widens
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
 from planner.inputs.org import OrgTree
@@ -239,10 +240,9 @@ def _pool(clusters: list[dict[str, Any]], tree: OrgTree,
           quotas: Quotas, window: Stamp) -> dict[str, Any]:
     """The root Cohort: per cluster, the GPUs no project holds as nominal quota."""
     flavors = []
+    unheld = unheld_gpus(clusters, quotas)
     for c in clusters:
-        held = sum(int(q[c["cluster"]]["nominal"] or 0) for q in quotas.values()
-                   if c["cluster"] in q)
-        free = int(c["nodes"]) * int(c["gpus_per_node"]) - held
+        free = unheld[c["cluster"]]
         if free > 0:
             flavors.append({"name": safe_name(c["cluster"]),
                             "resources": [{"name": GPU, "nominalQuota": free}]})
@@ -288,7 +288,8 @@ def allowed_clusters(budgets: pd.DataFrame) -> dict[str, tuple[str, ...]]:
 def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True,
                    projects: list[str] | None = None,
                    allowed: dict[str, tuple[str, ...]] | None = None,
-                   takes_back: bool = True) -> Quotas:
+                   takes_back: bool = True,
+                   pending: Mapping[tuple[str, str], int] | None = None) -> Quotas:
     """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
 
     Read from the executor contract (:func:`planner.contract.in_force` over the period):
@@ -301,7 +302,9 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
     ``projects`` gets a cell (nominal 0 where the plan grants nothing) on every cluster of
     the plan it may run on (``allowed``: project -> clusters; a project missing from it may
     run anywhere). Without ``fill``: borrowing = the opportunistic headroom, and only the
-    cells the plan grants.
+    cells the plan grants. ``pending``: (project, cluster) -> GPUs of the project's widest
+    pending gang there (:func:`planner.ingest.pending.pending_gangs`), to which its
+    nominal quota widens (:func:`widen_to_pending`); None or empty: the plan's alone.
     """
     terms = in_force(plan, start, end)
     # a plan without budgets (a hand-written one) has nobody ahead of a pace
@@ -325,7 +328,52 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
             for cluster in (allowed or {}).get(project, every):
                 if cluster in every:
                     mine.setdefault(cluster, {"nominal": 0, "borrowing": None, "reserved": 0})
+    if pending:
+        widen_to_pending(plan, out, pending)
     return out
+
+
+def unheld_gpus(clusters: list[dict[str, Any]], quotas: Quotas) -> dict[str, int]:
+    """Cluster -> its GPUs no project holds as nominal quota (the pool Cohort's quota)."""
+    out = {}
+    for c in clusters:
+        held = sum(int(q[c["cluster"]]["nominal"] or 0) for q in quotas.values()
+                   if c["cluster"] in q)
+        out[c["cluster"]] = int(c["nodes"]) * int(c["gpus_per_node"]) - held
+    return out
+
+
+def widen_to_pending(plan: dict[str, Any], quotas: Quotas,
+                     pending: Mapping[tuple[str, str], int]) -> list[tuple[str, str, int]]:
+    """Raise nominal quotas to the widest pending gangs (the executor contract's rule 6).
+
+    For each (project, cluster) of ``pending`` whose project may widen
+    (:func:`planner.contract.widens`: budget left, not ahead of its pace) and whose queue has
+    a flavor on the cluster, a gang wider than its nominal quota there gets nominal = the
+    gang's GPUs, out of the GPUs no project holds (:func:`unheld_gpus`, the pool Cohort's
+    quota), whole or not at all, the projects most owed per hour (:func:`pace_weights`)
+    first. The gang is then within its queue's nominal quota: Kueue admits it by reclaiming
+    borrowed GPUs (with Topology Aware Scheduling, until its pods fit on whole nodes),
+    where before it could only borrow and waited for whole nodes to fall idle. The other
+    projects' nominal quotas are untouched, so nobody's guarantee shrinks; what shrinks is
+    the GPUs everyone borrows from. Changes ``quotas`` in place; returns the (project,
+    cluster, GPUs) widened, in the order taken.
+    """
+    may = widens(plan)
+    owed = pace_weights(plan)
+    free = unheld_gpus(plan["clusters"], quotas)
+    done = []
+    for (project, cluster), gpus in sorted(pending.items(),
+                                           key=lambda kv: (-owed.get(kv[0][0], 0.0), kv[0])):
+        cell = quotas.get(project, {}).get(cluster)
+        if project not in may or cell is None or cluster not in free:
+            continue
+        extra = int(gpus) - int(cell["nominal"] or 0)
+        if 0 < extra <= free[cluster]:
+            cell["nominal"] = int(gpus)
+            free[cluster] -= extra
+            done.append((project, cluster, int(gpus)))
+    return done
 
 
 def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
@@ -392,12 +440,14 @@ def _sorted_clusters(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    cluster: str | None = None, quotas: Quotas | None = None,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
-                   weights: str = "pace", takes_back: bool = True) -> list[dict[str, Any]]:
+                   weights: str = "pace", takes_back: bool = True,
+                   pending: Mapping[tuple[str, str], int] | None = None
+                   ) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
-    else built with ``fill``, ``allowed`` and ``takes_back`` (see there) for the org
-    tree's projects.
+    else built with ``fill``, ``allowed``, ``takes_back`` and ``pending`` (see there) for
+    the org tree's projects.
     ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
     :func:`pace_weights`; a project missing from the plan's budgets keeps its org
     weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
@@ -408,7 +458,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    f"{ANN}/plan-as-of": plan["as_of"],
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
-        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back)
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
+                                pending)
     clusters = _sorted_clusters(plan)
     if cluster is None:
         projects = sorted(set(tree.leaves) | set(quotas))
@@ -458,12 +509,15 @@ def needs_per_cluster(plan: dict[str, Any]) -> bool:
 def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  per_cluster: bool | None = None, fill: bool = True,
                  allowed: dict[str, tuple[str, ...]] | None = None,
-                 weights: str = "pace", takes_back: bool = True) -> dict[str, str]:
+                 weights: str = "pace", takes_back: bool = True,
+                 pending: Mapping[tuple[str, str], int] | None = None) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
     (``None``: when :func:`needs_per_cluster`). ``fill``, ``allowed`` and ``takes_back``:
-    see :func:`project_quotas` (the module docstring). Raises ``ValueError`` when ``per_cluster`` is
+    see :func:`project_quotas` (the module docstring); ``pending`` (the gangs waiting
+    now) widens the first period's quotas only: a later period's set is applied when
+    its own cycle has read the queue again. Raises ``ValueError`` when ``per_cluster`` is
     False and a resource group would need more than :data:`MAX_FLAVORS` flavors (the CRDs
     would refuse the manifest).
     """
@@ -473,8 +527,9 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                                  else [None])
     files: dict[str, str] = {}
     index = []
-    for start, end in period_bounds(plan, periods):
-        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back)
+    for n, (start, end) in enumerate(period_bounds(plan, periods)):
+        quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
+                                pending if n == 0 else None)
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
                                      weights=weights)

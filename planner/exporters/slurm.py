@@ -137,6 +137,7 @@ from planner.contract import (
     planned_guaranteed,
     preemptible_protection,
     reservations,
+    widens,
 )
 from planner.exporters.common import by_depth, safe_name
 from planner.inputs.org import OrgTree
@@ -489,10 +490,11 @@ def widening(plan: dict[str, Any], minutes: dict[str, int], caps: dict[str, int]
     after an hour, so a project the plan paces at a node's GPUs never ran its 32-GPU
     jobs. With the cap at least that job's GPUs it waits under its budget, with the budget
     QOS's priority, and Slurm reserves nodes for it; ``GrpTRESMins`` still bounds what the
-    project spends, and a project ahead of its pace gets no such widening.
+    project spends, and a project ahead of its pace gets no such widening (the executor
+    contract's rule 6, :func:`planner.contract.widens`).
     """
-    ahead = ahead_of_pace(plan)
-    return frozenset(p for p in caps if minutes.get(p, 0) > 0 and p not in ahead)
+    may = widens(plan)
+    return frozenset(p for p in caps if minutes.get(p, 0) > 0 and p in may)
 
 
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,

@@ -195,27 +195,34 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
     return SourceJob(job, row, queue, flavors.pop(), gpus, start, finished)
 
 
-def parse_workloads(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
-    """The jobs of a ``kubectl get workloads -A -o json`` file, the skipped, the problems."""
+def read_items(path: Path) -> tuple[list[Any] | None, list[InputProblem]]:
+    """The Workloads of a ``kubectl get workloads -A -o json`` file (None: unreadable)."""
     label = path.name
     text, problems = decode(label, path.read_bytes())
     if text is None:
-        return ParsedSource((), ()), problems
+        return None, problems
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        return ParsedSource((), ()), [InputProblem(
+        return None, [InputProblem(
             label, err.lineno, None,
             f"not JSON ({err.msg} at character {err.colno}); save the output of "
             "`kubectl get workloads -A -o json`")]
     if isinstance(data, dict) and data.get("kind") == "Workload":
-        items: Any = [data]
-    elif isinstance(data, dict) and isinstance(data.get("items"), list):
-        items = data["items"]
-    else:
-        return ParsedSource((), ()), [InputProblem(
-            label, None, "items", "not a list of Workloads (no items array); save the output "
-            "of `kubectl get workloads -A -o json`")]
+        return [data], problems
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        return data["items"], problems
+    return None, [InputProblem(
+        label, None, "items", "not a list of Workloads (no items array); save the output "
+        "of `kubectl get workloads -A -o json`")]
+
+
+def parse_workloads(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
+    """The jobs of a ``kubectl get workloads -A -o json`` file, the skipped, the problems."""
+    label = path.name
+    items, problems = read_items(path)
+    if items is None:
+        return ParsedSource((), ()), problems
     jobs: list[SourceJob] = []
     skipped: list[Skip] = []
     for row, item in enumerate(items, start=1):

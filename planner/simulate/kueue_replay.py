@@ -378,7 +378,8 @@ class KueueReplayPolicy(PlannerPolicy):
                  gang_wait_hours: float | None = math.inf,
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
-                 priorities: bool = True, takes_back: bool = True) -> None:
+                 priorities: bool = True, takes_back: bool = True,
+                 widens: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
@@ -420,6 +421,12 @@ class KueueReplayPolicy(PlannerPolicy):
         #: its budget pace at a replan gets no nominal quota beyond its reservations, so
         #: its work borrows and the others reclaim it; False: the export before the rule
         self.takes_back = takes_back
+        #: the export's widening (the executor contract's rule 6): at each replan a
+        #: project with budget left, not ahead of its pace, holds nominal quota for its
+        #: widest waiting gang on each cluster, out of the GPUs no project holds
+        #: (:func:`planner.exporters.kueue.widen_to_pending`, fed the queue as ``planner
+        #: cycle`` feeds it the Workloads); False: the export before
+        self.widens = widens
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
@@ -468,14 +475,31 @@ class KueueReplayPolicy(PlannerPolicy):
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
+        pending = self._pending_gangs(sim) if self.widens else None
         self.objects = period_objects(body, sim.tree, period["start"], period["end"],
                                       fill=self.fill, allowed=self.kueue_allowed,
-                                      weights=self.weights, takes_back=self.takes_back)
+                                      weights=self.weights, takes_back=self.takes_back,
+                                      pending=pending)
         trees, project_queue, self.settings = quota_trees(self.objects)
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
+
+    def _pending_gangs(self, sim) -> dict[tuple[str, str], int]:
+        """(project, cluster) -> GPUs of the widest waiting gang (allocated, ≥ a node).
+
+        What :func:`planner.ingest.pending.pending_gangs` reads from the Workloads: the
+        pending workloads of class ``gpu-planner-budget-gang``, each on its job's cluster.
+        """
+        widest: dict[tuple[str, str], int] = {}
+        jobs = sim.jobs
+        for job in sim.outstanding_jobs():
+            c = jobs.cluster[job]
+            if sim.is_waiting(job) and jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[c]:
+                key = (sim.projects[jobs.project[job]], sim.cluster_ids[c])
+                widest[key] = max(widest.get(key, 0), int(jobs.gpus[job]))
+        return widest
 
     def _reclass(self, sim) -> None:
         """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
