@@ -403,7 +403,7 @@ def _export(args, console: Console) -> ExitCode:
         previous = load_previous(Path(args.previous))
         problems += export_problems(previous, Path(args.previous).name, org, args.to)
     gangs = None
-    if args.workloads:
+    if args.workloads and not problems:  # (a plan that breaks its schema has no clusters)
         from planner.exporters.kueue import allowed_clusters
         from planner.ingest.pending import pending_gangs
 

@@ -96,6 +96,13 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   work counts as borrowed and a lender within its nominal quota reclaims it, the
   highest share first (a project ahead has spent more of its budget: a lower pace
   weight, a higher share); ``takes_back=False`` replays the export before the rule;
+- **rule 6** (the executor contract's widening, the export's ``pending``, on by
+  default): at each replan a project with budget left, not ahead of its pace, whose
+  widest waiting gang (allocated, at least a node's GPUs) on a cluster is wider than its
+  nominal quota there gets nominal quota for it, out of the pool's unheld GPUs
+  (:func:`planner.exporters.kueue.widen_to_pending`, given the queue as ``planner cycle``
+  gives it the pending Workloads); the gang then reclaims borrowed work to fit;
+  ``widens=False`` replays the export before the rule;
 - **unallocated work** goes to its project's LocalQueue like allocated work and shares
   its quota, at the lower priority: admitted after the queue's waiting budget work,
   preempted by it, and taken first when its queue borrows.
