@@ -416,8 +416,16 @@ def _export(args, console: Console) -> ExitCode:
                          scenario.budgets if scenario is not None else None,
                          gangs.widest if gangs is not None else None)
     written = write_files(Path(args.out), files)
-    for line in gangs.lines() if gangs is not None else ():
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if gangs is not None:
+        from planner.exporters.kueue import first_period_widening
+
+        lines = gangs.lines()
+        for project, cluster, gpus in first_period_widening(
+                plan, list(scenario.tree.leaves), allowed_clusters(scenario.budgets),
+                gangs.widest):
+            lines.append(f"  widened: {project!r} on {cluster!r}, nominal quota {gpus} GPUs")
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK
 

@@ -127,7 +127,8 @@ def test_export_with_workloads_widens_what_rule_6_allows(tmp_path: Path, capsys)
     args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder)]
     assert main([*args, "--out", str(plain)]) == 0
     assert main([*args, "--out", str(wide), "--workloads", str(wl)]) == 0
-    assert "pending gangs: 4 (project, cluster) widest" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "pending gangs: 4 (project, cluster) widest" in said
     before, after = _quotas(plain, plan), _quotas(wide, plan)
     # what changed is exactly what widen_to_pending takes, recomputed from the plan
     sc = load_scenario(folder)
@@ -141,6 +142,8 @@ def test_export_with_workloads_widens_what_rule_6_allows(tmp_path: Path, capsys)
     for (project, cluster), gpus in changed.items():
         assert gpus > before[(project, cluster)]
     assert taken, "the tiny plan leaves GPUs in the pool for some pending gang"
+    assert [line.strip() for line in said.splitlines() if "widened:" in line] == [
+        f"widened: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in taken]
 
 
 def test_bad_workloads_exit_2_and_write_nothing(tmp_path: Path, capsys):

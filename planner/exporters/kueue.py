@@ -333,6 +333,15 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
     return out
 
 
+def first_period_widening(plan: dict[str, Any], projects: list[str],
+                          allowed: dict[str, tuple[str, ...]] | None,
+                          pending: Mapping[tuple[str, str], int]) -> list[tuple[str, str, int]]:
+    """What :func:`export_kueue` widens in the first period (fill export), for a report."""
+    start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
+    quotas = project_quotas(plan, start, end, projects=projects, allowed=allowed)
+    return widen_to_pending(plan, quotas, pending)
+
+
 def unheld_gpus(clusters: list[dict[str, Any]], quotas: Quotas) -> dict[str, int]:
     """Cluster -> its GPUs no project holds as nominal quota (the pool Cohort's quota)."""
     out = {}
