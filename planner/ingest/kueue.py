@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,33 @@ def pod_gpus(template: dict[str, Any], path: str) -> float:
                 *_container_gpus(init, f"{path}.spec.initContainers")])
 
 
+@dataclass(frozen=True)
+class PodSet:
+    """One of a Workload's ``spec.podSets``: its pods, each one's GPUs, its pod template."""
+
+    name: str
+    count: int
+    gpus_per_pod: float
+    template: dict[str, Any]
+    path: str  # the JSON path of the pod set, for problems
+
+
+def pod_sets_of(spec: dict[str, Any], path: str) -> list[PodSet]:
+    """A Workload's pod sets (``path``: the Workload's own JSON path)."""
+    out = []
+    for i, ps in enumerate(_get(spec, "podSets", f"{path}.spec", list)):
+        where = f"{path}.spec.podSets[{i}]"
+        if not isinstance(ps, dict):
+            raise _Bad(where, "not an object")
+        name = _get(ps, "name", where, str, required=False) or "main"
+        count = ps.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise _Bad(f"{where}.count", f"{count!r} is not a pod count")
+        template = _get(ps, "template", where, dict)
+        out.append(PodSet(name, count, pod_gpus(template, f"{where}.template"), template, where))
+    return out
+
+
 def _condition(conditions: list[Any], kind: str, path: str) -> pd.Timestamp | None:
     """The ``lastTransitionTime`` of condition ``kind`` when its status is True."""
     for i, c in enumerate(conditions):
@@ -156,16 +184,7 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
         before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
         return Skip(NOT_ADMITTED, job, row, before)
     queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
-    pod_sets = {}
-    for i, ps in enumerate(_get(spec, "podSets", f"{path}.spec", list)):
-        where = f"{path}.spec.podSets[{i}]"
-        if not isinstance(ps, dict):
-            raise _Bad(where, "not an object")
-        name = _get(ps, "name", where, str, required=False) or "main"
-        count = ps.get("count", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise _Bad(f"{where}.count", f"{count!r} is not a pod count")
-        pod_sets[name] = (count, pod_gpus(_get(ps, "template", where, dict), f"{where}.template"))
+    pod_sets = {ps.name: (ps.count, ps.gpus_per_pod) for ps in pod_sets_of(spec, path)}
     gpus, flavors = 0.0, set()
     assignments = _get(admission, "podSetAssignments", f"{path}.status.admission", list)
     for i, a in enumerate(assignments):

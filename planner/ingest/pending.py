@@ -34,7 +34,7 @@ from typing import Any
 
 from planner.errors import InputProblem
 from planner.exporters.kueue import cluster_selector, priority_class
-from planner.ingest.kueue import _Bad, _get, pod_gpus, read_items
+from planner.ingest.kueue import _Bad, _get, pod_sets_of, read_items
 from planner.ingest.names import invert, kueue_cluster_queue
 
 GANG = priority_class(allocated=True, whole_nodes=True)
@@ -105,19 +105,11 @@ def _gang(item: Any, row: int, queues: Mapping[str, str],
     if project is None or kueue_cluster_queue(project) != namespace:
         return NO_PROJECT
     gpus, selectors = 0.0, []
-    for i, ps in enumerate(_get(spec, "podSets", f"{path}.spec", list)):
-        where = f"{path}.spec.podSets[{i}]"
-        if not isinstance(ps, dict):
-            raise _Bad(where, "not an object")
-        count = ps.get("count", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise _Bad(f"{where}.count", f"{count!r} is not a pod count")
-        template = _get(ps, "template", where, dict)
-        per_pod = pod_gpus(template, f"{where}.template")
-        if per_pod * count > 0:
-            gpus += per_pod * count
-            pod_spec = _get(template, "spec", f"{where}.template", dict)
-            selectors.append(_get(pod_spec, "nodeSelector", f"{where}.template.spec", dict,
+    for ps in pod_sets_of(spec, path):
+        if ps.gpus_per_pod * ps.count > 0:
+            gpus += ps.gpus_per_pod * ps.count
+            pod_spec = _get(ps.template, "spec", f"{ps.path}.template", dict)
+            selectors.append(_get(pod_spec, "nodeSelector", f"{ps.path}.template.spec", dict,
                                   required=False))
     mine = allowed.get(project, tuple(clusters))
     cluster = _cluster(selectors, clusters, mine[0] if len(mine) == 1 else None)
