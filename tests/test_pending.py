@@ -118,6 +118,16 @@ def _quotas(out: Path, plan: dict) -> dict[tuple[str, str], int]:
             for g in d["spec"]["resourceGroups"] for f in g["flavors"]}
 
 
+def _taken(plan: dict, folder: Path) -> list[tuple[str, str, int]]:
+    """What the first period's widening takes for ITEMS' four gangs, from the plan's quotas."""
+    sc = load_scenario(folder)
+    quotas = project_quotas(plan, plan["periods"][0]["start"], plan["periods"][0]["end"],
+                            projects=list(sc.tree.leaves),
+                            allowed={"p2": ("h100-a",), "p3": ("a100-b", "h100-a")})
+    return widen_to_pending(plan, quotas, {("P_5", "a100-b"): 8, ("p1", "h100-a"): 16,
+                                           ("p2", "h100-a"): 24, ("p3", "a100-b"): 8})
+
+
 def test_export_with_workloads_widens_what_rule_6_allows(tmp_path: Path, capsys):
     folder = scenario(tmp_path)
     plan_file = _plan(tmp_path, folder)
@@ -131,12 +141,7 @@ def test_export_with_workloads_widens_what_rule_6_allows(tmp_path: Path, capsys)
     assert "pending gangs: 4 (project, cluster) widest" in said
     before, after = _quotas(plain, plan), _quotas(wide, plan)
     # what changed is exactly what widen_to_pending takes, recomputed from the plan
-    sc = load_scenario(folder)
-    quotas = project_quotas(plan, plan["periods"][0]["start"], plan["periods"][0]["end"],
-                            projects=list(sc.tree.leaves),
-                            allowed={"p2": ("h100-a",), "p3": ("a100-b", "h100-a")})
-    taken = widen_to_pending(plan, quotas, {("P_5", "a100-b"): 8, ("p1", "h100-a"): 16,
-                                            ("p2", "h100-a"): 24, ("p3", "a100-b"): 8})
+    taken = _taken(plan, folder)
     changed = {k: v for k, v in after.items() if before.get(k) != v}
     assert changed == {(p, c): g for p, c, g in taken}
     for (project, cluster), gpus in changed.items():
@@ -184,12 +189,7 @@ def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, 
     assert "pending gangs: 4 (project, cluster) widest" in capsys.readouterr().out
     kept = state / "current"
     plan = json.loads((kept / "plan.json").read_text())
-    sc = load_scenario(folder)
-    quotas = project_quotas(plan, plan["periods"][0]["start"], plan["periods"][0]["end"],
-                            projects=list(sc.tree.leaves),
-                            allowed={"p2": ("h100-a",), "p3": ("a100-b", "h100-a")})
-    taken = widen_to_pending(plan, quotas, {("P_5", "a100-b"): 8, ("p1", "h100-a"): 16,
-                                            ("p2", "h100-a"): 24, ("p3", "a100-b"): 8})
+    taken = _taken(plan, folder)
     got = _quotas(kept / "kueue", plan)
     for project, cluster, gpus in taken:
         assert got[(project, cluster)] == gpus

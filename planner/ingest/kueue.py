@@ -162,14 +162,19 @@ def _condition(conditions: list[Any], kind: str, path: str) -> pd.Timestamp | No
     return None
 
 
-def workload_job(item: Any, row: int) -> SourceJob | Skip:
-    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
+def open_workload(item: Any, row: int) -> tuple[str, dict[str, Any]]:
+    """Item ``row`` (1-based) of the list, checked to be a Workload: its JSON path, metadata."""
     path = f"items[{row - 1}]"
     if not isinstance(item, dict):
         raise _Bad(path, "not an object")
     if item.get("kind", "Workload") != "Workload":
         raise _Bad(f"{path}.kind", f"{item.get('kind')!r}; a Workload list holds Workloads")
-    meta = _get(item, "metadata", path, dict)
+    return path, _get(item, "metadata", path, dict)
+
+
+def workload_job(item: Any, row: int) -> SourceJob | Skip:
+    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
+    path, meta = open_workload(item, row)
     job = (f"{_get(meta, 'namespace', f'{path}.metadata', str)}/"
            f"{_get(meta, 'name', f'{path}.metadata', str)}")
     spec = _get(item, "spec", path, dict)

@@ -34,7 +34,7 @@ from typing import Any
 
 from planner.errors import InputProblem
 from planner.exporters.kueue import cluster_selector, priority_class
-from planner.ingest.kueue import _Bad, _get, pod_sets_of, read_items
+from planner.ingest.kueue import _Bad, _get, open_workload, pod_sets_of, read_items
 from planner.ingest.names import invert, kueue_cluster_queue
 
 GANG = priority_class(allocated=True, whole_nodes=True)
@@ -89,12 +89,7 @@ def _gang(item: Any, row: int, queues: Mapping[str, str],
           clusters: Mapping[str, dict[str, str]], allowed: Mapping[str, tuple[str, ...]],
           gpn: Mapping[str, int]) -> tuple[str, str, int] | str:
     """One Workload as (project, cluster, GPUs), or why it widens nothing."""
-    path = f"items[{row - 1}]"
-    if not isinstance(item, dict):
-        raise _Bad(path, "not an object")
-    if item.get("kind", "Workload") != "Workload":
-        raise _Bad(f"{path}.kind", f"{item.get('kind')!r}; a Workload list holds Workloads")
-    meta = _get(item, "metadata", path, dict)
+    path, meta = open_workload(item, row)
     namespace = _get(meta, "namespace", f"{path}.metadata", str)
     spec = _get(item, "spec", path, dict)
     if _held(_get(item, "status", path, dict, required=False), path):
