@@ -407,8 +407,9 @@ def _export(args, console: Console) -> ExitCode:
         from planner.exporters.kueue import allowed_clusters
         from planner.ingest.pending import pending_gangs
 
+        allowed = allowed_clusters(scenario.budgets)
         gangs, bad = pending_gangs(Path(args.workloads), plan["clusters"], scenario.tree.leaves,
-                                   allowed_clusters(scenario.budgets))
+                                   allowed)
         problems += bad
     if problems:
         raise InputError(problems)
@@ -421,8 +422,7 @@ def _export(args, console: Console) -> ExitCode:
 
         lines = gangs.lines()
         for project, cluster, gpus in first_period_widening(
-                plan, list(scenario.tree.leaves), allowed_clusters(scenario.budgets),
-                gangs.widest):
+                plan, list(scenario.tree.leaves), allowed, gangs.widest):
             lines.append(f"  widened: {project!r} on {cluster!r}, nominal quota {gpus} GPUs")
         for line in lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)

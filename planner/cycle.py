@@ -253,7 +253,7 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
 
         step(f"ingesting {source[1]}")
         report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
-        ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs else ())
+        ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs is not None else ())
         scenario = load_scenario(scenario_dir)
     scenario = scenario.with_as_of(stamp_at)
     previous_dir = _previous_folder(state, stamp_at)
@@ -274,7 +274,7 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     step("planning")
     run = plan_scenario(scenario, model, previous, step)
     files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
-                        model, demand_by_cell(run), gangs.widest if gangs else None)
+                        model, demand_by_cell(run), gangs.widest if gangs is not None else None)
     step("writing the cycle")
     folder, unchanged = _keep(state, stamp_at, files)
     applied = False

@@ -34,7 +34,14 @@ from typing import Any
 
 from planner.errors import InputProblem
 from planner.exporters.kueue import cluster_selector, priority_class
-from planner.ingest.kueue import _Bad, _get, open_workload, pod_sets_of, read_items
+from planner.ingest.kueue import (
+    _Bad,
+    _condition,
+    _get,
+    open_workload,
+    pod_sets_of,
+    read_items,
+)
 from planner.ingest.names import invert, kueue_cluster_queue
 
 GANG = priority_class(allocated=True, whole_nodes=True)
@@ -63,13 +70,10 @@ class PendingGangs:
 
 
 def _held(status: dict[str, Any], path: str) -> bool:
+    """Whether one of the :data:`HELD` conditions is True (the ingest's reading of them)."""
     conditions = _get(status, "conditions", f"{path}.status", list, required=False)
-    for i, c in enumerate(conditions):
-        if not isinstance(c, dict):
-            raise _Bad(f"{path}.status.conditions[{i}]", "not an object")
-        if c.get("type") in HELD and c.get("status") == "True":
-            return True
-    return False
+    return any(_condition(conditions, kind, f"{path}.status.conditions") is not None
+               for kind in HELD)
 
 
 def _cluster(selectors: list[dict[str, Any]], clusters: Mapping[str, dict[str, str]],

@@ -466,6 +466,11 @@ class Replay:
                 out.extend(queue.jobs())
         return sorted(out)
 
+    def waiting_jobs(self) -> list[int]:
+        """Jobs waiting in every cluster's queue, in job order."""
+        return sorted(job for c in range(len(self.cluster_ids))
+                      for queue in self.queues[c].values() for job in queue.jobs())
+
     def held_under(self, c: int, p: int, tag: str) -> int:
         """GPUs project ``p`` holds on cluster ``c`` under ``tag``."""
         return self.held_by[c].get((p, tag), 0)

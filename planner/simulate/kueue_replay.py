@@ -501,9 +501,9 @@ class KueueReplayPolicy(PlannerPolicy):
         """
         widest: dict[tuple[str, str], int] = {}
         jobs = sim.jobs
-        for job in sim.outstanding_jobs():
+        for job in sim.waiting_jobs():
             c = jobs.cluster[job]
-            if sim.is_waiting(job) and jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[c]:
+            if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[c]:
                 key = (sim.projects[jobs.project[job]], sim.cluster_ids[c])
                 widest[key] = max(widest.get(key, 0), int(jobs.gpus[job]))
         return widest

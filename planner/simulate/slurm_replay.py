@@ -262,10 +262,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         """
         widest: dict[int, int] = {}
         jobs = sim.jobs
-        for job in sim.outstanding_jobs():
-            if sim.is_waiting(job):
-                p = jobs.project[job]
-                widest[p] = max(widest.get(p, 0), jobs.gpus[job])
+        for job in sim.waiting_jobs():
+            p = jobs.project[job]
+            widest[p] = max(widest.get(p, 0), jobs.gpus[job])
         return widest
 
     def hold_reservations(self, sim, body: dict) -> None:
