@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from planner.config import ContractTerms
 from planner.exporters.common import safe_name
-from planner.exporters.kueue import export_kueue, file_name, period_objects, project_quotas
+from planner.exporters.kueue import (
+    POOL,
+    export_kueue,
+    file_name,
+    period_objects,
+    project_quotas,
+)
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
     BORROWED,
@@ -509,9 +515,9 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
                 ("X2", "x2", 1, 2, 2.0, 1.0), ("Y2", "y1", 1, 2, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
     # X2 preempts nobody under LessThanOrEqualToFinalShare (the exported configuration):
-    # inside X, x2's share with X2 would be 2 (÷ X's subtree quota, 0 taken as 1), x1's
+    # inside X, x2's share with X2 would be 2 ÷ 8 (what X could lend: the root's 8), x1's
     # without X1 0. Kueue's default strategies add LessThanInitialShare, under which x2's
-    # 2 < x1's 3 lets X2 take X1's GPUs at 1 (X1 restarts when X2 ends).
+    # 2 ÷ 8 < x1's 3 ÷ 8 lets X2 take X1's GPUs at 1 (X1 restarts when X2 ends).
     result = replay(sc, tr, FixedPlan(plan))
     assert runs(result, rows["Y2"]) == [(1.0, 3.0, DONE)]
     assert runs(result, rows["X2"]) == [(3.0, 5.0, DONE)]
@@ -521,6 +527,42 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
     # without fair sharing Kueue orders by submit time alone: X2 (earlier row) first
     flat = replay(sc, tr, FixedPlan(plan, fair_sharing=False))
     assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
+
+
+def test_a_share_sums_the_borrowing_over_every_flavor():
+    # Kueue computes a queue's (and a Cohort's) dominant resource share over every flavor
+    # of the resource: what it borrows on all of them ÷ what its parent could lend on all
+    # of them (calculateLendable) ÷ weight. Two clusters c1 and c2, one node of 8 each;
+    # nobody holds nominal quota (the pool owns 8 + 8 = 16); teams ta (a) and tb (b).
+    # t=0  A1 (a, 8 GPUs on c2, 20 h) borrows c2's node; B1 (b, 4 GPUs on c1, 20 h)
+    #      borrows half of c1's.
+    # t=1  A2 (a, 4 on c1) and B2 (b, 4 on c1) arrive together; one fits. Tournament at
+    #      the root: ta with A2 would borrow 8 (c2) + 4 (c1) = 12 ÷ 16 = 0.75, tb with B2
+    #      4 + 4 = 8 ÷ 16 = 0.5: B2 runs 1 → 3. (Counting c1 alone, as the replay did
+    #      before, ta's 4 against tb's 8: A2 would have gone first.) A2 preempts nobody:
+    #      a's 0.75 with it is above b's 0.25 without either of b's jobs.
+    # t=3  B2 ends; A2 runs 3 → 5.
+    clusters = [{"cluster": c, "gpu_type": "H100", "nodes": 1, "gpus_per_node": 8,
+                 "rate": 1.0} for c in ("c1", "c2")]
+    plan = hand_plan(1, {}) | {"clusters": clusters}
+    sc = scenario(clusters=[("c1", "H100", 1, 8), ("c2", "H100", 1, 8)], org=TWO_TEAMS,
+                  budgets=[("a", 100.0), ("b", 100.0)], quarter_start="2026-10-01",
+                  quarter_end="2026-10-05", as_of="2026-10-01")
+    tr = trace([("A1", "a", 0, 8, 20.0, 1.0), ("B1", "b", 0, 4, 20.0, 1.0),
+                ("A2", "a", 1, 4, 2.0, 1.0), ("B2", "b", 1, 4, 2.0, 1.0)])
+    tr.loc[tr["job_id"] == "A1", "cluster"] = "c2"
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    result = replay(sc, tr, FixedPlan(plan))
+    assert runs(result, rows["A1"]) == [(0.0, 20.0, DONE)]
+    assert runs(result, rows["B1"]) == [(0.0, 20.0, DONE)]
+    assert runs(result, rows["B2"]) == [(1.0, 3.0, DONE)]
+    assert runs(result, rows["A2"]) == [(3.0, 5.0, DONE)]
+    objects = period_objects(plan, sc.tree, START, END)
+    trees, _, _ = quota_trees(objects)
+    assert {c: t.lendable[POOL] for c, t in trees.items()} == {"c1": 16, "c2": 16}
+    # a Kueue per cluster (the per-cluster export, above 64 clusters): each its own
+    trees, _, _ = quota_trees(objects, one_kueue=False)
+    assert {c: t.lendable[POOL] for c, t in trees.items()} == {"c1": 8, "c2": 8}
 
 
 def test_fair_sharing_preemption_lets_a_lower_share_gang_take_a_node_from_a_borrower():
@@ -567,7 +609,7 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     # t=1  A2 (a, 1 GPU, 2 h) and B (b, 4 GPUs, 2 h) arrive together; 4 GPUs are free,
     #      so whichever goes first leaves the other waiting. Both are in t: t's own
     #      share is not compared (it is one subtree); inside t, a with A2 would borrow 5
-    #      ÷ t's subtree quota (0, taken as 1) ÷ 2 = 2.5, b with B 4 ÷ 1 ÷ 1 = 4: a wins,
+    #      ÷ 8 (what t could lend: the root's 8) ÷ 2, b with B 4 ÷ 8 ÷ 1: a wins,
     #      A2 1 → 3, then B 3 → 5.
     # With weights="pace" from the plan's budgets (a: 100 − 100 spent → weight 0, an
     # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5.

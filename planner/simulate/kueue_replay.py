@@ -37,8 +37,14 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   the first); between queues, with fair
   sharing on (the export needs it, see the README), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
-  resource share wins, share = max(0, usage − subtree quota) ÷ the parent's subtree
-  quota ÷ weight (weight 0: infinite), computed with the workload admitted; two
+  resource share wins, share = what the node borrows ÷ what its parent could lend ÷
+  weight (weight 0: infinite), computed with the workload admitted, both summed over
+  every flavor, as Kueue sums a resource over the flavors of one manifest set
+  (``dominantResourceShare``, ``calculateLendable``): borrowed = Σ max(0, usage −
+  subtree quota), lendable = Σ the parent's ``potentialAvailable`` (its guaranteed quota
+  plus its own parent's, up to the root's subtree quota, capped by a
+  ``borrowingLimit``); a project borrowing on one cluster so ranks lower on every
+  other (:class:`FlavorTree`'s ``elsewhere`` and ``lendable``); two
   candidates are compared at the Cohort where their paths part
   (:func:`tournament_order`), ties by priority, then submit order. Without fair sharing,
   priority and submit order alone;
@@ -125,6 +131,7 @@ from planner.exporters.kueue import (
     GPU,
     PRIORITY_CLASSES,
     allowed_clusters,
+    needs_per_cluster,
     period_objects,
     priority_class,
 )
@@ -200,6 +207,13 @@ class FlavorTree:
         self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
                          for n in self.order if not nodes[n].queue]
         self._memo: dict[str, int] = {}
+        #: node → GPUs it borrows on the other flavors of its resource group (Kueue sums a
+        #: resource's borrowing over flavors); set by the policy before shares are read
+        self.elsewhere: dict[str, int] = {}
+        #: Cohort → its lendable GPUs over every flavor (:func:`lendable_gpus`), the
+        #: denominator of its children's shares; this flavor's alone until set
+        self.lendable: dict[str, int] = {n: self.potential(n) for n in nodes
+                                         if not nodes[n].queue}
 
     def _post(self, name: str) -> None:
         for kid in self.nodes[name].children:
@@ -270,16 +284,40 @@ class FlavorTree:
         self._memo[name] = out
         return out
 
-    def share(self, name: str, extra: int = 0) -> float:
-        """Dominant resource share: borrowed ÷ the parent's subtree quota ÷ weight."""
+    def potential(self, name: str) -> int:
+        """Kueue's ``potentialAvailable``: what ``name`` could take with nothing in use.
+
+        The root's subtree quota; below it, the node's guaranteed quota plus its parent's
+        potential, capped by ``borrowingLimit`` (subtree quota + the limit).
+        """
         node = self.nodes[name]
-        borrowed = node.usage + extra - node.subtree
+        if node.parent is None:
+            return node.subtree
+        out = node.guaranteed + self.potential(node.parent)
+        if node.borrowing_limit is not None:
+            out = min(out, node.subtree + node.borrowing_limit)
+        return out
+
+    def excess(self, name: str) -> int:
+        """GPUs ``name`` uses beyond its subtree quota on this flavor (what it borrows)."""
+        node = self.nodes[name]
+        return max(0, node.usage - node.subtree)
+
+    def share(self, name: str, extra: int = 0) -> float:
+        """Kueue's dominant resource share, with ``extra`` GPUs more in use on this flavor.
+
+        What ``name`` borrows (usage beyond subtree quota, summed over the flavors of its
+        resource group: this one's plus :attr:`elsewhere`) ÷ the parent's lendable GPUs
+        over every flavor (:attr:`lendable`) ÷ weight; 0 when it borrows nothing or is the
+        root, infinite for a borrower of weight 0.
+        """
+        node = self.nodes[name]
+        borrowed = max(0, node.usage + extra - node.subtree) + self.elsewhere.get(name, 0)
         if borrowed <= 0 or node.parent is None:
             return 0.0
         if node.weight <= 0:
             return math.inf
-        lendable = max(self.nodes[node.parent].subtree, 1)
-        return borrowed / lendable / node.weight
+        return borrowed / max(self.lendable[node.parent], 1) / node.weight
 
     def path_shares(self, name: str, extra: int) -> tuple[tuple[str, float], ...]:
         """(node, share) from the root's children down to the queue, ``extra`` GPUs admitted.
@@ -326,13 +364,15 @@ def _id(obj: dict[str, Any]) -> str:
     return obj["metadata"]["annotations"][f"{ANN}/id"]
 
 
-def quota_trees(objects: list[dict[str, Any]]
+def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
                 ) -> tuple[dict[str, FlavorTree], dict[str, str], dict[str, QueueSettings]]:
     """Read the quota trees back from Kueue objects, as Kueue would.
 
     Returns (cluster id → its flavor's tree, project id → its ClusterQueue's name,
     queue name → settings). Nodes are named by their Kubernetes names; the ids come
-    from the ``gpu-planner.io/id`` annotations.
+    from the ``gpu-planner.io/id`` annotations. ``one_kueue``: the flavors are one
+    manifest set in one Kueue, so shares are summed over them; False: a Kueue per
+    cluster (the per-cluster export), each flavor's shares its own.
     """
     flavors = {o["metadata"]["name"]: _id(o) for o in objects if o["kind"] == "ResourceFlavor"}
     cohorts = [o for o in objects if o["kind"] == "Cohort"]
@@ -360,6 +400,14 @@ def quota_trees(objects: list[dict[str, Any]]
                                               if "lendingLimit" in r else None)
             nodes[node.name] = node
         trees[cluster] = FlavorTree(nodes)
+    # one Kueue holds every flavor: a Cohort's lendable GPUs are summed over them (Kueue's
+    # calculateLendable), as a node's borrowing is (FlavorTree.elsewhere)
+    lendable: dict[str, int] = {}
+    for tree in trees.values() if one_kueue else ():
+        for name, gpus in tree.lendable.items():
+            lendable[name] = lendable.get(name, 0) + gpus
+    for tree in trees.values() if one_kueue else ():
+        tree.lendable = lendable
     project_queue = {_id(o): o["metadata"]["name"] for o in queues}
     settings = {o["metadata"]["name"]: QueueSettings(
         o["spec"].get("queueingStrategy", "BestEffortFIFO") == "StrictFIFO",
@@ -453,6 +501,7 @@ class KueueReplayPolicy(PlannerPolicy):
             self.base = replace(self.base, reservations=sim.scenario.reservations)
         self.objects: list[dict[str, Any]] = []
         self.trees: list[FlavorTree | None] = [None] * len(sim.cluster_ids)
+        self.one_kueue = True
         self.queue: list[str | None] = [None] * len(sim.projects)
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
@@ -487,7 +536,10 @@ class KueueReplayPolicy(PlannerPolicy):
                                       fill=self.fill, allowed=self.kueue_allowed,
                                       weights=self.weights, takes_back=self.takes_back,
                                       pending=pending)
-        trees, project_queue, self.settings = quota_trees(self.objects)
+        #: one Kueue for every cluster, as the single manifest set is applied (above
+        #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
+        self.one_kueue = not needs_per_cluster(body)
+        trees, project_queue, self.settings = quota_trees(self.objects, self.one_kueue)
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
@@ -553,6 +605,24 @@ class KueueReplayPolicy(PlannerPolicy):
     def _sync(self, sim, c: int, tree: FlavorTree) -> None:
         held = sim.held_project[:, c].tolist()
         tree.set_usage({q: held[p] for q, p in self.project_of.items()})
+
+    def _borrowed_elsewhere(self, sim, c: int, tree: FlavorTree) -> None:
+        """Set what each node borrows on the other flavors, for ``c``'s shares.
+
+        Kueue computes a ClusterQueue's or Cohort's share over every flavor of the
+        resource (one Kueue, one manifest set). Only ``c``'s usage changes while ``c`` is
+        scheduled, so the other flavors' borrowing is read once, synced from the engine.
+        """
+        elsewhere: dict[str, int] = {}
+        for f, other in enumerate(self.trees if self.one_kueue else ()):
+            if f == c or other is None:
+                continue
+            self._sync(sim, f, other)
+            for name in other.nodes:
+                gpus = other.excess(name)
+                if gpus:
+                    elsewhere[name] = elsewhere.get(name, 0) + gpus
+        tree.elsewhere = elsewhere
 
     def _size_held(self, sim, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
@@ -625,6 +695,7 @@ class KueueReplayPolicy(PlannerPolicy):
         if tree is None:
             return
         self._sync(sim, c, tree)
+        self._borrowed_elsewhere(sim, c, tree)
         self._failed = set()  # jobs whose reclaim failed in this call
         self._no_within = set()  # jobs that cannot preempt their own queue's work in it
         self._preempted = set()  # jobs preempted in this call: they preempt nobody in it
