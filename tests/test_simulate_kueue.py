@@ -19,6 +19,7 @@ from planner.config import ContractTerms
 from planner.exporters.common import safe_name
 from planner.exporters.kueue import (
     POOL,
+    RESERVE_NODES,
     export_kueue,
     file_name,
     period_objects,
@@ -73,6 +74,7 @@ class FixedPlan(KueueReplayPolicy):
     """The Kueue replay of one fixed plan, applied at hour 0 (no solver)."""
 
     def __init__(self, plan: dict, **kwargs) -> None:
+        kwargs.setdefault("late", False)  # rule 7's reserve and hourly widening: own test
         super().__init__(**kwargs)
         self.plan = plan
 
@@ -664,9 +666,12 @@ def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
     from planner.inputs.org import OrgTree
 
     tree = OrgTree.from_frame(org)
-    memory, queues, _ = quota_trees(period_objects(plan, tree, start, end))
+    # the export keeps rule 7's reserve (RESERVE_NODES), as the replay does
+    memory, queues, _ = quota_trees(period_objects(plan, tree, start, end,
+                                                   reserve_nodes=RESERVE_NODES))
     written, _, _ = quota_trees(docs)
-    expected = project_quotas(plan, start, end, projects=list(tree.leaves))
+    expected = project_quotas(plan, start, end, projects=list(tree.leaves),
+                              reserve_nodes=RESERVE_NODES)
     # fill: every project holds a flavor on every cluster (nominal 0 where not granted)
     assert all(set(cells) == set(memory) for cells in expected.values())
     assert any(q["reserved"] for cells in expected.values() for q in cells.values())

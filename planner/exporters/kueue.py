@@ -95,7 +95,7 @@ function of the inputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,8 @@ TOPOLOGY = "gpu-planner-nodes"
 HOSTNAME = "kubernetes.io/hostname"  # every Kubernetes node carries it
 MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (maxItems)
 WEIGHTS = ("org", "pace")  # what a ClusterQueue's fairSharing.weight is
+#: nodes of each cluster the pool keeps unheld for late arrivals (rule 7, :func:`keep_reserve`)
+RESERVE_NODES = 1
 
 
 def object_labels(plan: dict[str, Any]) -> dict[str, str]:
@@ -289,7 +291,8 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
                    projects: list[str] | None = None,
                    allowed: dict[str, tuple[str, ...]] | None = None,
                    takes_back: bool = True,
-                   pending: Mapping[tuple[str, str], int] | None = None) -> Quotas:
+                   pending: Mapping[tuple[str, str], int] | None = None,
+                   reserve_nodes: int = 0) -> Quotas:
     """Whole GPUs per project and cluster in a period: nominal, borrowing, reserved.
 
     Read from the executor contract (:func:`planner.contract.in_force` over the period):
@@ -305,6 +308,8 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
     cells the plan grants. ``pending``: (project, cluster) -> GPUs of the project's widest
     pending gang there (:func:`planner.ingest.pending.pending_gangs`), to which its
     nominal quota widens (:func:`widen_to_pending`); None or empty: the plan's alone.
+    ``reserve_nodes``: the pool keeps that many nodes' GPUs of each cluster unheld, for
+    late arrivals (:func:`keep_reserve`, the contract's rule 7); 0: none kept.
     """
     terms = in_force(plan, start, end)
     # a plan without budgets (a hand-written one) has nobody ahead of a pace
@@ -330,7 +335,87 @@ def project_quotas(plan: dict[str, Any], start: str, end: str, fill: bool = True
                     mine.setdefault(cluster, {"nominal": 0, "borrowing": None, "reserved": 0})
     if pending:
         widen_to_pending(plan, out, pending)
+    if reserve_nodes:
+        keep_reserve(plan, out, reserve_nodes)
     return out
+
+
+def keep_reserve(plan: dict[str, Any], quotas: Quotas, nodes: int = 1
+                 ) -> list[tuple[str, str, int]]:
+    """Keep ``nodes`` nodes' GPUs of each cluster unheld: the reserve for late arrivals.
+
+    The executor contract's rule 7 (:func:`widen_late`): where the pool Cohort would hold
+    fewer GPUs than that, the shortfall is taken from the largest nominal quotas without a
+    reservation on the cluster (ties by queue name), so a project whose work arrives after
+    the plan can be given a gang's GPUs within the period. What is taken stays lendable in
+    the pool (no GPU idles for it); the queues it came from can be reclaimed down to the
+    cut. Changes ``quotas`` in place; returns the (project, cluster, GPUs) taken.
+    """
+    free = unheld_gpus(plan["clusters"], quotas)
+    taken = []
+    for c in _sorted_clusters(plan):
+        cluster = c["cluster"]
+        short = nodes * int(c["gpus_per_node"]) - free[cluster]
+        cells = sorted(((int(q[cluster]["nominal"] or 0), safe_name(p), p)
+                        for p, q in quotas.items()
+                        if cluster in q and not q[cluster]["reserved"]
+                        and int(q[cluster]["nominal"] or 0) > 0),
+                       key=lambda t: (-t[0], t[1]))
+        for nominal, _, project in cells:
+            if short <= 0:
+                break
+            take = min(short, nominal)
+            quotas[project][cluster]["nominal"] = nominal - take
+            short -= take
+            taken.append((project, cluster, take))
+    return taken
+
+
+def widen_late(plan: dict[str, Any], objects: list[dict[str, Any]],
+               gangs: Iterable[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """Give late arrivals their gangs' GPUs, in a period's applied objects (rule 7).
+
+    ``gangs``: (project, cluster, GPUs) of gangs pending now, in the order to serve them.
+    A gang is served when its project may widen (:func:`planner.contract.widens`), its
+    ClusterQueue holds no nominal quota on the cluster (the plan, made before its work
+    arrived, granted it nothing there) and the pool Cohort still holds the gang's GPUs
+    there (the reserve :func:`keep_reserve` kept, and any GPUs nobody held): they move
+    from the pool's ``nominalQuota`` to the queue's, until the next period's set replaces
+    them. The gang is then within its queue's nominal quota and reclaims borrowed work to
+    fit. Meant to run between cycles (hourly) on the set the cycle applied. Changes
+    ``objects`` in place; returns the (project, cluster, GPUs) served.
+    """
+    may = widens(plan)
+    queues = {_annotation(o): o for o in objects if o["kind"] == "ClusterQueue"}
+    pool = next(o for o in objects if o["kind"] == "Cohort" and "parentName" not in o["spec"])
+    done = []
+    for project, cluster, gpus in gangs:
+        queue = queues.get(project)
+        mine = _gpu_entry(queue, cluster) if queue is not None else None
+        if project not in may or mine is None or int(mine["nominalQuota"]) != 0:
+            continue
+        spare = _gpu_entry(pool, cluster)
+        if spare is None or int(spare["nominalQuota"]) < gpus:
+            continue
+        spare["nominalQuota"] = int(spare["nominalQuota"]) - int(gpus)
+        mine["nominalQuota"] = int(gpus)
+        done.append((project, cluster, int(gpus)))
+    return done
+
+
+def _annotation(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["annotations"][f"{ANN}/id"]
+
+
+def _gpu_entry(obj: dict[str, Any], cluster: str) -> dict[str, Any] | None:
+    """The ``nvidia.com/gpu`` resource of ``obj``'s flavor for ``cluster``, if it has one."""
+    for group in obj.get("spec", {}).get("resourceGroups", []):
+        for flavor in group["flavors"]:
+            if flavor["name"] == safe_name(cluster):
+                for resource in flavor["resources"]:
+                    if resource["name"] == GPU:
+                        return resource
+    return None
 
 
 def first_period_widening(plan: dict[str, Any], projects: list[str],
@@ -450,12 +535,13 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    cluster: str | None = None, quotas: Quotas | None = None,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
                    weights: str = "pace", takes_back: bool = True,
-                   pending: Mapping[tuple[str, str], int] | None = None
-                   ) -> list[dict[str, Any]]:
+                   pending: Mapping[tuple[str, str], int] | None = None,
+                   reserve_nodes: int = 0) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
-    else built with ``fill``, ``allowed``, ``takes_back`` and ``pending`` (see there) for
+    else built with ``fill``, ``allowed``, ``takes_back``, ``pending`` and
+    ``reserve_nodes`` (see there) for
     the org tree's projects.
     ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
     :func:`pace_weights`; a project missing from the plan's budgets keeps its org
@@ -468,7 +554,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    f"{ANN}/input-digest": plan.get("input_digest", "")}
     if quotas is None:
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
-                                pending)
+                                pending, reserve_nodes)
     clusters = _sorted_clusters(plan)
     if cluster is None:
         projects = sorted(set(tree.leaves) | set(quotas))
@@ -519,7 +605,8 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  per_cluster: bool | None = None, fill: bool = True,
                  allowed: dict[str, tuple[str, ...]] | None = None,
                  weights: str = "pace", takes_back: bool = True,
-                 pending: Mapping[tuple[str, str], int] | None = None) -> dict[str, str]:
+                 pending: Mapping[tuple[str, str], int] | None = None,
+                 reserve_nodes: int = RESERVE_NODES) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
@@ -538,7 +625,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     index = []
     for n, (start, end) in enumerate(period_bounds(plan, periods)):
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
-                                pending if n == 0 else None)
+                                pending if n == 0 else None, reserve_nodes)
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
                                      weights=weights)

@@ -130,10 +130,12 @@ from planner.exporters.kueue import (
     ANN,
     GPU,
     PRIORITY_CLASSES,
+    RESERVE_NODES,
     allowed_clusters,
     needs_per_cluster,
     period_objects,
     priority_class,
+    widen_late,
 )
 from planner.simulate.planner_policy import PlannerPolicy
 
@@ -434,7 +436,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
                  priorities: bool = True, takes_back: bool = True,
-                 widens: bool = True) -> None:
+                 widens: bool = True, late: bool = True) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
@@ -482,6 +484,12 @@ class KueueReplayPolicy(PlannerPolicy):
         #: (:func:`planner.exporters.kueue.widen_to_pending`, fed the queue as ``planner
         #: cycle`` feeds it the Workloads); False: the export before
         self.widens = widens
+        #: the export's rule 7 (late arrivals): at each replan the pool keeps a node of
+        #: each cluster unheld (:data:`RESERVE_NODES`, :func:`keep_reserve`), and every
+        #: hour between replans a gang waiting in a queue the plan gave no nominal quota
+        #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
+        #: ``planner export --late`` does to the applied set); False: the export before
+        self.late = late
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
@@ -502,6 +510,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self.objects: list[dict[str, Any]] = []
         self.trees: list[FlavorTree | None] = [None] * len(sim.cluster_ids)
         self.one_kueue = True
+        self.body: dict[str, Any] | None = None  # the plan in force
         self.queue: list[str | None] = [None] * len(sim.projects)
         self.project_of: dict[str, int] = {}
         self.settings: dict[str, QueueSettings] = {}
@@ -535,15 +544,42 @@ class KueueReplayPolicy(PlannerPolicy):
         self.objects = period_objects(body, sim.tree, period["start"], period["end"],
                                       fill=self.fill, allowed=self.kueue_allowed,
                                       weights=self.weights, takes_back=self.takes_back,
-                                      pending=pending)
+                                      pending=pending,
+                                      reserve_nodes=RESERVE_NODES if self.late else 0)
+        self.body = body
         #: one Kueue for every cluster, as the single manifest set is applied (above
         #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
         self.one_kueue = not needs_per_cluster(body)
+        self._read_objects(sim)
+
+    def _read_objects(self, sim) -> None:
+        """The quota trees, queues and settings from :attr:`objects`, as Kueue reads them."""
         trees, project_queue, self.settings = quota_trees(self.objects, self.one_kueue)
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
+
+    def refresh(self, sim, now: float) -> bool:
+        """The planner's replan at period boundaries; every other hour, rule 7's widening.
+
+        Between replans the waiting gangs (allocated, at least a node's GPUs), in the
+        engine's order, go to :func:`widen_late` on the objects in force, as an hourly
+        ``planner export --late`` applies them; True when it served one (quotas changed).
+        """
+        if super().refresh(sim, now):
+            return True
+        if not self.late or self.body is None:
+            return False
+        jobs = sim.jobs
+        gangs = [(sim.projects[jobs.project[job]], sim.cluster_ids[jobs.cluster[job]],
+                  int(jobs.gpus[job])) for job in sim.waiting_jobs()
+                 if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
+        if not gangs or not widen_late(self.body, self.objects, gangs):
+            return False
+        self._read_objects(sim)
+        self._reclass(sim)
+        return True
 
     def _pending_gangs(self, sim) -> dict[tuple[str, str], int]:
         """(project, cluster) -> GPUs of the widest waiting gang (allocated, ≥ a node).
