@@ -212,8 +212,8 @@ class FlavorTree:
         #: node → GPUs it borrows on the other flavors of its resource group (Kueue sums a
         #: resource's borrowing over flavors); set by the policy before shares are read
         self.elsewhere: dict[str, int] = {}
-        #: Cohort → its lendable GPUs over every flavor (:func:`lendable_gpus`), the
-        #: denominator of its children's shares; this flavor's alone until set
+        #: Cohort → its lendable GPUs (Kueue's potentialAvailable), the denominator of its
+        #: children's shares: this flavor's alone, summed over flavors by quota_trees
         self.lendable: dict[str, int] = {n: self.potential(n) for n in nodes
                                          if not nodes[n].queue}
 
@@ -404,12 +404,13 @@ def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
         trees[cluster] = FlavorTree(nodes)
     # one Kueue holds every flavor: a Cohort's lendable GPUs are summed over them (Kueue's
     # calculateLendable), as a node's borrowing is (FlavorTree.elsewhere)
-    lendable: dict[str, int] = {}
-    for tree in trees.values() if one_kueue else ():
-        for name, gpus in tree.lendable.items():
-            lendable[name] = lendable.get(name, 0) + gpus
-    for tree in trees.values() if one_kueue else ():
-        tree.lendable = lendable
+    if one_kueue:
+        lendable: dict[str, int] = {}
+        for tree in trees.values():
+            for name, gpus in tree.lendable.items():
+                lendable[name] = lendable.get(name, 0) + gpus
+        for tree in trees.values():
+            tree.lendable = lendable
     project_queue = {_id(o): o["metadata"]["name"] for o in queues}
     settings = {o["metadata"]["name"]: QueueSettings(
         o["spec"].get("queueingStrategy", "BestEffortFIFO") == "StrictFIFO",
