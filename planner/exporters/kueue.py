@@ -606,7 +606,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  allowed: dict[str, tuple[str, ...]] | None = None,
                  weights: str = "pace", takes_back: bool = True,
                  pending: Mapping[tuple[str, str], int] | None = None,
-                 reserve_nodes: int = RESERVE_NODES) -> dict[str, str]:
+                 reserve_nodes: int = 0) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
