@@ -661,7 +661,7 @@ def test_flavor_tree_arithmetic_by_hand():
 def test_replay_quotas_equal_the_exported_yaml_for_the_sample_plan(sample_plan):
     plan, org = sample_plan
     start, end = plan["periods"][0]["start"], plan["periods"][0]["end"]
-    files = export_kueue(plan, org)
+    files = export_kueue(plan, org, reserve_nodes=RESERVE_NODES)
     docs = [d for d in yaml.safe_load_all(files[file_name(start)]) if d is not None]
     from planner.inputs.org import OrgTree
 

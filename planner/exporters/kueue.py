@@ -120,6 +120,8 @@ MAX_FLAVORS = 64  # per resource group, in the ClusterQueue and Cohort CRDs (max
 WEIGHTS = ("org", "pace")  # what a ClusterQueue's fairSharing.weight is
 #: nodes of each cluster the pool keeps unheld for late arrivals (rule 7, :func:`keep_reserve`)
 RESERVE_NODES = 1
+#: ... but at most one node in this many of the cluster (a cluster of fewer keeps none)
+RESERVE_SHARE = 10
 
 
 def object_labels(plan: dict[str, Any]) -> dict[str, str]:
@@ -344,6 +346,9 @@ def keep_reserve(plan: dict[str, Any], quotas: Quotas, nodes: int = 1
                  ) -> list[tuple[str, str, int]]:
     """Keep ``nodes`` nodes' GPUs of each cluster unheld: the reserve for late arrivals.
 
+    At most one node in :data:`RESERVE_SHARE` of the cluster's (a cluster of fewer keeps
+    none: its only nodes would otherwise all be reserve).
+
     The executor contract's rule 7 (:func:`widen_late`): where the pool Cohort would hold
     fewer GPUs than that, the shortfall is taken from the largest nominal quotas without a
     reservation on the cluster (ties by queue name), so a project whose work arrives after
@@ -355,7 +360,8 @@ def keep_reserve(plan: dict[str, Any], quotas: Quotas, nodes: int = 1
     taken = []
     for c in _sorted_clusters(plan):
         cluster = c["cluster"]
-        short = nodes * int(c["gpus_per_node"]) - free[cluster]
+        kept = min(nodes, int(c["nodes"]) // RESERVE_SHARE)  # none on a small cluster
+        short = kept * int(c["gpus_per_node"]) - free[cluster]
         cells = sorted(((int(q[cluster]["nominal"] or 0), safe_name(p), p)
                         for p, q in quotas.items()
                         if cluster in q and not q[cluster]["reserved"]

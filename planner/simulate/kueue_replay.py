@@ -546,7 +546,8 @@ class KueueReplayPolicy(PlannerPolicy):
                                       fill=self.fill, allowed=self.kueue_allowed,
                                       weights=self.weights, takes_back=self.takes_back,
                                       pending=pending,
-                                      reserve_nodes=RESERVE_NODES if self.late else 0)
+                                      reserve_nodes=RESERVE_NODES
+                                      if self.late and self.fill else 0)
         self.body = body
         #: one Kueue for every cluster, as the single manifest set is applied (above
         #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
