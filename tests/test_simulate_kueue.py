@@ -80,7 +80,7 @@ class FixedPlan(KueueReplayPolicy):
 
     def refresh(self, sim, now: float) -> bool:
         if now > 0:
-            return False
+            return self._widen_late(sim)  # rule 7, hourly (with late=True)
         self._read_first_period(sim, self.plan, START)
         self._reclass(sim)
         return True
@@ -439,6 +439,41 @@ def test_rule_6_a_pending_gang_widens_its_queues_nominal_quota_and_reclaims_a_no
 
 
 # -- a reservation: nominal quota with a lendingLimit -----------------------------------------
+
+
+def test_rule_7_a_late_gang_gets_the_reserve_and_reclaims_a_node_within_the_hour():
+    # Ten nodes of 8 (80 GPUs). The plan grants a all 80 as guaranteed; b nothing (its
+    # work arrives after the plan). Rule 7 (late=True): the pool keeps one node of the
+    # ten (at most one in ten), cut from the largest nominal quota: a 72, the pool 8.
+    # t=0   A1..A10 (a, 8 GPUs each, 10 h, resumable; rows in job-id order A1, A10, A2,
+    #       ..., A9): nine within a's 72, the last admitted, A9, borrows the pool's 8
+    #       ("borrowed-gang").
+    # t=1.5 B (b, an 8-GPU gang, 2 h) arrives: b has no nominal quota, the cluster is
+    #       full, and b's share with B (8 ÷ 80 ÷ b's pace weight 1000/96) is above a's
+    #       without its borrowed job (0): Fair Sharing takes nothing.
+    # t=2   the hourly step: b's queue holds no nominal quota and B pends, so the pool's
+    #       8 GPUs become b's nominal quota; B is within it and reclaims a's borrowed A9
+    #       (preempted at 2): B runs 2 → 4, "nominal-gang". b keeps the quota until the
+    #       next replan, lent: A9 borrows it again at 4 and resumes its 8 h left: 4 → 12.
+    # Without rule 7 (late=False) the pool keeps nothing, a holds all 80, and B waits
+    # for a node: 10 → 12.
+    sc = tiny(TWO_TEAMS, nodes=10)
+    plan = hand_plan(10, {"a": (80.0, 0.0)}) | {  # budgets: both may widen (rule 6's test)
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 10000.0, "used": 0.0},
+                    {"project": "b", "budget": 1000.0, "used": 0.0}]}
+    rows = [(f"A{i}", "a", 0, 8, 10.0, 1.0) for i in range(1, 11)]
+    tr = trace(rows + [("B", "b", 1.5, 8, 2.0, 1.0)])
+    at = {j: i for i, j in enumerate(tr["job_id"])}
+    late = replay(sc, tr, FixedPlan(plan, late=True))
+    assert runs(late, at["B"]) == [(2.0, 4.0, DONE)]
+    assert tags(late)[(at["B"], 2.0)] == NOMINAL_GANG
+    assert late.preemptions.sum() == 1
+    assert runs(late, at["A9"]) == [(0.0, 2.0, PREEMPTED), (4.0, 12.0, DONE)]
+    assert all(runs(late, at[f"A{i}"]) == [(0.0, 10.0, DONE)] for i in range(1, 9))
+    before = replay(sc, tr, FixedPlan(plan))
+    assert runs(before, at["B"]) == [(10.0, 12.0, DONE)]
+    assert before.preemptions.sum() == 0
 
 
 def test_lending_limit_keeps_the_reserved_gpus():

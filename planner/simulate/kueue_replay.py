@@ -571,6 +571,10 @@ class KueueReplayPolicy(PlannerPolicy):
         """
         if super().refresh(sim, now):
             return True
+        return self._widen_late(sim)
+
+    def _widen_late(self, sim) -> bool:
+        """Rule 7 on the objects in force: True when a waiting gang was given quota."""
         if not self.late or self.body is None:
             return False
         jobs = sim.jobs
