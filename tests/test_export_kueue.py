@@ -21,8 +21,10 @@ from planner.exporters.kueue import (
     MAX_FLAVORS,
     export_kueue,
     file_name,
+    keep_reserve,
     period_objects,
     project_quotas,
+    widen_late,
     widen_to_pending,
 )
 from tests.export_fixtures import ORG, PLAN, wide_plan
@@ -712,6 +714,48 @@ def test_rule_6_nominal_quota_widens_to_the_widest_pending_gang():
     spent["budgets"][0]["used"] = spent["budgets"][0]["budget"]
     assert widens(spent) == frozenset({"p2", "=P 3"})
     assert widens({**PLAN, "budgets": []}) == frozenset()
+
+
+def test_rule_7_the_reserve_is_cut_from_the_largest_unreserved_quota():
+    # "big": 10 nodes of 8 (80 GPUs), nominal x 36, y 36, z 8 (all reserved): the pool
+    # would hold 0; one node (at most one in ten: 10 // 10 = 1) is kept, cut from the
+    # largest unreserved quota, x and y tied at 36, so by name: x 28. "small": 9 nodes,
+    # 9 // 10 = 0: nothing kept. "two": 20 nodes (160 GPUs), w holds 156: one node asked
+    # keeps 8, 4 of them unheld already, so 4 cut from w; two nodes asked (at most
+    # 20 // 10 = 2) keep 16: 12 cut from w, while "big" still keeps one (10 // 10).
+    plan = {"clusters": [{"cluster": "big", "nodes": 10, "gpus_per_node": 8},
+                         {"cluster": "small", "nodes": 9, "gpus_per_node": 8},
+                         {"cluster": "two", "nodes": 20, "gpus_per_node": 8}]}
+
+    def cell(nominal, reserved=0):
+        return {"nominal": nominal, "borrowing": None, "reserved": reserved}
+
+    quotas = {"x": {"big": cell(36)}, "y": {"big": cell(36)}, "z": {"big": cell(8, 8)},
+              "v": {"small": cell(72)}, "w": {"two": cell(156)}}
+    assert keep_reserve(plan, copy.deepcopy(quotas), 1) == [("x", "big", 8), ("w", "two", 4)]
+    taken = keep_reserve(plan, quotas, 2)
+    assert taken == [("x", "big", 8), ("w", "two", 12)]
+    assert quotas["x"]["big"]["nominal"] == 28 and quotas["z"]["big"]["nominal"] == 8
+    assert quotas["v"]["small"]["nominal"] == 72 and quotas["w"]["two"]["nominal"] == 144
+
+
+def test_rule_7_a_late_gang_takes_its_gpus_from_the_pool_in_the_applied_set():
+    # The hand plan's first period: on c1 p1 holds 10, p2 16, "=P 3" 0 and the pool 6.
+    # widen_late serves gangs in the order given: p1's (it holds nominal quota: not late),
+    # "=P 3"'s 8 (the pool has 6: not served), "=P 3"'s 4 (served: nominal 4, the pool 2),
+    # "=P 3"'s 2 (its queue now holds quota: not again); p2 on c2 holds 0 there but the
+    # pool has none. A project that may not widen (budget spent) is never served.
+    start, end = PLAN["periods"][0]["start"], PLAN["periods"][0]["end"]
+    objs = period_objects(PLAN, OrgTree.from_frame(ORG), start, end)
+    gangs = [("p1", "c1", 8), ("=P 3", "c1", 8), ("=P 3", "c1", 4), ("=P 3", "c1", 2),
+             ("p2", "c2", 8)]
+    assert widen_late(PLAN, objs, gangs) == [("=P 3", "c1", 4)]
+    assert queue_quotas(objs)[("=P 3", "c1")]["nominalQuota"] == 4
+    assert pool_free(objs)["c1"] == 2
+    spent = copy.deepcopy(PLAN)
+    spent["budgets"][2]["used"] = spent["budgets"][2]["budget"]
+    objs = period_objects(spent, OrgTree.from_frame(ORG), start, end)
+    assert widen_late(spent, objs, [("=P 3", "c1", 4)]) == []
 
 
 @needs_crds
