@@ -133,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--workloads", metavar="FILE",
                         help="Kueue: `kubectl get workloads -A -o json`; the first period's "
                              "nominal quotas widen to the gangs pending in it (rule 6)")
+    export.add_argument("--late", metavar="SET.yaml",
+                        help="Kueue, hourly between cycles: the manifest set in force "
+                             "(kueue-<period>.yaml); the queues the plan gave no quota on "
+                             "a cluster get their pending gangs' GPUs from the pool "
+                             "(rule 7), written to --out under the same name; needs "
+                             "--workloads")
     report = sub.add_parser("report", help="leadership's quarterly report: .xlsx or .html")
     report.add_argument("scenario", nargs="?", default=str(SAMPLE),
                         help="scenario folder or .xlsx workbook (default: the bundled sample)")
@@ -390,10 +396,14 @@ def _export(args, console: Console) -> ExitCode:
     from planner.plan.write import write_files
     from planner.run import load_previous
 
-    for option, given in (("--per-cluster", args.per_cluster), ("--workloads", args.workloads)):
+    for option, given in (("--per-cluster", args.per_cluster), ("--workloads", args.workloads),
+                          ("--late", args.late)):
         if given and args.to != "kueue":
             raise InputError([InputProblem(option, None, None,
                                            "is for Kueue manifests only (--to kueue)")])
+    if args.late and not args.workloads:
+        raise InputError([InputProblem("--late", None, None,
+                                       "needs --workloads (the gangs pending now)")])
     plan = load_previous(Path(args.plan))
     scenario = load_scenario(args.scenario) if args.to != "json" else None
     org = scenario.org if scenario is not None else None
@@ -411,8 +421,16 @@ def _export(args, console: Console) -> ExitCode:
         gangs, bad = pending_gangs(Path(args.workloads), plan["clusters"], scenario.tree.leaves,
                                    allowed)
         problems += bad
+    applied = None
+    if args.late and not problems:
+        from planner.exporters.kueue import read_set
+
+        applied, bad = read_set(Path(args.late))
+        problems += bad
     if problems:
         raise InputError(problems)
+    if applied is not None:
+        return _export_late(args, console, plan, applied, gangs)
     files = export_files(plan, args.to, org, args.periods, previous, args.per_cluster,
                          scenario.budgets if scenario is not None else None,
                          gangs.widest if gangs is not None else None)
@@ -426,6 +444,22 @@ def _export(args, console: Console) -> ExitCode:
             lines.append(f"  widened: {project!r} on {cluster!r}, nominal quota {gpus} GPUs")
         for line in lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+    return ExitCode.OK
+
+
+def _export_late(args, console: Console, plan: dict, applied: list, gangs) -> ExitCode:
+    """``planner export --late``: rule 7 on the set in force, written under its own name."""
+    from planner.exporters.kueue import late_order, set_text, widen_late
+    from planner.plan.write import write_files
+
+    done = widen_late(plan, applied, late_order(plan, gangs.widest))
+    written = write_files(Path(args.out), {Path(args.late).name: set_text(applied).encode()})
+    lines = gangs.lines()
+    for project, cluster, gpus in done:
+        lines.append(f"  late: {project!r} on {cluster!r}, nominal quota {gpus} GPUs")
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     return ExitCode.OK
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import yaml
 
 from planner.cli import main
-from planner.exporters.kueue import cluster_selector, file_name, project_quotas, widen_to_pending
+from planner.exporters.common import safe_name
+from planner.exporters.kueue import (
+    cluster_selector,
+    file_name,
+    late_order,
+    project_quotas,
+    set_text,
+    widen_late,
+    widen_to_pending,
+)
 from planner.ingest.pending import (
     NARROW,
     NO_CLUSTER,
@@ -193,3 +202,55 @@ def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, 
     got = _quotas(kept / "kueue", plan)
     for project, cluster, gpus in taken:
         assert got[(project, cluster)] == gpus
+
+
+def test_export_late_gives_late_queues_their_gangs_in_the_set_in_force(tmp_path: Path, capsys):
+    # Rule 7, the hourly step: the set the cycle applied (here `planner export` without
+    # Workloads) is read back, the late queues (no nominal quota on the cluster) get
+    # their pending gangs' GPUs from the pool, the most owed first, and the set is
+    # written under its own name. What changed is widen_late's, recomputed here.
+    folder = scenario(tmp_path)
+    plan_file = _plan(tmp_path, folder)
+    plan = json.loads(plan_file.read_text())
+    wl = write(tmp_path, ITEMS)
+    applied, late = tmp_path / "applied", tmp_path / "late"
+    args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder)]
+    assert main([*args, "--out", str(applied)]) == 0
+    name = file_name(plan["periods"][0]["start"])
+    capsys.readouterr()
+    assert main([*args, "--out", str(late), "--late", str(applied / name),
+                 "--workloads", str(wl)]) == 0
+    said = capsys.readouterr().out
+    objects = [d for d in yaml.safe_load_all((applied / name).read_text()) if d]
+    sc = load_scenario(folder)
+    gangs, _ = pending_gangs(wl, plan["clusters"], sc.tree.leaves,
+                             {"p2": ("h100-a",), "p3": ("a100-b", "h100-a")})
+    done = widen_late(plan, objects, late_order(plan, gangs.widest))
+    assert done, "the tiny plan leaves GPUs in the pool for some late queue"
+    assert (late / name).read_text() == set_text(objects)
+    before, after = _quotas(applied, plan), _quotas(late, plan)
+    changed = {k: v for k, v in after.items() if before.get(k) != v}
+    assert changed == {(p, safe_name(c)): g for p, c, g in done}
+    assert all(before[key] == 0 for key in changed)
+    assert [line.strip() for line in said.splitlines() if "late:" in line] == [
+        f"late: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in done]
+    assert sorted(p.name for p in late.iterdir()) == [name]
+
+
+def test_export_late_refuses_what_it_cannot_read(tmp_path: Path, capsys):
+    folder = scenario(tmp_path)
+    plan_file = _plan(tmp_path, folder)
+    wl = write(tmp_path, ITEMS)
+    out = tmp_path / "out"
+    args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder),
+            "--out", str(out)]
+    foreign = tmp_path / "foreign.yaml"
+    foreign.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main([*args, "--late", str(foreign), "--workloads", str(wl)]) == 2
+    assert ("foreign.yaml, row 1, column document: not a Kueue object written by gpu-planner"
+            in capsys.readouterr().err.replace("\n", ""))
+    assert main([*args, "--late", str(tmp_path / "gone.yaml"), "--workloads", str(wl)]) == 2
+    assert "gone.yaml: not found" in capsys.readouterr().err.replace("\n", "")
+    assert main([*args, "--late", str(foreign)]) == 2
+    assert "--late: needs --workloads" in capsys.readouterr().err
+    assert not out.exists()
