@@ -55,6 +55,16 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    when its script runs; the Kueue export raises the project's nominal quota on a
    cluster to its widest pending gang there (from the Workloads ``planner cycle``
    ingests), out of the GPUs no project holds.
+7. **Late arrivals** (the Kueue export; :func:`planner.exporters.kueue.keep_reserve` and
+   :func:`planner.exporters.kueue.widen_late`): work that arrives after the plan finds no
+   grant of its own. So the Kueue export keeps a node of each cluster of ten nodes or
+   more out of every nominal quota (the pool Cohort holds it: lendable, never idle for
+   it), cut from the largest guarantee without a reservation — the one exception to
+   rule 1, by at most a node — and between cycles (hourly, ``planner export --late``) a
+   project that may widen (rule 6) whose queue holds no nominal quota on a cluster gets
+   its pending gang's GPUs there out of the pool, until the next cycle's set replaces
+   them. Slurm needs no such rule: a budget QOS holds the quarter's GPU-minutes, not a
+   day's GPUs.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
