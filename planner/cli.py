@@ -450,10 +450,10 @@ def _export(args, console: Console) -> ExitCode:
 
 def _export_late(args, console: Console, plan: dict, applied: list, gangs) -> ExitCode:
     """``planner export --late``: rule 7 on the set in force, written under its own name."""
-    from planner.exporters.kueue import late_order, set_text, widen_late
+    from planner.exporters.kueue import most_owed_first, set_text, widen_late
     from planner.plan.write import write_files
 
-    done = widen_late(plan, applied, late_order(plan, gangs.widest))
+    done = widen_late(plan, applied, most_owed_first(plan, gangs.widest))
     written = write_files(Path(args.out), {Path(args.late).name: set_text(applied).encode()})
     lines = gangs.lines()
     for project, cluster, gpus in done:

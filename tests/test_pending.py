@@ -13,7 +13,7 @@ from planner.exporters.common import safe_name
 from planner.exporters.kueue import (
     cluster_selector,
     file_name,
-    late_order,
+    most_owed_first,
     project_quotas,
     set_text,
     widen_late,
@@ -225,7 +225,7 @@ def test_export_late_gives_late_queues_their_gangs_in_the_set_in_force(tmp_path:
     sc = load_scenario(folder)
     gangs, _ = pending_gangs(wl, plan["clusters"], sc.tree.leaves,
                              {"p2": ("h100-a",), "p3": ("a100-b", "h100-a")})
-    done = widen_late(plan, objects, late_order(plan, gangs.widest))
+    done = widen_late(plan, objects, most_owed_first(plan, gangs.widest))
     assert done, "the tiny plan leaves GPUs in the pool for some late queue"
     assert (late / name).read_text() == set_text(objects)
     before, after = _quotas(applied, plan), _quotas(late, plan)

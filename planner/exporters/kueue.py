@@ -394,7 +394,7 @@ def widen_late(plan: dict[str, Any], objects: list[dict[str, Any]],
     ``objects`` in place; returns the (project, cluster, GPUs) served.
     """
     may = widens(plan)
-    queues = {_annotation(o): o for o in objects if o["kind"] == "ClusterQueue"}
+    queues = {object_id(o): o for o in objects if o["kind"] == "ClusterQueue"}
     pool = next(o for o in objects if o["kind"] == "Cohort" and "parentName" not in o["spec"])
     done = []
     for project, cluster, gpus in gangs:
@@ -411,9 +411,12 @@ def widen_late(plan: dict[str, Any], objects: list[dict[str, Any]],
     return done
 
 
-def late_order(plan: dict[str, Any], widest: Mapping[tuple[str, str], int]
-               ) -> list[tuple[str, str, int]]:
-    """The pending gangs for :func:`widen_late`, the projects most owed per hour first."""
+def most_owed_first(plan: dict[str, Any], widest: Mapping[tuple[str, str], int]
+                    ) -> list[tuple[str, str, int]]:
+    """(project, cluster, GPUs) of pending gangs, the projects most owed per hour first.
+
+    The order rules 6 and 7 serve them in (:func:`pace_weights`; ties by project, cluster).
+    """
     owed = pace_weights(plan)
     return [(p, c, int(g)) for (p, c), g in sorted(widest.items(),
                                                    key=lambda kv: (-owed.get(kv[0][0], 0.0),
@@ -453,7 +456,8 @@ def set_text(objects: list[dict[str, Any]]) -> str:
     return _dump(objects)
 
 
-def _annotation(obj: dict[str, Any]) -> str:
+def object_id(obj: dict[str, Any]) -> str:
+    """The id an object was written for (its ``gpu-planner.io/id`` annotation)."""
     return obj["metadata"]["annotations"][f"{ANN}/id"]
 
 
@@ -504,11 +508,9 @@ def widen_to_pending(plan: dict[str, Any], quotas: Quotas,
     cluster, GPUs) widened, in the order taken.
     """
     may = widens(plan)
-    owed = pace_weights(plan)
     free = unheld_gpus(plan["clusters"], quotas)
     done = []
-    for (project, cluster), gpus in sorted(pending.items(),
-                                           key=lambda kv: (-owed.get(kv[0][0], 0.0), kv[0])):
+    for project, cluster, gpus in most_owed_first(plan, pending):
         cell = quotas.get(project, {}).get(cluster)
         if project not in may or cell is None or cluster not in free:
             continue

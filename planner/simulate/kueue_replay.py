@@ -127,12 +127,12 @@ import pandas as pd
 
 from planner.config import ModelConfig
 from planner.exporters.kueue import (
-    ANN,
     GPU,
     PRIORITY_CLASSES,
     RESERVE_NODES,
     allowed_clusters,
     needs_per_cluster,
+    object_id,
     period_objects,
     priority_class,
     widen_late,
@@ -362,10 +362,6 @@ class QueueSettings:
     lower_priority: bool = False  # withinClusterQueue is LowerPriority
 
 
-def _id(obj: dict[str, Any]) -> str:
-    return obj["metadata"]["annotations"][f"{ANN}/id"]
-
-
 def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
                 ) -> tuple[dict[str, FlavorTree], dict[str, str], dict[str, QueueSettings]]:
     """Read the quota trees back from Kueue objects, as Kueue would.
@@ -376,7 +372,8 @@ def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
     manifest set in one Kueue, so shares are summed over them; False: a Kueue per
     cluster (the per-cluster export), each flavor's shares its own.
     """
-    flavors = {o["metadata"]["name"]: _id(o) for o in objects if o["kind"] == "ResourceFlavor"}
+    flavors = {o["metadata"]["name"]: object_id(o) for o in objects
+               if o["kind"] == "ResourceFlavor"}
     cohorts = [o for o in objects if o["kind"] == "Cohort"]
     queues = [o for o in objects if o["kind"] == "ClusterQueue"]
     trees: dict[str, FlavorTree] = {}
@@ -411,7 +408,7 @@ def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
                 lendable[name] = lendable.get(name, 0) + gpus
         for tree in trees.values():
             tree.lendable = lendable
-    project_queue = {_id(o): o["metadata"]["name"] for o in queues}
+    project_queue = {object_id(o): o["metadata"]["name"] for o in queues}
     settings = {o["metadata"]["name"]: QueueSettings(
         o["spec"].get("queueingStrategy", "BestEffortFIFO") == "StrictFIFO",
         o["spec"].get("preemption", {}).get("reclaimWithinCohort", "Never") == "Any",
