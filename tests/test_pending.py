@@ -127,6 +127,14 @@ def _quotas(out: Path, plan: dict) -> dict[tuple[str, str], int]:
             for g in d["spec"]["resourceGroups"] for f in g["flavors"]}
 
 
+def _exported(tmp_path: Path) -> tuple[Path, dict, Path, list[str]]:
+    """The tiny scenario planned, its plan, ITEMS' Workloads file and `planner export`'s args."""
+    folder = scenario(tmp_path)
+    plan_file = _plan(tmp_path, folder)
+    args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder)]
+    return folder, json.loads(plan_file.read_text()), write(tmp_path, ITEMS), args
+
+
 def _taken(plan: dict, folder: Path) -> list[tuple[str, str, int]]:
     """What the first period's widening takes for ITEMS' four gangs, from the plan's quotas."""
     sc = load_scenario(folder)
@@ -138,12 +146,8 @@ def _taken(plan: dict, folder: Path) -> list[tuple[str, str, int]]:
 
 
 def test_export_with_workloads_widens_what_rule_6_allows(tmp_path: Path, capsys):
-    folder = scenario(tmp_path)
-    plan_file = _plan(tmp_path, folder)
-    plan = json.loads(plan_file.read_text())
-    wl = write(tmp_path, ITEMS)
+    folder, plan, wl, args = _exported(tmp_path)
     plain, wide = tmp_path / "plain", tmp_path / "wide"
-    args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder)]
     assert main([*args, "--out", str(plain)]) == 0
     assert main([*args, "--out", str(wide), "--workloads", str(wl)]) == 0
     said = capsys.readouterr().out
@@ -209,12 +213,8 @@ def test_export_late_gives_late_queues_their_gangs_in_the_set_in_force(tmp_path:
     # Workloads) is read back, the late queues (no nominal quota on the cluster) get
     # their pending gangs' GPUs from the pool, the most owed first, and the set is
     # written under its own name. What changed is widen_late's, recomputed here.
-    folder = scenario(tmp_path)
-    plan_file = _plan(tmp_path, folder)
-    plan = json.loads(plan_file.read_text())
-    wl = write(tmp_path, ITEMS)
+    folder, plan, wl, args = _exported(tmp_path)
     applied, late = tmp_path / "applied", tmp_path / "late"
-    args = ["export", str(plan_file), "--to", "kueue", "--scenario", str(folder)]
     assert main([*args, "--out", str(applied)]) == 0
     name = file_name(plan["periods"][0]["start"])
     capsys.readouterr()

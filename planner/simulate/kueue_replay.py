@@ -574,10 +574,7 @@ class KueueReplayPolicy(PlannerPolicy):
         """Rule 7 on the objects in force: True when a waiting gang was given quota."""
         if not self.late or self.body is None:
             return False
-        jobs = sim.jobs
-        gangs = [(sim.projects[jobs.project[job]], sim.cluster_ids[jobs.cluster[job]],
-                  int(jobs.gpus[job])) for job in sim.waiting_jobs()
-                 if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
+        gangs = self._waiting_gangs(sim)
         if not gangs or not widen_late(self.body, self.objects, gangs):
             return False
         self._read_objects(sim)
@@ -591,13 +588,16 @@ class KueueReplayPolicy(PlannerPolicy):
         pending workloads of class ``gpu-planner-budget-gang``, each on its job's cluster.
         """
         widest: dict[tuple[str, str], int] = {}
-        jobs = sim.jobs
-        for job in sim.waiting_jobs():
-            c = jobs.cluster[job]
-            if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[c]:
-                key = (sim.projects[jobs.project[job]], sim.cluster_ids[c])
-                widest[key] = max(widest.get(key, 0), int(jobs.gpus[job]))
+        for project, cluster, gpus in self._waiting_gangs(sim):
+            widest[(project, cluster)] = max(widest.get((project, cluster), 0), gpus)
         return widest
+
+    def _waiting_gangs(self, sim) -> list[tuple[str, str, int]]:
+        """(project, cluster, GPUs) of each waiting gang (allocated, ≥ a node), engine order."""
+        jobs = sim.jobs
+        return [(sim.projects[jobs.project[job]], sim.cluster_ids[jobs.cluster[job]],
+                 int(jobs.gpus[job])) for job in sim.waiting_jobs()
+                if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
 
     def _reclass(self, sim) -> None:
         """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
