@@ -245,11 +245,16 @@ class ReservationModel:
 
     ``outcomes`` is filled by :func:`solve_reservation_model`: each part's own outcome
     (objective and bound × SCALE, as its HiGHS reported them), aligned with ``parts``,
-    so that a gap can be traced to the part (and clusters) that leaves it.
+    so that a gap can be traced to the part (and clusters) that leaves it; ``placements``
+    each part's placement ({request_id: start}), from which :func:`improve_reservation_model`
+    goes on.
     """
 
     parts: list[ReservationPart]
     outcomes: list[StageResult | None] = field(default_factory=list)
+    placements: list[dict[str, int] | None] = field(default_factory=list)
+    workers: int = 1  # how many parts the first pass solved at once
+    seconds: float = 0.0  # the passes' wall-clock seconds so far
 
     @property
     def requests(self) -> list[Request]:
@@ -676,32 +681,35 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
                                time.perf_counter() - started)
 
 
-def _solve_in_turn(built: ReservationModel, time_limit: float, mip_gap: float, threads: int,
-                   seed: int, started: float) -> dict[int, tuple[dict[str, int], StageResult]]:
-    """Parts one after another in this process, smallest first, until one fails."""
-    order = sorted(range(len(built.parts)), key=lambda j: (built.parts[j].start.size, j))
-    queued = sum(part.start.size for part in built.parts)
+def _solve_in_turn(built: ReservationModel, order: list[int], weight: dict[int, float],
+                   time_limit: float, mip_gap: float, threads: int, seed: int, started: float
+                   ) -> dict[int, tuple[dict[str, int], StageResult]]:
+    """Parts of ``order`` one after another in this process, until one fails.
+
+    Each gets its share by ``weight`` of the time left when it starts (:func:`part_time_limit`).
+    """
+    queued = sum(weight[j] for j in order)
     done: dict[int, tuple[dict[str, int], StageResult]] = {}
     for j in order:
-        columns = built.parts[j].start.size
-        limit = part_time_limit(time_limit - (time.perf_counter() - started), columns, queued)
-        queued -= columns
+        limit = part_time_limit(time_limit - (time.perf_counter() - started), weight[j], queued)
+        queued -= weight[j]
         done[j] = solve_part(built.parts[j], limit, mip_gap, threads, seed)
         if done[j][1].status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             break
     return done
 
 
-def part_time_limit(left: float, columns: int, queued_columns: int) -> float:
-    """The time limit of the next part: its share of the time left, by columns.
+def part_time_limit(left: float, weight: float, queued_weight: float) -> float:
+    """The time limit of the next part: its share of the time left, by weight.
 
-    ``left``: seconds to the stage's deadline; ``columns``: the part's columns,
-    ``queued_columns``: those of every part not started yet, this one included. The
-    share is ``left × columns ÷ queued_columns``, at least :data:`MIN_PART_SECONDS`; as it
-    is taken when the part starts, what a part leaves (stopping at its gap, or after its
-    local search found everything at its best) goes to the parts after it.
+    ``left``: seconds to the stage's deadline; ``weight``: the part's (its columns in the
+    first pass, what it lacks of its bound in the second), ``queued_weight``: that of
+    every part not started yet, this one included. The share is
+    ``left × weight ÷ queued_weight``, at least :data:`MIN_PART_SECONDS`; as it is taken
+    when the part starts, what a part leaves (stopping at its gap, or after its local
+    search found everything at its best) goes to the parts after it.
     """
-    return max(MIN_PART_SECONDS, left * columns / max(1, queued_columns))
+    return max(MIN_PART_SECONDS, left * weight / max(1, queued_weight))
 
 
 def free_worker_seconds(now: float, deadline: float, workers: int,
@@ -772,13 +780,13 @@ def solve_remote(part: ReservationPart, limit: float, deadline: float, mip_gap: 
     return placed, outcome, part.warm, part.warm_source
 
 
-def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
-                   mip_gap: float, threads: int, seed: int, workers: int
+def _solve_at_once(built: ReservationModel, order: list[int], weight: dict[int, float],
+                   time_limit: float, mip_gap: float, threads: int, seed: int, workers: int
                    ) -> dict[int, tuple[dict[str, int], StageResult]]:
     """Parts in ``workers`` worker processes, each started with its share of the time left.
 
     Each worker (``python -m planner.model.part_worker``) takes the next part of ``order``
-    when it is free; the part gets its share by columns (:func:`part_time_limit`) of the
+    when it is free; the part gets its share by ``weight`` (:func:`part_time_limit`) of the
     worker-time still free (:func:`free_worker_seconds`: the other workers' time after the
     parts they are solving end counts, theirs until then does not), at most the seconds
     left. A part whose worker failed (it could not start, or died) is solved here
@@ -787,7 +795,7 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
     deadline = time.time() + time_limit
     lock = threading.Lock()
     pending = list(order)
-    queued = [sum(built.parts[j].start.size for j in order)]
+    queued = [sum(weight[j] for j in order)]
     busy_until: dict[int, float] = {}  # server: when the part it solves is due to end
     done: dict[int, tuple[dict[str, int], StageResult]] = {}
     failed: list[int] = []
@@ -798,12 +806,11 @@ def _solve_at_once(built: ReservationModel, order: list[int], time_limit: float,
             if not pending:
                 return None
             j = pending.pop(0)
-            columns = built.parts[j].start.size
             now = time.time()
             free = free_worker_seconds(now, deadline, workers, busy_until.values())
             limit = min(max(deadline - now, MIN_PART_SECONDS),
-                        part_time_limit(free, columns, queued[0]))
-            queued[0] -= columns
+                        part_time_limit(free, weight[j], queued[0]))
+            queued[0] -= weight[j]
             busy_until[server] = now + limit
             return j, limit
 
@@ -877,26 +884,91 @@ def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap:
     """
     started = time.perf_counter()
     workers = part_workers(built, mip_gap) if workers is None else workers
-    workers = min(workers, len(built.parts))
+    built.workers = max(1, min(workers, len(built.parts)))
+    columns = {j: float(part.start.size) for j, part in enumerate(built.parts)}
+    done = _solve_parts(built, list(range(len(built.parts))), columns, time_limit, mip_gap,
+                        threads, seed, built.workers)
+    built.outcomes = [done[j][1] if j in done else None for j in range(len(built.parts))]
+    built.placements = [done[j][0] if j in done else None for j in range(len(built.parts))]
+    built.seconds = time.perf_counter() - started
+    return _stage_outcome(built, built.seconds)
+
+
+def improve_reservation_model(built: ReservationModel, time_limit: float, mip_gap: float,
+                              threads: int, seed: int) -> tuple[dict[str, int], StageResult]:
+    """A second pass: the parts the first left open, from their placements, in more time.
+
+    For the time the elastic LP leaves (``planner.model.solve``). Every part whose gap is
+    above ``mip_gap`` is solved again (:func:`solve_part`) from its placement as the warm
+    start, each getting its share of ``time_limit`` by what it lacks of its bound
+    (bound − objective): the time goes where the gap is, not by size as in the first
+    pass, as many at once as the first pass solved. A part keeps the better placement of
+    its two passes (the second starts from the first's, so it is never worse) and the
+    lower of its two bounds (both true). Returns the whole placement and the stage's
+    outcome as :func:`solve_reservation_model` does, its seconds both passes'.
+    """
+    started = time.perf_counter()
+    before = {j: outcome for j, outcome in enumerate(built.outcomes)
+              if outcome is not None and built.placements[j] is not None}
+    open_parts = [j for j, outcome in before.items()
+                  if relative_gap(outcome.objective, outcome.bound, floor=1.0) > mip_gap]
+    lack = {j: max(1.0, before[j].bound - before[j].objective) for j in open_parts}
+    for j in open_parts:
+        built.parts[j].warm = dict(built.placements[j])
+    done = _solve_parts(built, open_parts, lack, time_limit, mip_gap, threads, seed,
+                        built.workers)
+    for j, (placed, outcome) in done.items():
+        old = before[j]
+        if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            continue  # the first pass's placement and outcome stand
+        if outcome.objective < old.objective:
+            placed, objective = built.placements[j], old.objective
+        else:
+            objective = outcome.objective
+        bound = min(old.bound, outcome.bound)
+        gap = relative_gap(objective, bound, floor=1.0)
+        built.placements[j] = placed
+        built.outcomes[j] = StageResult(STAGE, status_from_gap(gap), objective, bound, gap,
+                                        old.seconds + outcome.seconds)
+    built.seconds += time.perf_counter() - started
+    return _stage_outcome(built, built.seconds)
+
+
+def _solve_parts(built: ReservationModel, parts: list[int], weight: dict[int, float],
+                 time_limit: float, mip_gap: float, threads: int, seed: int, workers: int
+                 ) -> dict[int, tuple[dict[str, int], StageResult]]:
+    """Solve ``parts`` in ``time_limit``, shared by ``weight``.
+
+    In turn in this process (lightest first), or ``workers`` at once (heaviest first).
+    """
+    started = time.perf_counter()
+    workers = min(workers, len(parts))
     if workers > 1:
-        order = sorted(range(len(built.parts)), key=lambda j: (-built.parts[j].start.size, j))
-        done = _solve_at_once(built, order, time_limit, mip_gap, threads, seed, workers)
-    else:
-        done = _solve_in_turn(built, time_limit, mip_gap, threads, seed, started)
+        order = sorted(parts, key=lambda j: (-weight[j], j))
+        return _solve_at_once(built, order, weight, time_limit, mip_gap, threads, seed,
+                              workers)
+    order = sorted(parts, key=lambda j: (weight[j], j))
+    return _solve_in_turn(built, order, weight, time_limit, mip_gap, threads, seed, started)
+
+
+def _stage_outcome(built: ReservationModel, seconds: float
+                   ) -> tuple[dict[str, int], StageResult]:
+    """The whole placement and the stage's outcome from the parts' (``built.outcomes``).
+
+    The objective and bound are the parts' sums ÷ SCALE, in part order; a part that ended
+    without a placement (neither optimal nor feasible) ends the stage with its status.
+    """
     placed: dict[str, int] = {}
     objective = bound = 0.0
-    built.outcomes = [done[j][1] if j in done else None for j in range(len(built.parts))]
-    for j in range(len(built.parts)):
-        if j not in done:
+    for mine, outcome in zip(built.placements, built.outcomes, strict=True):
+        if outcome is None or mine is None:
             continue
-        mine, outcome = done[j]
         if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             return {}, StageResult(STAGE, outcome.status, float("nan"), float("nan"),
-                                   float("inf"), time.perf_counter() - started)
+                                   float("inf"), seconds)
         placed |= mine
         objective += outcome.objective
         bound += outcome.bound
-    seconds = time.perf_counter() - started
     if not built.parts:
         return {}, StageResult(STAGE, SolverStatus.OPTIMAL, 0.0, 0.0, 0.0, seconds)
     # an empty placement against a positive bound is 100 % off (the formula has no
