@@ -447,8 +447,8 @@ def test_parts_solved_in_worker_processes_give_what_solving_them_in_turn_gives(
 
 def test_how_many_parts_are_solved_at_once(monkeypatch):
     # The setting when it is a whole number >= 1; else: 1 unless two parts need a search
-    # and have WORKER_MIN_COLUMNS columns, then the cores the load leaves free, this
-    # process's own counted free (it waits).
+    # and have WORKER_MIN_COLUMNS columns, then the cores other processes leave free, this
+    # process's own counted free (it waits); the load average where that is not known.
     problem = build_problem(two_packings(), MODEL)
     built = build_reservation_model(problem, budget_headroom(problem))
     big = np.zeros(reservations.WORKER_MIN_COLUMNS)
@@ -457,12 +457,22 @@ def test_how_many_parts_are_solved_at_once(monkeypatch):
     small = SimpleNamespace(relaxed=10.0, requests=[], values=[], warm={}, start=big[1:])
     monkeypatch.setattr(reservations.os, "cpu_count", lambda: 2)
     monkeypatch.delenv(reservations.WORKERS_ENV, raising=False)
-    for load, parts, want in [(0.2, [hard, hard], 2), (1.4, [hard, hard], 2),
-                              (1.6, [hard, hard], 1), (0.2, [hard, easy], 1),
-                              (0.2, [hard, hard, hard], 2), (0.2, [hard, small], 1)]:
+    cases = [(0.2, [hard, hard], 2), (1.4, [hard, hard], 2), (1.6, [hard, hard], 1),
+             (0.2, [hard, easy], 1), (0.2, [hard, hard, hard], 2), (0.2, [hard, small], 1)]
+    monkeypatch.setattr(reservations, "busy_elsewhere", lambda: None)
+    for load, parts, want in cases:
         monkeypatch.setattr(reservations.os, "getloadavg", lambda load=load: (load, 0, 0))
         built.parts = parts
         assert reservations.part_workers(built, 0.005) == want, (load, len(parts))
+    # the cores busy elsewhere now, read first: a load of 9 left by runs that ended does
+    # not count (busy 0.0); another process on one core (busy 1.0) leaves one
+    monkeypatch.setattr(reservations.os, "getloadavg", lambda: (9.0, 0, 0))
+    for busy, parts, want in [(0.0, [hard, hard], 2), (0.4, [hard, hard], 2),
+                              (0.6, [hard, hard], 1), (1.0, [hard, hard], 1),
+                              (0.0, [hard, easy], 1), (0.0, [hard, hard, hard], 2)]:
+        monkeypatch.setattr(reservations, "busy_elsewhere", lambda busy=busy: busy)
+        built.parts = parts
+        assert reservations.part_workers(built, 0.005) == want, (busy, len(parts))
     for setting, want in [("3", 3), ("1", 1), ("0", 2), ("two", 2), (" ", 2)]:
         monkeypatch.setenv(reservations.WORKERS_ENV, setting)
         monkeypatch.setattr(reservations.os, "getloadavg", lambda: (0.2, 0, 0))

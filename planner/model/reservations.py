@@ -101,6 +101,7 @@ import numpy as np
 
 from planner.model.lp import INF, LpBuilder, MatrixForm, new_highs
 from planner.model.lp_worker import start_worker
+from planner.model.machine import busy_elsewhere
 from planner.model.problem import Problem, Request
 from planner.model.result import (
     SolverStatus,
@@ -742,8 +743,10 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
     """How many parts to solve at once, each in a worker process of its own.
 
     :data:`WORKERS_ENV` when set to a whole number ≥ 1 (anything else counts as unset); else
-    the cores the 1-minute load average leaves free, this process's own included (it
-    waits while its workers solve): cores − max(0, load − 1), rounded, at most the parts
+    the cores other processes leave free, this process's own included (it waits while
+    its workers solve): cores − the cores busy elsewhere right now
+    (:func:`~planner.model.machine.busy_elsewhere`; where that cannot be read, the
+    1-minute load average less this process's one), rounded, at most the parts
     whose warm start needs a search (:func:`needs_search`) and which have at least
     :data:`WORKER_MIN_COLUMNS` columns, and 1 unless at least two do: parts that close at
     once are not worth a process's start-up (the 10× daily sample's 70 parts close in
@@ -758,12 +761,14 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
                for part in built.parts)
     if hard < 2:
         return 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # no load average on this platform: assume busy
-        return 1
-    # this process counts in the load but waits while its workers solve: its core is free
-    free = (os.cpu_count() or 1) - max(0.0, load - 1.0)
+    others = busy_elsewhere()
+    if others is None:
+        try:
+            # this process counts in the load but waits while its workers solve
+            others = max(0.0, os.getloadavg()[0] - 1.0)
+        except OSError:  # no load average on this platform either: assume busy
+            return 1
+    free = (os.cpu_count() or 1) - others
     return max(1, min(hard, int(free + 0.5)))
 
 
