@@ -47,15 +47,19 @@ def first_pass(sc):
 def test_the_second_pass_closes_the_open_part_and_leaves_the_closed_one():
     built, closed = first_pass(coupled_scenario())
     placed, stage = improve_reservation_model(built, 10.0, 0.0, THREADS, 0)
-    # part 0 from r4 alone (768) to its optimum r2 + r4 (1,536), its bound the lower of
-    # the two passes' (1,600 and HiGHS's 1,536); part 1 (r3, closed) not solved again
+    # part 0 polished from r4 alone (768) to its optimum r2 + r4 (1,536); its bound the
+    # lower of the first pass's (1,600) and the LP relaxation's (the polish solves no
+    # branch and cut): r2 + r4 + 1/12 of r1 (the 32 NGH p has left after r2's 768),
+    # 1,568; part 1 (r3, closed) is not solved again
     assert built.placements[0] == {"r2": 0, "r4": 0}
     assert built.outcomes[0].objective == pytest.approx(1536.0 * SCALE)
-    assert built.outcomes[0].bound == pytest.approx(1536.0 * SCALE)
+    assert built.outcomes[0].bound == pytest.approx(1568.0 * SCALE, abs=5)
     assert built.outcomes[1] is closed
     assert placed == {"r2": 0, "r3": 0, "r4": 0}
-    assert stage.objective == pytest.approx(2304.0) and stage.bound == pytest.approx(2304.0)
-    assert stage.status is SolverStatus.OPTIMAL and stage.gap == 0.0
+    assert stage.objective == pytest.approx(2304.0)
+    assert stage.bound == pytest.approx(2336.0, abs=0.05)
+    assert stage.status is SolverStatus.FEASIBLE
+    assert stage.gap == pytest.approx((stage.bound - 2304.0) / 2304.0)
 
 
 def test_a_second_pass_that_does_worse_keeps_the_first_placement_and_the_lower_bound(
@@ -90,8 +94,10 @@ def test_the_planning_run_gives_the_lps_leftover_time_to_the_open_part(monkeypat
     open_first_pass(monkeypatch)
     run = plan_scenario(sc, MODEL)
     stage = run.solution.stages[0]
-    assert stage.objective == pytest.approx(2304.0) and stage.status is SolverStatus.OPTIMAL
-    assert run.plan.body["solver"]["stages"][0]["gap"] == 0.0
+    assert stage.objective == pytest.approx(2304.0)
+    said = run.plan.body["solver"]["stages"][0]
+    assert said["bound"] == pytest.approx(2336.0, abs=0.05)
+    assert said["gap"] == pytest.approx((said["bound"] - 2304.0) / 2304.0, abs=1e-6)
     assert {r["request_id"] for r in run.plan.reservations} == {"r2", "r3", "r4"}
     assert check_plan(run.plan.body, sc) == []
 

@@ -4,7 +4,7 @@ Run as ``python -m planner.model.part_worker`` by
 :func:`planner.model.reservations.solve_reservation_model` when it solves parts in
 worker processes (:func:`~planner.model.reservations.part_workers`): it reads pickled
 requests from stdin, one after another — a part, its time limit, the wall-clock deadline,
-``mip_gap``, HiGHS's threads and seed — solves each with
+``mip_gap``, HiGHS's threads and seed, and whether to polish only — solves each with
 :func:`~planner.model.reservations.solve_remote` and writes each pickled result to stdout
 at once, until stdin closes. A process of its own, not a thread: two HiGHS instances on
 two threads of one process share its scheduler (:mod:`planner.model.lp_worker`).
