@@ -129,7 +129,7 @@ NEIGHBOURHOOD = 20  # requests a local search sub-MIP re-places together
 SUB_MIP_NODES = 200  # branch-and-bound nodes a sub-MIP may take (a deterministic work limit)
 SUB_MIP_SECONDS = 0.5  # and its time (a guard)
 #: of a part's time, before the swap search's: whole clusters re-placed (cluster_polish)
-CLUSTER_SHARE = 0.0
+CLUSTER_SHARE = 0.25
 CLUSTER_ROUNDS = 10  # rounds at most of the cluster polish
 CLUSTER_NODES = 2000  # branch-and-bound nodes a whole cluster's sub-MIP may take
 CLUSTER_SECONDS = 3.0  # and its time (a guard)
