@@ -202,21 +202,48 @@ def test_formula_like_ids_survive_verbatim_into_the_plan():
 def test_a_limit_hit_before_any_placement_still_gives_a_valid_plan(monkeypatch):
     # The reservation MIP stopped by its limit with no solution: placing nothing is valid,
     # the plan says "feasible" with the gap against the bound, and the LP still fills GPUs.
-    from planner.model import reservations
+    # (The second pass, given the time the LP leaves, is kept off here: it would polish the
+    # empty placement, as the next test shows.)
+    from planner.model import reservations, solve
     from planner.model.result import SolverStatus, StageResult
 
     monkeypatch.setattr(reservations, "highs_outcome", lambda highs, name, seconds: StageResult(
         name, SolverStatus.TIME_LIMIT, float("nan"), float("nan"), float("inf"), seconds))
-    sc = scenario(clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01", quarter_end="2026-11-04",
-                  org=[("t", "", 1.0), ("p", "t", 1.0)], budgets=[("p", BIG)],
-                  demand=[("p", "c1", "2026-11-01", "2026-11-04", 32)],
-                  reservations=[("r1", "p", "c1", 2, 24, "2026-11-01", "2026-11-04")])
+    monkeypatch.setattr(solve, "SECOND_PASS_MARGIN", 10 * MODEL.solver.time_limit_seconds)
+    sc = limit_hit_scenario()
     run = plan_scenario(sc, MODEL)
     solver = run.plan.body["solver"]
     assert solver["status"] == "feasible" and solver["mip_gap"] == 1.0
     assert run.plan.reservations == []
     assert run.plan.body["unplaced"][0]["reason"].startswith("not placed before the reservation")
     assert sum(a["gpu_hours"] for a in run.plan.allocations) == pytest.approx(3 * 768.0)
+    assert check_plan(run.plan.body, sc) == []
+
+
+def limit_hit_scenario():
+    """One 4-node cluster, three days, p's demand fills it; r1: 2 nodes for 24 h."""
+    return scenario(clusters=[("c1", "H100", 4, 8)], as_of="2026-11-01",
+                    quarter_end="2026-11-04", org=[("t", "", 1.0), ("p", "t", 1.0)],
+                    budgets=[("p", BIG)], demand=[("p", "c1", "2026-11-01", "2026-11-04", 32)],
+                    reservations=[("r1", "p", "c1", 2, 24, "2026-11-01", "2026-11-04")])
+
+
+def test_the_second_pass_places_what_a_first_pass_stopped_early_did_not(monkeypatch):
+    # The same limit hit: the first pass places nothing (gap 1.0); the LP leaves most of
+    # the limit, so the second pass polishes the empty placement (a sub-MIP of c1's one
+    # request) and r1 is placed, the LP solved again for it: still every GPU-hour granted.
+    from planner.model import reservations
+    from planner.model.result import SolverStatus, StageResult
+
+    monkeypatch.setattr(reservations, "highs_outcome", lambda highs, name, seconds: StageResult(
+        name, SolverStatus.TIME_LIMIT, float("nan"), float("nan"), float("inf"), seconds))
+    sc = limit_hit_scenario()
+    run = plan_scenario(sc, MODEL)
+    assert [r["request_id"] for r in run.plan.reservations] == ["r1"]
+    assert run.plan.body["unplaced"] == []
+    stage = run.plan.body["solver"]["stages"][0]
+    assert stage["status"] == "optimal" and stage["objective"] == stage["bound"]
+    assert sum(a["gpu_hours"] for a in run.plan.allocations) == pytest.approx(3 * 768.0 - 384.0)
     assert check_plan(run.plan.body, sc) == []
 
 
