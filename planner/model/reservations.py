@@ -68,6 +68,17 @@ sub-MIPs, not of these moves: on the hardest x10r10 part HiGHS's placement after
 stage gap went from 0.75 % to 0.25 % (median of 3, load 9–10). Where the local search's
 placement is the result (x10r10, 3 s a part) it finds next to nothing.
 
+Cluster polish (:func:`cluster_polish`): HiGHS's placement, when not proven within the
+gap tolerance, is polished cluster by cluster: all of one cluster's requests re-placed by
+a sub-MIP, the other clusters' fixed (:data:`CLUSTER_SHARE` of a part's time given at
+least :data:`CLUSTER_MIN_PART_SECONDS`, before the swap search). The runs above improve a
+poor start quickly and then stall (on ``a100-a-4`` after 1.5 s, at 217.3 M, whatever
+the time); a whole cluster's sub-MIP moves all its requests against budgets fixed
+elsewhere, and from HiGHS's placement it gains where HiGHS's own branch and cut has
+stalled. Second pass (:func:`improve_reservation_model`, run by
+``planner.model.solve`` in the time the elastic LP leaves): the open parts are polished
+again from their placements, by what each lacks of its bound.
+
 Tried and not kept (measured on the hardest x10r10 part, ``a100-a-4``; README): tighter
 rows. Its LP relaxation is 238.21 M; HiGHS's presolve brings it to 234.84 M and its root
 cuts to 233.51 M, where 120 s leave it (233.48 M). A budget row's right-hand side cut to
