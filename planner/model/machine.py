@@ -22,29 +22,28 @@ from pathlib import Path
 WINDOW = 0.25
 
 
-def _process_ticks(pid: int | str) -> int:
-    """User and system clock ticks a process has used, all its threads (``/proc/<pid>/stat``)."""
+def _stat(pid: int | str) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after "pid (comm) " ([0] state, [1] parent pid)."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return text[text.rindex(")") + 2:].split()  # a comm may hold spaces and parentheses
 
 
-def _parent(pid: str) -> int:
-    """A process's parent pid (field 4 of ``/proc/<pid>/stat``)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return int(text[text.rindex(")") + 2:].split()[1])
+def _ticks(fields: list[str]) -> int:
+    """User and system clock ticks of a process, all its threads (utime, stime)."""
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of the whole line
 
 
 def own_ticks() -> int:
     """Clock ticks used by this process and its running children."""
     me = os.getpid()
-    total = _process_ticks(me)
+    total = _ticks(_stat(me))
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or entry.name == str(me):
             continue
         try:
-            if _parent(entry.name) == me:
-                total += _process_ticks(entry.name)
+            fields = _stat(entry.name)
+            if int(fields[1]) == me:
+                total += _ticks(fields)
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile, or not readable
     return total
