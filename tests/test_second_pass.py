@@ -8,6 +8,8 @@ bound above its optimum (1,600), as a first pass stopped by its limit would leav
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from planner.check import check_plan
@@ -145,3 +147,36 @@ def test_no_second_pass_when_the_lp_leaves_too_little_time(monkeypatch):
     run = plan_scenario(coupled_scenario(), MODEL)
     assert calls == []
     assert {r["request_id"] for r in run.plan.reservations} == {"r3", "r4"}
+
+
+
+def test_write_model_gets_the_lp_of_the_plan_written(monkeypatch):
+    # --write-model writes the last model handed on: with the second pass's plan, the
+    # LP built for its placement, not the first pass's (r3, r4). q's demand fills c2
+    # every day, so r2 there changes that LP's capacity rows.
+    from tests.test_reservations import BIG, DAYS, ORG
+    from tests.tiny import scenario
+
+    sc = scenario(clusters=[("c1", "H100", 4, 8), ("c2", "H100", 4, 8), ("c3", "H100", 2, 8)],
+                  org=ORG, budgets=[("p", 800.0), ("q", BIG)], quarter_end=DAYS[3],
+                  demand=[("q", "c2", DAYS[0], DAYS[3], 32)],
+                  reservations=[("r1", "p", "c1", 2, 24.0, DAYS[0], DAYS[3]),
+                                ("r2", "p", "c2", 4, 24.0, DAYS[0], DAYS[3]),
+                                ("r3", "q", "c3", 2, 48.0, DAYS[0], DAYS[3]),
+                                ("r4", "q", "c1", 4, 24.0, DAYS[0], DAYS[3])])
+    open_first_pass(monkeypatch)
+    built = []
+    run = plan_scenario(sc, MODEL, on_built=built.append)
+    problem = build_problem(sc, MODEL)
+    final = {r["request_id"]: problem.period_of(pd.Timestamp(r["start"]))
+             for r in run.plan.reservations}
+    assert set(final) != {"r3", "r4"} and len(built) == 2
+
+    def rows(placed):
+        model = solve.build_elastic_model(problem, *solve.elastic_inputs(problem, placed))
+        return model.lp.matrix().row_upper
+
+    assert "r2" in final
+    assert np.array_equal(built[-1].lp.matrix().row_upper, rows(final))
+    assert np.array_equal(built[0].lp.matrix().row_upper, rows({"r3": 0, "r4": 0}))
+    assert not np.array_equal(rows(final), rows({"r3": 0, "r4": 0}))

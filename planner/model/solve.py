@@ -182,16 +182,17 @@ def _second_pass(problem: Problem, groups: list, reservation_model: ReservationM
             improved.objective > stage1.objective):
         return None
     helper = LpHelper.start() if wants_helper(problem, groups) else None
+    built: list[ElasticModel] = []  # handed on only if this plan replaces the first
     try:
-        elastic = _elastic(problem, groups, placed, helper, deadline, None)
+        elastic = _elastic(problem, groups, placed, helper, deadline,
+                           built.append if on_built is not None else None)
     finally:
         if helper is not None:
             helper.close()
     if elastic.stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         return None
-    if on_built is not None:  # the LP of the plan written
-        available, headroom, targets = elastic_inputs(problem, placed)
-        on_built(build_elastic_model(problem, available, headroom, targets))
+    for model in built:  # the LP of the plan written (--write-model)
+        on_built(model)
     return placed, improved, elastic, elastic.build
 
 
