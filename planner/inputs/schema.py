@@ -58,7 +58,11 @@ LIMITS: Mapping[str, float] = MappingProxyType({
     "weight_min": 1e-6,  # org weights, relative among siblings
     "weight_max": 1e6,
     "budget_ngh": 1e9,  # a project's quarter budget (≈ 114,000 GPU-years)
-    "gpus": 1_000_000,  # GPUs of one demand row or one job
+    # GPUs of one demand row or one job: above any cluster these limits admit (100,000
+    # nodes × 256 GPUs), so only a number no cluster could hold is refused. A demand row
+    # may ask for more than its cluster has: a backlog larger than a cluster is the
+    # normal, contended case, and the plan caps it by capacity.
+    "gpus": 1e9,
     "reservation_hours": 366 * 24,  # a year
     "period_hours_min": 1,
     "period_hours_max": 168,  # a week
@@ -268,7 +272,8 @@ DEMAND = TableSchema(
         Field("start", "datetime", "UTC", True, "Start of the demand, inclusive."),
         Field("end", "datetime", "UTC", True, "End of the demand, exclusive; after `start`."),
         Field("gpus", "float", "GPUs", True,
-              "GPUs wanted at most; at most the cluster's GPUs (nodes × gpus_per_node).",
+              "GPUs wanted at most. May exceed the cluster's GPUs (a backlog larger than "
+              "the cluster is the normal, contended case): the plan caps it by capacity.",
               bound=Bound.POSITIVE, maximum=LIMITS["gpus"]),
     ),
     intervals=(Interval("start", "end"),), allowed_cluster=True,

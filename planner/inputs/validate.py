@@ -273,30 +273,6 @@ def _admitted(bound: Bound, number: np.ndarray) -> np.ndarray:
     return np.ones(len(number), dtype=bool)
 
 
-def check_gpus_fit_cluster(table: Parsed, clusters: Parsed | None) -> list[InputProblem]:
-    """Demand asks for at most the GPUs its cluster has (nodes × gpus_per_node)."""
-    if table.schema.name != "demand" or clusters is None:
-        return []
-    nodes_f, gpn_f = clusters.schema.field("nodes"), clusters.schema.field("gpus_per_node")
-    size: dict[object, int] = {}  # each cluster's first row, where its numbers are valid
-    for c, n, g in zip(clusters.values["cluster"], clusters.values["nodes"],
-                       clusters.values["gpus_per_node"], strict=True):
-        if (c is not None and isinstance(n, int) and isinstance(g, int)
-                and not nodes_f.range_problem(n) and not gpn_f.range_problem(g)):
-            size.setdefault(c, n * g)
-    problems = []
-    for row, cluster, gpus in zip(table.rows, table.values["cluster"], table.values["gpus"],
-                                  strict=True):
-        total = size.get(cluster)
-        if (isinstance(gpus, float) and isinstance(total, int) and gpus > total
-                and not table.schema.field("gpus").range_problem(gpus)):  # else reported
-            problems.append(InputProblem(
-                table.label, row, "gpus",
-                f"{gpus:g} GPUs on cluster {cluster!r}, which has {total:,} "
-                f"({clusters.label}); ask for at most {total:,}"))
-    return problems
-
-
 def check_unique(table: Parsed) -> list[InputProblem]:
     """The table's key column holds no value twice (the later rows are reported)."""
     key = table.schema.unique
@@ -656,7 +632,6 @@ def check_tables(raw: Mapping[str, RawTable | None],
     for table in readable:
         problems += check_min_rows(table)
         problems += check_bounds(table)
-        problems += check_gpus_fit_cluster(table, tables["clusters"])
         problems += check_unique(table)
         problems += check_intervals(table)
     clusters_table, org, budgets = tables["clusters"], tables["org"], tables["budgets"]
