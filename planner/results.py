@@ -1,0 +1,130 @@
+"""Result files: every figure the docs quote comes from one of these, with its provenance.
+
+A benchmark or a replay writes ``benchmarks/results/<name>.json``::
+
+    {
+      "name": "cycle",                       # the file's stem
+      "title": "Daily planning cycles at 10×",
+      "what": "one or two sentences: what was measured and how",
+      "command": "python benchmarks/cycle_chain.py --scale 10 --cycles 30",
+      "commit": "1a2b3c4",                   # git describe --always --dirty of the checkout
+      "date": "2026-12-07T10:00:00Z",        # when the measurement ended (UTC)
+      "machine": {"cores": 2, "load_before": 0.4, "load_after": 1.9, "python": "3.11.7",
+                  "platform": "Linux-…", "highspy": "1.16.0"},
+      "columns": [{"key": "case", "label": "case"},
+                  {"key": "cpu_s", "label": "CPU s (median of 3)", "unit": "s",
+                   "better": "lower"}],   # better: "lower" | "higher" | absent (neither)
+      "rows": [{"case": "10× daily", "cpu_s": 12.3}],
+      "notes": ["free text lines, each a fact about this measurement"]
+    }
+
+The docs site renders these files into its *Results* pages (``docs/results/``); nothing in
+the docs types a measured figure by hand. Provenance (``commit``, ``date``, ``machine``,
+``command``) is filled in by :func:`write_result`, never by the caller, so it cannot be
+made up. Wall-clock stamps belong here, never in a plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+BETTER = ("lower", "higher")
+
+
+def _commit(cwd: Path) -> str:
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                              cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine(load_before: float | None = None) -> dict[str, Any]:
+    """What the measurement ran on: cores, load averages, Python, platform, HiGHS."""
+    out: dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
+                           "platform": platform.platform()}
+    if load_before is not None:
+        out["load_before"] = round(load_before, 2)
+    with contextlib.suppress(OSError):
+        out["load_after"] = round(os.getloadavg()[0], 2)
+    if (highs := _version("highspy")) is not None:
+        out["highspy"] = highs
+    return out
+
+
+def load_now() -> float | None:
+    """The 1-minute load average now (call before measuring, pass to :func:`write_result`)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def write_result(name: str, *, title: str, what: str, columns: Sequence[Mapping[str, str]],
+                 rows: Sequence[Mapping[str, Any]], notes: Sequence[str] = (),
+                 command: str | None = None, load_before: float | None = None,
+                 folder: Path | None = None) -> Path:
+    """Write ``<folder>/<name>.json`` (default ``benchmarks/results``) with its provenance.
+
+    ``command`` defaults to this process's command line. Every column has ``key`` and
+    ``label``; ``better`` (if given) is ``lower`` or ``higher``. Every row holds only
+    declared keys. Written atomically.
+    """
+    keys = [c["key"] for c in columns]
+    for c in columns:
+        if "key" not in c or "label" not in c:
+            raise ValueError(f"a column needs key and label: {c!r}")
+        if c.get("better") not in (None, *BETTER):
+            raise ValueError(f"better must be lower or higher: {c!r}")
+    for row in rows:
+        if unknown := set(row) - set(keys):
+            raise ValueError(f"row keys not among the columns: {sorted(unknown)}")
+    folder = RESULTS_DIR if folder is None else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {
+        "name": name, "title": title, "what": what,
+        "command": command if command is not None else " ".join(
+            [Path(sys.argv[0]).name if sys.argv[0].endswith("planner") else sys.argv[0],
+             *sys.argv[1:]]),
+        "commit": _commit(Path(__file__).resolve().parents[1]),
+        "date": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace(
+            "+00:00", "Z"),
+        "machine": machine(load_before),
+        "columns": [dict(c) for c in columns],
+        "rows": [dict(r) for r in rows],
+        "notes": list(notes),
+    }
+    path = folder / f"{name}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A result file, checked for the keys the docs need (``ValueError`` names the file)."""
+    body = json.loads(path.read_text(encoding="utf-8"))
+    missing = [k for k in ("name", "title", "what", "command", "commit", "date", "machine",
+                           "columns", "rows") if k not in body]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    return body
