@@ -97,8 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--export", help="also export the first period to these targets, "
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
     run.add_argument("--solver", help="solver of the LP/MIP stages: highs (default) or any "
-                                      "PuLP reaches here (cbc, gurobi, cplex, …); reservations "
-                                      "are always placed by HiGHS")
+                                      "PuLP reaches here (cbc, gurobi, cplex, …; pip install "
+                                      "'gpu-planner[solvers]'); reservations are always "
+                                      "placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
                           "-names.csv (see models/README.md)")
@@ -236,13 +237,15 @@ def _parser() -> argparse.ArgumentParser:
                             "succeeds")
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
-                                          "as Ray tasks; one table of results")
+                                          "as Ray tasks (pip install 'gpu-planner[sweep]'); "
+                                          "one table of results")
     sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")
     sweep.add_argument("--serial", action="store_true",
-                       help="run the cells one by one in this process, without Ray")
+                       help="run the cells one by one in this process, without Ray (which "
+                            "it then does not need installed)")
     sweep.add_argument("--cpus", type=int,
                        help="CPUs of the local Ray (default: all of this machine's); "
                             "ignored when RAY_ADDRESS names a cluster")
@@ -737,6 +740,10 @@ def _sweep(args, console: Console, err: Console) -> ExitCode:
     if out.exists() and not out.is_dir():
         raise InputError([InputProblem("--out", None, None,
                                        f"{args.out!r} is a file; give a folder")])
+    if not args.serial:
+        from planner.extras import require
+
+        require("ray", "planner sweep", instead="or run the cells one by one with --serial")
     spec = load_spec(args.spec)
     with err.status("reading the sweep's inputs", spinner="dots") as status:
         inputs = prepare(spec, status.update)
