@@ -263,10 +263,10 @@ def test_a_replan_on_a_mixed_grid_keeps_only_periods_that_are_the_same_here():
     sc = scenario(**{**base, "as_of": "2026-11-02T01:00:00"})
     problem = build_problem(sc, model, first)
     assert problem.previous.covered.tolist() == [True] + [False] * (len(problem.hours) - 1)
-    assert problem.previous.guaranteed[:, :, 1:].sum() == 0.0
+    assert np.asarray(problem.previous.guaranteed)[:, :, 1:].sum() == 0.0
     kept = {a["project"]: a["gpu_hours"] for a in first["allocations"]
             if a["period_start"] == "2026-11-02T01:00:00Z"}
-    assert problem.previous.guaranteed[:, 0, 0].tolist() == [kept.get("a", 0.0),
+    assert np.asarray(problem.previous.guaranteed)[:, 0, 0].tolist() == [kept.get("a", 0.0),
                                                              kept.get("b", 0.0)]
     replan = plan_scenario(sc, model, first).plan.body
     assert check_plan(replan, sc, first) == []

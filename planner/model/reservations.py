@@ -198,7 +198,7 @@ def displacement(problem: Problem, request: Request,
     ``demand``: the elastic demand per cluster and period, Σ_p dem (computed when not given).
     """
     k = request.cluster
-    demand = problem.dem[:, k, :].sum(axis=0) if demand is None else demand[k]
+    demand = (problem.dem.sum(axis=0) if demand is None else demand)[k]
     held = request.nodes * problem.gpus_per_node[k] * problem.hours
     lost = np.minimum(held, np.maximum(0.0, demand - (problem.cap[k] - held)))
     window = np.cumsum(np.concatenate([[0.0], lost]))
