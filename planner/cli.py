@@ -93,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds for the whole solve (overrides the model)")
     run.add_argument("--mip-gap", dest="mip_gap", type=float,
                      help="relative gap to stop reservation placement at (overrides the model)")
+    run.add_argument("--limits", choices=("time", "work"),
+                     help="what stops the solve: time (--time-limit, shared as the machine's "
+                          "load allows; the default of run) or work (counts of nodes, rounds "
+                          "and moves: the same plan whatever the load); overrides the model's "
+                          "solver.limits")
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
     run.add_argument("--export", help="also export the first period to these targets, "
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
@@ -232,6 +237,11 @@ def _parser() -> argparse.ArgumentParser:
                                         "(kueue,slurm,json)")
     cycle.add_argument("--model", default="default",
                        help="planning model: a name in models/ or a .toml path (default: default)")
+    cycle.add_argument("--limits", choices=("time", "work"),
+                       help="what stops the solve: work (the default of cycle: counts of "
+                            "nodes, rounds and moves, so the same inputs give the same plan "
+                            "whatever the machine's load) or time (the model's time limit); "
+                            "overrides the model's solver.limits")
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
@@ -274,6 +284,8 @@ def _with_solver_overrides(model, args):
         solver = replace(solver, mip_gap=args.mip_gap)
     if getattr(args, "solver", None) is not None:
         solver = replace(solver, lp_solver=args.solver)
+    if getattr(args, "limits", None) is not None:
+        solver = replace(solver, limits=args.limits)
     return replace(model, solver=solver)
 
 
@@ -688,7 +700,7 @@ def _need_sample(args: argparse.Namespace) -> None:
 
 
 def _cycle(args, console: Console, err: Console) -> ExitCode:
-    from planner.config import load_model
+    from planner.config import load_model, with_limits
     from planner.cycle import ApplyError, current_folder, run_cycle
     from planner.times import iso
 
@@ -698,7 +710,10 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     state = Path(args.state)
     try:
         with err.status("planning cycle", spinner="dots") as status:
-            result = run_cycle(Path(args.scenario), state, load_model(args.model),
+            model = load_model(args.model)
+            if args.limits is not None:
+                model = with_limits(model, args.limits)
+            result = run_cycle(Path(args.scenario), state, model,
                                as_of=args.as_of, source=source, targets=targets,
                                apply=args.apply, progress=status.update)
     except (InputError, SolverError, ApplyError) as error:

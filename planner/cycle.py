@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from planner.config import ModelConfig
+from planner.config import ModelConfig, with_limits
 from planner.errors import InputError, InputProblem
 from planner.exporters.files import export_files
 from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
@@ -229,12 +229,16 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     Raises :class:`InputError` (bad input, a conflict with the previous plan),
     :class:`SolverError` (no valid plan) or :class:`ApplyError`.
     ``as_of`` defaults to ``now()`` floored to the period grid (the only clock read).
+    The solve is work-limited (``solver.limits = "work"``) unless ``model`` says
+    ``"time"``: the same inputs give the same plan whatever the machine's load.
     ``source``: ("sacct" | "kueue", accounting file) ingested into the scenario's
     ``usage.csv`` first, its running jobs counted up to ``as_of``; a Kueue file's pending
     gangs also widen the Kueue export's nominal quotas (rule 6 of the executor contract,
     :func:`planner.ingest.pending.pending_gangs`).
     """
     step = progress or (lambda _msg: None)
+    if not model.solver.limits:  # a cycle's plan must not depend on the machine's load
+        model = with_limits(model, "work")
     scenario_dir, state = Path(scenario_dir), Path(state)
     targets = list(targets)
     scenario = load_scenario(scenario_dir)

@@ -206,6 +206,8 @@ class Solution:
     stages: tuple[StageResult, ...]
     build_seconds: float
     solve_seconds: float
+    # what stopped the solve (plan.json's solver.limits; planner.model.solve.limits_record)
+    limits: dict[str, Any] | None = None
 
     @property
     def status(self) -> SolverStatus:
