@@ -132,3 +132,35 @@ def test_a_model_may_choose_and_a_bad_choice_exits_2(tmp_path, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "work.toml, column limits: must be \"time\" or \"work\", got 'wall'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_lp_out_of_time_on_a_long_uniform_grid_names_the_ways_out(tmp_path, monkeypatch):
+    # the sample by the hour (1,104 periods from as_of): an LP stopped by its time limit
+    # gives no plan, and the message names --time-limit, --limits work and a mixed grid
+    from planner.errors import SolverError
+    from planner.model import elastic
+    from planner.model.backends import MatrixResult
+    from planner.model.result import SolverStatus
+
+    hourly = tmp_path / "hourly"
+    hourly.mkdir()
+    for item in SAMPLE.iterdir():
+        text = item.read_text()
+        if item.name == "scenario.toml":
+            text = text.replace("period_hours = 24", "period_hours = 1")
+        (hourly / item.name).write_text(text)
+    sc = load_scenario(hourly)
+    assert sc.config.period_hours == 1
+
+    def stopped(*_args, **_kwargs):
+        return MatrixResult("highs", SolverStatus.TIME_LIMIT, float("nan"), float("nan"),
+                            float("nan"), 1.0, None, None)
+
+    monkeypatch.setattr(elastic, "solve_matrix", stopped)
+    with pytest.raises(SolverError) as error:
+        plan_scenario(sc, MODEL)
+    said = str(error.value)
+    assert said.startswith("the elastic allocation LP ended time_limit; no plan written")
+    assert "raise --time-limit, or plan with --limits work" in said
+    assert ("the uniform grid of 1 h gives 1104 periods: a mixed grid keeps that resolution "
+            "near as_of only, e.g. solver.period_grid = \"1h*48, 24h\" in the model") in said

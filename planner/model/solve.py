@@ -12,6 +12,7 @@ the tests measure what the split loses against it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import subprocess
@@ -141,7 +142,7 @@ def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: flo
     build += elastic.build
     if elastic.stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {elastic.stage.status}; "
-                          "no plan written")
+                          f"no plan written{_time_hint(problem, elastic.stage.status)}")
     second = _second_pass(problem, groups, reservation_model, stage1, lp_seconds, deadline,
                           on_built)
     if second is not None:
@@ -152,6 +153,28 @@ def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: flo
                     _cell_values(problem, elastic.cells, elastic.opportunistic), elastic.targets,
                     elastic.duals, (stage1, elastic.stage), build, total - build,
                     limits_record(problem, reservation_model, stage1))
+
+
+#: From how many periods a uniform grid is named as the likely cause of a run out of time.
+MANY_PERIODS = 24 * 14
+
+
+def _time_hint(problem: Problem, status: SolverStatus) -> str:
+    """What to do when the LP ran out of time: a mixed grid, more time, work limits."""
+    if status is not SolverStatus.TIME_LIMIT:
+        return ""
+    opts = problem.model.solver
+    hint = (f" (its limit is {opts.time_limit_seconds:g} s of wall-clock time, which a "
+            "loaded machine shortens: raise --time-limit, or plan with --limits work, "
+            "which solves the LP to its end")
+    periods = problem.shape[2]
+    if not opts.period_grid and periods > MANY_PERIODS:
+        ph = problem.scenario.config.period_hours
+        coarse = ph * math.ceil(24.0 / ph - 1e-9)  # a day, or the next multiple of ph
+        hint += (f"; the uniform grid of {ph:g} h gives {periods} periods: a mixed grid "
+                 f"keeps that resolution near as_of only, e.g. solver.period_grid = "
+                 f"\"{ph:g}h*48, {coarse:g}h\" in the model")
+    return hint + ")"
 
 
 def limits_record(problem: Problem, built: ReservationModel, stage: StageResult
