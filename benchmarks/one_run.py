@@ -15,6 +15,7 @@ start plans the full quarter), ``--time-limit`` overrides the model's.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import sys
@@ -26,6 +27,7 @@ from pathlib import Path
 from planner.config import load_model
 from planner.inputs.load import load_scenario
 from planner.model.solve import HELPER_PEAKS_MB
+from planner.plan.write import plan_bytes
 from planner.run import parse_as_of, plan_scenario, write_outputs
 
 
@@ -70,6 +72,7 @@ def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | N
         "periods": len(run.problem.hours), "requests": len(run.problem.requests),
         "allocations": len(run.plan.allocations),
         "reservations": len(run.plan.reservations),
+        "sha256": hashlib.sha256(plan_bytes(run.plan)).hexdigest(),
     }))
 
 
