@@ -1,6 +1,7 @@
 """Benchmark: CP-SAT against HiGHS as the reservation stage's cluster-polish sub-solver.
 
-    nice python benchmarks/cpsat_polish.py [--parts 1,4,6,8] [--det-times 0.5,2]
+    nice python benchmarks/cpsat_polish.py [--parts 1,4,6,8] [--det-times 0.5,2,5]
+                                           [--highs-nodes 300,100]
 
 The cluster polish (:func:`planner.model.reservations.cluster_polish`) re-places all of
 one cluster's requests by a sub-MIP, the part's other requests fixed. Here, on x10r10's
@@ -9,7 +10,8 @@ after the first steps of the work-limited mode (local search, then HiGHS's branc
 with :class:`~planner.model.reservations.WorkLimits`' node count) is polished one round,
 cluster by cluster, two ways from the same placement:
 
-- ``highs``: HiGHS sub-MIPs of ``WorkLimits().cluster_nodes`` nodes (what the planner does);
+- ``highs``: HiGHS sub-MIPs of ``WorkLimits().cluster_nodes`` nodes (what the planner
+  does), and of each of ``--highs-nodes``;
 - ``cp-sat``: the same sub-problem as a CP-SAT model (OR-Tools; one boolean a start, the
   part's rows with the fixed requests' share moved to the right-hand side, the
   placement as a hint), one worker, stopped at ``max_deterministic_time`` (a work limit:
@@ -133,7 +135,8 @@ def main() -> None:
     """Polish the chosen parts both ways and write the result file."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--parts", default="1,4,6,8")
-    parser.add_argument("--det-times", default="0.5,2")
+    parser.add_argument("--det-times", default="0.5,2,5")
+    parser.add_argument("--highs-nodes", default="300,100")
     args = parser.parse_args()
     load_before = load_now()
     work = R.WorkLimits()
@@ -145,15 +148,16 @@ def main() -> None:
         start = start_placement(part, work)
         before = R.placement_value(part.requests, part.values, start)
         name = problem.clusters[part.clusters[0]]
-        tick = cpu()
-        _, value = R.improve_placement(part, float("inf"), THREADS, 0,
-                                       R.cluster_neighbourhoods(part), start, 1,
-                                       work.cluster_nodes, work.guard_seconds)
-        rows.append({"part": name, "requests": len(part.requests), "solver": "highs",
-                     "limit": f"{work.cluster_nodes} nodes a cluster",
-                     "gain": round((value - before) / R.SCALE, 2),
-                     "cpu_s": round(cpu() - tick, 2)})
-        print(rows[-1], flush=True)
+        for nodes in (int(x) for x in args.highs_nodes.split(",")):
+            tick = cpu()
+            _, value = R.improve_placement(part, float("inf"), THREADS, 0,
+                                           R.cluster_neighbourhoods(part), start, 1, nodes,
+                                           work.guard_seconds)
+            rows.append({"part": name, "requests": len(part.requests), "solver": "highs",
+                         "limit": f"{nodes} nodes a cluster",
+                         "gain": round((value - before) / R.SCALE, 2),
+                         "cpu_s": round(cpu() - tick, 2)})
+            print(rows[-1], flush=True)
         for det in (float(x) for x in args.det_times.split(",")):
             tick = cpu()
             _, value = cpsat_polish(part, start, det)

@@ -4,7 +4,7 @@
                                        [--slow-runs 1]
 
 Each run is a fresh process (benchmarks/one_run.py) planning the scenario with the
-LP stage on one solver (reservations are CP-SAT's either way). Prints one markdown
+LP stage on one solver (reservations are HiGHS's either way). Prints one markdown
 row per scale and solver: medians of the whole run and of the LP stage (for a PuLP
 solver: PuLP writing its MPS, the solver, PuLP reading the solution; building PuLP's
 variables and constraints is in the total), the stage's objective, status and gap.

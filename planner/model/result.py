@@ -20,18 +20,6 @@ class SolverStatus(StrEnum):
     TIME_LIMIT = "time_limit"  # stopped by the limit without a usable solution
     ERROR = "error"
 
-    @classmethod
-    def from_cp_sat(cls, code: int) -> SolverStatus:
-        """Map a CP-SAT status code."""
-        from ortools.sat.python import cp_model
-
-        return {
-            cp_model.OPTIMAL: cls.OPTIMAL,
-            cp_model.FEASIBLE: cls.FEASIBLE,
-            cp_model.INFEASIBLE: cls.INFEASIBLE,
-            cp_model.UNKNOWN: cls.TIME_LIMIT,
-        }.get(code, cls.ERROR)
-
 
 @dataclass(frozen=True)
 class StageResult:
