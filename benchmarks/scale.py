@@ -1,7 +1,7 @@
 """Benchmark: planning at 100× (5,984 projects, 800 clusters) and on hourly grids.
 
     nice python benchmarks/scale.py [--runs 3] [--cases x100,x100-mixed,x1-hourly,...]
-                                    [--code DIR] [--name scale]
+                                    [--limits time|work] [--code DIR] [--name scale]
 
 Cases (scenarios generated once into benchmarks/out/ by data/generate.py):
 
@@ -14,7 +14,9 @@ Cases (scenarios generated once into benchmarks/out/ by data/generate.py):
 - ``x10-hourly``: the 10× sample by the hour on the uniform grid (1,104 periods), given
   ``--time-limit 900``: how long it takes when it may.
 
-Each run is a fresh process (benchmarks/one_run.py, the default model; time limits):
+Each run is a fresh process (benchmarks/one_run.py, the default model; ``--limits``: its
+``solver.limits``, ``time`` by default as ``planner run`` plans, ``work`` as ``planner
+cycle`` plans, the elastic LP then solved to its end whatever the load):
 its CPU seconds (user + system, with its LP helper), wall seconds, peak resident memory
 (its own and its helper's), the stages' status and gap, the elastic LP's seconds and the
 plan's SHA-256. ``--code DIR`` runs another checkout's planner (``PYTHONPATH=DIR``; its
@@ -93,7 +95,7 @@ def cases() -> dict[str, tuple[str, Callable[[], list[str]]]]:
     }
 
 
-def one(argv: list[str], code: Path | None) -> dict:
+def one(argv: list[str], code: Path | None, limits: str = "time") -> dict:
     """One fresh one_run.py process: its figures, wall seconds and the load at its end."""
     env = dict(os.environ)
     script = ROOT / "benchmarks" / "one_run.py"
@@ -101,8 +103,8 @@ def one(argv: list[str], code: Path | None) -> dict:
         env["PYTHONPATH"] = str(code)
         script = code / "benchmarks" / "one_run.py"
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True,
-                          env=env, cwd=OUT)
+    done = subprocess.run([sys.executable, str(script), *argv, "--limits", limits],
+                          capture_output=True, text=True, env=env, cwd=OUT)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cases", default="x100,x100-mixed,x1-hourly,x1-hourly-quarter")
     parser.add_argument("--code", type=Path, help="another checkout's planner, for a before row")
+    parser.add_argument("--limits", choices=("time", "work"), default="time")
     parser.add_argument("--name", default="scale")
     args = parser.parse_args()
     load_before = load_now()
@@ -126,12 +129,12 @@ def main() -> None:
         what, argv = known[name]
         results = []
         for n in range(args.runs):
-            r = one(argv(), args.code.resolve() if args.code else None)
+            r = one(argv(), args.code.resolve() if args.code else None, args.limits)
             print(name, n + 1, json.dumps({k: v for k, v in r.items() if k != "stages"}),
                   flush=True)
             results.append(r)
             stages = r.get("stages", [])
-            rows.append({"case": name, "what": what, "run": n + 1,
+            rows.append({"case": name, "what": what, "limits": args.limits, "run": n + 1,
                          "periods": r.get("periods"), "projects": r.get("projects"),
                          "clusters": r.get("clusters"),
                          "status": r.get("status", "no plan: " + r.get("failed", "")),
@@ -156,6 +159,7 @@ def main() -> None:
         notes.append(f"run with the planner of another checkout (--code {args.code})")
     print("\n".join(notes))
     columns = [{"key": "case", "label": "case"}, {"key": "what", "label": "what"},
+               {"key": "limits", "label": "limits"},
                {"key": "run", "label": "run"}, {"key": "periods", "label": "periods"},
                {"key": "projects", "label": "projects"}, {"key": "clusters", "label": "clusters"},
                {"key": "status", "label": "status"},
@@ -166,11 +170,11 @@ def main() -> None:
                {"key": "peak_mb", "label": "peak MB", "unit": "MB", "better": "lower"},
                {"key": "load", "label": "load (1 min, at the end)"},
                {"key": "sha256", "label": "plan.json SHA-256 (first 12)"}]
-    write_result(args.name, title="Planning at 100× and on hourly grids",
-                 what=("Fresh planning processes (benchmarks/one_run.py, default model, time "
-                       "limits) on the generated sample at 100× (daily and on a mixed grid) "
-                       "and on uniform hourly grids; CPU and wall seconds, peak memory, the "
-                       "solver's status and gap"),
+    write_result(args.name, title=f"Planning at 100× and on hourly grids ({args.limits} limits)",
+                 what=(f"Fresh planning processes (benchmarks/one_run.py, default model, "
+                       f"solver.limits = {args.limits}) on the generated sample at 100× "
+                       "(daily and on a mixed grid) and on uniform hourly grids; CPU and wall "
+                       "seconds, peak memory, the solver's status and gap"),
                  columns=columns, rows=rows, notes=notes, load_before=load_before)
 
 
