@@ -110,7 +110,8 @@ def test_a_malformed_workload_is_named_by_file_row_and_field(tmp_path: Path):
         ("wl.json", 5, "items[4].spec.podSets[0].count"),
         ("wl.json", 7, "items[6].spec.podSets[0].template.spec.nodeSelector")]
     _, problems = pending_gangs(tmp_path / "none.json", [], [])
-    assert [(p.row, p.message) for p in problems] == [(None, "no such file")]
+    assert [(p.file, p.row, p.message) for p in problems] == [
+        ("none.json", None, f"no such file ({tmp_path / 'none.json'})")]
 
 
 def _plan(tmp_path: Path, folder: Path) -> Path:

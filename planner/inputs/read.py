@@ -149,20 +149,43 @@ def probe_file(path: Path) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+def _not_regular(path: Path, label: str, what: str) -> InputProblem:
+    return InputProblem(label, None, None,
+                        f"is {what} ({path}), not a regular file; pass a file "
+                        "(or remove it where the file is optional)")
+
+
 def read_input(path: Path, label: str) -> tuple[bytes | None, InputProblem | None]:
-    """The bytes of an input file, or the problem: missing, not a regular file, unreadable."""
+    """The bytes of an input file, or the problem: missing, not a regular file, unreadable.
+
+    Every file a user names is read through here (the stat-before-open rule): ``stat``
+    first (:func:`probe_file`), so that a FIFO, a device or a folder is refused by name
+    without being opened; then the file is opened without blocking and checked again on
+    the open descriptor (``fstat``), so that a FIFO swapped in between the two is refused
+    too, never waited on (a FIFO) or read without end (``/dev/zero``).
+    """
     what = probe_file(path)
     if what == MISSING:
         return None, InputProblem(label, None, None, f"no such file ({path})")
     if what is not None:
-        return None, InputProblem(label, None, None,
-                                  f"is {what} ({path}), not a regular file; pass a file "
-                                  "(or remove it where the file is optional)")
+        return None, _not_regular(path, label, what)
     try:
-        return path.read_bytes(), None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as err:
         return None, InputProblem(label, None, None,
                                   f"cannot be read ({err.strerror}); check its permissions")
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((w for test, w in _KINDS if test(mode)), "not a regular file")
+            return None, _not_regular(path, label, kind)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(), None
+    except OSError as err:
+        return None, InputProblem(label, None, None,
+                                  f"cannot be read ({err.strerror}); check its permissions")
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- text
@@ -180,6 +203,15 @@ def decode(label: str, data: bytes) -> tuple[str | None, list[InputProblem]]:
         return None, [InputProblem(label, row, None,
                                    f"not UTF-8 text (byte 0x{bad} cannot be decoded); save the "
                                    "file with UTF-8 encoding")]
+
+
+def read_text_file(path: Path, label: str) -> tuple[str | None, list[InputProblem]]:
+    """The UTF-8 text of a file a user names (:func:`read_input`, then :func:`decode`)."""
+    data, problem = read_input(path, label)
+    if problem is not None:
+        return None, [problem]
+    assert data is not None
+    return decode(label, data)
 
 
 def split_csv(label: str, table: TableSchema,

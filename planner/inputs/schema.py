@@ -64,6 +64,11 @@ LIMITS: Mapping[str, float] = MappingProxyType({
     # normal, contended case, and the plan caps it by capacity.
     "gpus": 1e9,
     "reservation_hours": 366 * 24,  # a year
+    # the shortest reservation: below it a length is a typo (1e-300 h), not a gang job
+    "reservation_hours_min": 0.01,
+    # characters of an id or a name: above any executor's (a Kubernetes name is at most
+    # 253, a Slurm name far less) and far below a spreadsheet cell's 32,767
+    "id_length": 1024,
     "period_hours_min": 1,
     "period_hours_max": 168,  # a week
     "lookback_days": 366,
@@ -185,6 +190,7 @@ class TableSchema:
     intervals: tuple[Interval, ...] = ()
     min_rows: int = 0  # rows a valid file needs
     allowed_cluster: bool = False  # the row's cluster must be one its project may use
+    within_capacity: bool = False  # the row's gpus are at most its cluster's (what ran)
     order: tuple[str, ...] = ()  # the loaded table is sorted by these columns: row order
     # in the file never matters (shuffled rows plan to the same bytes)
 
@@ -291,7 +297,7 @@ RESERVATIONS = TableSchema(
         Field("nodes", "int", "nodes", True, "Whole nodes needed.", bound=Bound.POSITIVE,
               maximum=LIMITS["nodes"]),
         Field("hours", "float", "h", True, "Contiguous run time.", bound=Bound.POSITIVE,
-              maximum=LIMITS["reservation_hours"]),
+              minimum=LIMITS["reservation_hours_min"], maximum=LIMITS["reservation_hours"]),
         Field("earliest_start", "datetime", "UTC", True, "Earliest start."),
         Field("deadline", "datetime", "UTC", True,
               "Latest end; after `earliest_start`."),
@@ -308,8 +314,9 @@ USAGE = TableSchema(
         Field("job_id", "id", "", True, "Job id from the executor."),
         Field("project", "id", "", True, "Project id.", ref=Ref.PROJECT),
         Field("cluster", "id", "", True, "Cluster id.", ref=Ref.CLUSTER),
-        Field("gpus", "float", "GPUs", True, "GPUs the job held.", bound=Bound.POSITIVE,
-              maximum=LIMITS["gpus"]),
+        Field("gpus", "float", "GPUs", True,
+              "GPUs the job held; at most its cluster's (nodes × gpus_per_node).",
+              bound=Bound.POSITIVE, maximum=LIMITS["gpus"]),
         Field("start", "datetime", "UTC", True, "Start of the job."),
         Field("end", "datetime", "UTC", True, "End of the job; after `start`."),
         Field("state", "str", "", False,
@@ -317,7 +324,7 @@ USAGE = TableSchema(
               "is then the ingest time, and a later ingest updates the row); empty for a "
               "finished job.", default=""),
     ),
-    intervals=(Interval("start", "end"),), order=("job_id",),
+    intervals=(Interval("start", "end"),), order=("job_id",), within_capacity=True,
 )
 
 #: Every input table, in loading order.
