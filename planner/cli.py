@@ -706,6 +706,10 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
         kept = (f"{state / 'current'} still points at {current.name}" if current
                 else "no plan is current")
         err.print(f"cycle failed, {kept}", markup=False, highlight=False, soft_wrap=True)
+        for ledger in error.written:
+            err.print(f"{ledger} took the ingest and keeps it (a job counts once: running the "
+                      "cycle again does not count it twice)", markup=False, highlight=False,
+                      soft_wrap=True)
         if isinstance(error, ApplyError):
             err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
             return int(ExitCode.FAILURE)
@@ -802,7 +806,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         for problem in error.problems:
             err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
-        err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
+        done = (f"nothing else written ({', '.join(error.written)} was updated first)"
+                if error.written else "nothing written")
+        err.print(f"{len(error.problems)} problem(s); {done}", markup=False, soft_wrap=True)
         return int(ExitCode.BAD_INPUT)
     except SolverError as error:
         err.print(f"error: {error}", markup=False, highlight=False)
