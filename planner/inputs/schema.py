@@ -376,6 +376,12 @@ REPORT_SHEETS = ("Summary", "Budget tree", "Pacing", "Cluster use", "Reservation
 #: with it is refused, naming both cells.
 NEXT_QUARTER_SHEET = "Next quarter"
 NEXT_QUARTER_COLUMNS = ("project", "budget NGH next quarter", "weight next quarter")
+#: The input cells *Next quarter* feeds: table → (its key column, the column, the *Next
+#: quarter* column it is read from, what it is). Matched by the key (the project id) on
+#: both sheets, never by position: a row inserted in either sheet moves nothing.
+NEXT_QUARTER_LINKS: Mapping[str, tuple[str, str, str, str]] = MappingProxyType({
+    "budgets": ("project", "gpu_hours", "B", "budget"),
+    "org": ("id", "weight", "C", "weight")})
 
 
 def _default_text(f: Field) -> str:
