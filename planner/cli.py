@@ -65,12 +65,17 @@ def suggestion(parser: argparse.ArgumentParser, message: str, argv: list[str] | 
         if token in inner:
             scope = inner[token]
     known = _options(scope)
+    words = list(argv or [])
+    literal = set(words[words.index("--") + 1:]) if "--" in words else set()
     hints = []
     for token in unknown.group(1).split():
-        if token.startswith("-"):
+        if token in literal:  # after --, no word is an option: suggesting one misleads
+            hints.append(f"{token!r} follows --, so it is an argument, not an option, and "
+                         "this command takes no more arguments")
+        elif token.startswith("-"):
             name = token.split("=", 1)[0]
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-            if close:
+            if close and close[0] != name:
                 hints.append(f"did you mean {close[0]} (not {name})?")
     return "; " + " ".join(hints) if hints else ""
 
