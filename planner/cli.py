@@ -428,9 +428,9 @@ def _export(args, console: Console) -> ExitCode:
         problems += bad
     applied = None
     if args.late and not problems:
-        from planner.exporters.kueue import read_set
+        from planner.exporters.set_in_force import read_set
 
-        applied, bad = read_set(Path(args.late))
+        applied, bad = read_set(Path(args.late), plan, scenario.org, allowed)
         problems += bad
     if problems:
         raise InputError(problems)
