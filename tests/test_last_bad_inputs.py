@@ -167,3 +167,26 @@ def test_a_mistyped_option_still_gets_its_suggestion():
     parser = _parser()
     assert suggestion(parser, "unrecognized arguments: --ot", ["run", "--ot", "x"]) == \
         "; did you mean --out (not --ot)?"
+
+
+# --- M3: TOML nested deeper than any file of ours ---------------------------------------------
+
+DEEP_TOML = "x = " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+@pytest.mark.parametrize("what", ["scenario", "model", "sweep"])
+def test_deeply_nested_toml_exits_2_without_a_traceback(tmp_path, capsys, what):
+    from tests.scenario_factory import SCENARIO_TOML
+
+    if what == "scenario":
+        folder = write_scenario(tmp_path / "sc", scenario=SCENARIO_TOML + DEEP_TOML)
+        args = ["validate", str(folder)]
+    else:
+        deep = tmp_path / "deep.toml"
+        deep.write_text(DEEP_TOML)
+        args = (["run", str(write_scenario(tmp_path / "sc")), "--model", str(deep), "--out",
+                 str(tmp_path / "out")] if what == "model"
+                else ["sweep", str(deep), "--out", str(tmp_path / "out")])
+    assert main(args) == 2
+    err = flat(capsys.readouterr().err)
+    assert "nested deeper than" in err and "Traceback" not in err

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputProblem
+from planner.inputs.bounded import load_toml
 from planner.inputs.schema import (
     CONFIG_FIELDS,
     CONFIG_FILE,
@@ -289,12 +290,9 @@ def toml_error_line(err: tomllib.TOMLDecodeError) -> int | None:
 
 def parse_toml(label: str, text: str) -> tuple[RawConfig | None, list[InputProblem]]:
     """The entries of ``scenario.toml``; rates flattened to ``gpu_rates.<type>``."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(err))
-        return None, [InputProblem(label, toml_error_line(err), None,
-                                   f"not valid TOML: {reason}; fix the syntax")]
+    data, problems = load_toml(label, text, toml_error_line)  # syntax, nesting too deep
+    if data is None:
+        return None, problems
     lines = toml_key_lines(text)
     entries = []
     for key, value in data.items():
