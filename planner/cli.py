@@ -359,7 +359,14 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             from planner.model.modelfile import model_files
             from planner.plan.write import write_files
 
-            written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
+            try:
+                written += write_files(Path(args.write_model),
+                                       model_files(built[-1].lp, "elastic"),
+                                       "free some space, fix the permissions or choose "
+                                       "another --write-model folder")
+            except InputError as error:
+                error.written = tuple(str(w) for w in written)  # the plan is written
+                raise
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)
@@ -811,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         for problem in error.problems:
             err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
-        done = (f"nothing else written ({', '.join(error.written)} was updated first)"
+        done = (f"nothing else written (written before it: {', '.join(error.written)})"
                 if error.written else "nothing written")
         err.print(f"{len(error.problems)} problem(s); {done}", markup=False, soft_wrap=True)
         return int(ExitCode.BAD_INPUT)

@@ -227,7 +227,7 @@ def test_a_cycle_failing_after_its_ingest_says_the_ingest_was_kept(started, monk
     err = flat(capsys.readouterr().err)
     assert "nothing written" not in err
     assert f"{folder / 'usage.csv'} took the ingest and keeps it" in err
-    assert f"nothing else written ({folder / 'usage.csv'} was updated first)" in err
+    assert f"nothing else written (written before it: {folder / 'usage.csv'})" in err
     assert "slurm:h100-a:9001" in (folder / "usage.csv").read_text()
 
 

@@ -190,3 +190,13 @@ def test_deeply_nested_toml_exits_2_without_a_traceback(tmp_path, capsys, what):
     assert main(args) == 2
     err = flat(capsys.readouterr().err)
     assert "nested deeper than" in err and "Traceback" not in err
+
+
+def test_a_refused_write_model_folder_names_its_option_and_what_was_written(tmp_path, capsys):
+    folder = write_scenario(tmp_path / "sc")
+    (tmp_path / "taken").write_text("a file where the folder would be")
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet",
+                 "--write-model", str(tmp_path / "taken")]) == 2
+    err = flat(capsys.readouterr().err)
+    assert "choose another --write-model folder" in err and "another --out" not in err
+    assert f"nothing else written (written before it: {tmp_path / 'out' / 'plan.json'}" in err
