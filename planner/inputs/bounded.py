@@ -152,7 +152,7 @@ def load_yaml_all(label: str, text: str) -> tuple[list[Any] | None, list[InputPr
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        return None, [InputProblem(label, line, None, f"not YAML: {_first_line(err)}")]
+        return None, [InputProblem(label, line, None, f"not YAML: {_reason(err)}")]
     except (RecursionError, ValueError) as err:
         return None, [InputProblem(label, None, None, f"not YAML a planner reads ({err})")]
     for n, doc in enumerate(docs, start=1):
@@ -163,8 +163,12 @@ def load_yaml_all(label: str, text: str) -> tuple[list[Any] | None, list[InputPr
     return docs, []
 
 
-def _first_line(err: Exception) -> str:
-    return " ".join(str(err).split("\n")[0:2]).strip()
+def _reason(err: yaml.YAMLError) -> str:
+    """What PyYAML says is wrong (its problem, and what it was reading), without the source."""
+    problem, context = getattr(err, "problem", None), getattr(err, "context", None)
+    if problem:
+        return f"{problem} ({context})" if context else str(problem)
+    return str(err).split("\n")[0]
 
 
 def load_toml(label: str, text: str,
