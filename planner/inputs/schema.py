@@ -220,7 +220,8 @@ class TableSchema:
 CLUSTERS = TableSchema(
     "clusters", True, "Pools of identical nodes: one GPU type, N nodes, G GPUs a node.",
     (
-        Field("cluster", "id", "", True, "Cluster id, unique."),
+        Field("cluster", "id", "", True,
+              "Cluster id, unique; without `;` (it separates the clusters of budgets.csv)."),
         Field("gpu_type", "str", "", True,
               "GPU type (`H100`, `A100`, …); its NGH rate comes from `gpu_rates`."),
         Field("nodes", "int", "nodes", True, "Nodes in the cluster.", bound=Bound.POSITIVE,
@@ -415,11 +416,14 @@ def schema_markdown() -> str:
            "The sheets of a `planner report` workbook "
            f"({', '.join(REPORT_SHEETS)}) are skipped, so that report is a scenario too, "
            "with one exception: a cell of an input sheet that is a formula referring to one "
-           "cell (the report writes `budgets` `gpu_hours` and project `weight` in `org` as "
-           f"`='{NEXT_QUARTER_SHEET}'!B12`) reads that cell's value, so next quarter's "
-           f"budgets and weights are edited on *{NEXT_QUARTER_SHEET}*; a workbook whose "
-           f"`budgets` or `org` cells differ from its *{NEXT_QUARTER_SHEET}* table is refused, "
-           "naming both cells.",
+           "cell reads that cell's value; the report writes `budgets` `gpu_hours` and project "
+           f"`weight` in `org` as `='{NEXT_QUARTER_SHEET}'!B12`, and those read the row of "
+           f"their own project on *{NEXT_QUARTER_SHEET}* (matched by id, never by position: "
+           "a row inserted or sorted moves no budget), so next quarter's budgets and weights "
+           f"are edited on *{NEXT_QUARTER_SHEET}*; a row there with a budget but no project, "
+           f"or a workbook whose `budgets` or `org` cells differ from its "
+           f"*{NEXT_QUARTER_SHEET}* table, is refused, naming the cells. Ids and names are at "
+           f"most {LIMITS['id_length']:,g} characters, without control characters.",
            "", f"## `{CONFIG_FILE}`", ""]
     out += _table_markdown(CONFIG, "key")
     for table in TABLES.values():

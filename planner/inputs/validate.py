@@ -568,8 +568,8 @@ def check_capacity(table: Parsed, sizes: Mapping[str, tuple[int, int]],
             problems.append(InputProblem(
                 table.label, row, "gpus",
                 f"{gpus:,g} GPUs, but cluster {cluster!r} has {nodes * gpn:,} ({nodes:,} nodes "
-                f"× {gpn}): no job holds more GPUs than its cluster; correct gpus, or the "
-                f"cluster's nodes in {clusters_label}"))
+                f"× {gpn}): no job holds more GPUs than its cluster; correct the job's GPUs, "
+                f"or the cluster's nodes in {clusters_label}"))
     return problems
 
 
