@@ -70,15 +70,37 @@ def _scalar_problem(value: Any) -> str | None:
     return None
 
 
+def _fine(value: Any, finite: bool) -> bool:
+    """Whether a parsed document is within bounds: one pass, no paths kept (the fast path)."""
+    if not isinstance(value, (dict, list)):
+        return not finite or _scalar_problem(value) is None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        for child in (node.values() if isinstance(node, dict) else node):
+            kind = type(child)
+            if kind is dict or kind is list:
+                if depth + 1 > MAX_DEPTH:
+                    return False
+                stack.append((child, depth + 1))
+            elif finite and (kind is float or kind is _NotFinite) and \
+                    _scalar_problem(child) is not None:
+                return False
+    return True
+
+
 def _walk(value: Any, finite: bool = True) -> tuple[str, tuple[object, ...]] | None:
     """The first thing wrong in a parsed document, and where: too deep, or not finite.
 
-    Iterative (a deep document must not exhaust the stack here either); visits each
-    container once. ``finite=False``: numbers are left to the caller (TOML's ``nan``,
-    which a model file's checks name by key).
+    Iterative (a deep document must not exhaust the stack here either); a document within
+    bounds is passed by :func:`_fine` alone, and only a wrong one walked again for the path.
+    ``finite=False``: numbers are left to the caller (TOML's ``nan``, which a model file's
+    checks name by key).
     """
+    if _fine(value, finite):
+        return None
     if not isinstance(value, (dict, list)):
-        problem = _scalar_problem(value) if finite else None
+        problem = _scalar_problem(value)
         return (problem, ()) if problem else None
     stack: list[tuple[Any, tuple[object, ...]]] = [(value, ())]
     while stack:
