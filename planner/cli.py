@@ -65,12 +65,17 @@ def suggestion(parser: argparse.ArgumentParser, message: str, argv: list[str] | 
         if token in inner:
             scope = inner[token]
     known = _options(scope)
+    words = list(argv or [])
+    literal = set(words[words.index("--") + 1:]) if "--" in words else set()
     hints = []
     for token in unknown.group(1).split():
-        if token.startswith("-"):
+        if token in literal:  # after --, no word is an option: suggesting one misleads
+            hints.append(f"{token!r} follows --, so it is an argument, not an option, and "
+                         "this command takes no more arguments")
+        elif token.startswith("-"):
             name = token.split("=", 1)[0]
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-            if close:
+            if close and close[0] != name:
                 hints.append(f"did you mean {close[0]} (not {name})?")
     return "; " + " ".join(hints) if hints else ""
 
@@ -354,7 +359,14 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             from planner.model.modelfile import model_files
             from planner.plan.write import write_files
 
-            written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
+            try:
+                written += write_files(Path(args.write_model),
+                                       model_files(built[-1].lp, "elastic"),
+                                       "free some space, fix the permissions or choose "
+                                       "another --write-model folder")
+            except InputError as error:
+                error.written = tuple(str(w) for w in written)  # the plan is written
+                raise
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)
@@ -423,9 +435,9 @@ def _export(args, console: Console) -> ExitCode:
         problems += bad
     applied = None
     if args.late and not problems:
-        from planner.exporters.kueue import read_set
+        from planner.exporters.set_in_force import read_set
 
-        applied, bad = read_set(Path(args.late))
+        applied, bad = read_set(Path(args.late), plan, scenario.org, allowed)
         problems += bad
     if problems:
         raise InputError(problems)
@@ -706,6 +718,10 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
         kept = (f"{state / 'current'} still points at {current.name}" if current
                 else "no plan is current")
         err.print(f"cycle failed, {kept}", markup=False, highlight=False, soft_wrap=True)
+        for ledger in error.written:
+            err.print(f"{ledger} took the ingest and keeps it (a job counts once: running the "
+                      "cycle again does not count it twice)", markup=False, highlight=False,
+                      soft_wrap=True)
         if isinstance(error, ApplyError):
             err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
             return int(ExitCode.FAILURE)
@@ -802,7 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         for problem in error.problems:
             err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
-        err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
+        done = (f"nothing else written (written before it: {', '.join(error.written)})"
+                if error.written else "nothing written")
+        err.print(f"{len(error.problems)} problem(s); {done}", markup=False, soft_wrap=True)
         return int(ExitCode.BAD_INPUT)
     except SolverError as error:
         err.print(f"error: {error}", markup=False, highlight=False)

@@ -279,6 +279,9 @@ def load_model(name_or_path: str | Path = "default") -> ModelConfig:
     except tomllib.TOMLDecodeError as err:
         raise InputError([InputProblem(label, toml_error_line(err), None,
                                        f"not valid TOML: {err}")]) from None
+    except RecursionError:
+        raise InputError([InputProblem(label, None, None, "not valid TOML: nested deeper "
+                                                          "than a model holds")]) from None
     problems: list[InputProblem] = []
     top: dict[str, Any] = {}
     for key, value in raw.items():

@@ -49,6 +49,7 @@ from planner.inputs.schema import (
     CONFIG_SHEET,
     LIST_SEPARATOR,
     NEXT_QUARTER_COLUMNS,
+    NEXT_QUARTER_LINKS,
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
@@ -689,7 +690,7 @@ def _input_value(kind: str, value: Any) -> Any:
 
 
 #: Input cells written as references to *Next quarter*: table → (key, column, its column).
-LINKED = {"budgets": ("project", "gpu_hours", "B"), "org": ("id", "weight", "C")}
+LINKED = {name: link[:3] for name, link in NEXT_QUARTER_LINKS.items()}
 
 
 def _scenario_sheets(book: Workbook, scenario: Scenario, links: dict[str, int]) -> None:

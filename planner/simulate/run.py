@@ -18,6 +18,7 @@ import pandas as pd
 
 from planner.config import MAX_RANDOM_SEED, ModelConfig, is_seed, load_model, with_seed
 from planner.errors import InputError, InputProblem
+from planner.exporters.common import spreadsheet_text
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
 from planner.simulate.kueue_replay import KueueReplayPolicy
@@ -135,7 +136,9 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     """Per job: first start, finish, wait, preemptions, lost GPU-hours (hours from start).
 
     A job that never started has an empty ``first_start``, ``never_started`` true and
-    its wait counted to the end of the replay (as the metrics count it).
+    its wait counted to the end of the replay (as the metrics count it). The file is for
+    people and their spreadsheets: an id that a spreadsheet would run as a formula is
+    written as text (:func:`planner.exporters.common.spreadsheet_text`).
     """
     start = scenario.config.quarter_start
     hour = pd.Timedelta(hours=1)
@@ -144,10 +147,13 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     def stamp(values: np.ndarray) -> list[str]:
         return ["" if np.isnan(v) else iso(start + v * hour) for v in values]
 
+    def text(column: str) -> list[str]:  # ids stay text in a spreadsheet (=HYPERLINK, @SUM)
+        return [spreadsheet_text(str(v)) for v in trace[column].tolist()]
+
     first = result.first_start
     frame = pd.DataFrame({
-        "job_id": trace["job_id"].to_numpy(), "project": trace["project"].to_numpy(),
-        "cluster": trace["cluster"].to_numpy(), "gpus": trace["gpus"].to_numpy(),
+        "job_id": text("job_id"), "project": text("project"),
+        "cluster": text("cluster"), "gpus": trace["gpus"].to_numpy(),
         "submit": stamp(submit), "first_start": stamp(first), "finish": stamp(result.finish),
         "wait_hours": np.round(np.where(np.isnan(first), result.hours, first) - submit, 6),
         "never_started": np.where(np.isnan(first), "true", "false"),
