@@ -128,3 +128,70 @@ def read_result(path: Path) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
     return body
+
+
+#: How a column's direction shows in a rendered table's header.
+ARROWS = {"lower": "↓", "higher": "↑"}
+
+
+def cell_text(value: Any) -> str:
+    """One value as a table cell: thousands separated, ``–`` for none, ``|`` escaped."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table_markdown(columns: Sequence[Mapping[str, str]],
+                   rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a Markdown table; a column that has a better direction shows its arrow."""
+    def head(column: Mapping[str, str]) -> str:
+        arrow = ARROWS.get(column.get("better", ""), "")
+        return cell_text(column["label"]) + (f" {arrow}" if arrow else "")
+
+    lines = ["| " + " | ".join(head(c) for c in columns) + " |",
+             "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell_text(r.get(c["key"])) for c in columns) + " |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def provenance_markdown(body: Mapping[str, Any]) -> str:
+    """Where a result file's figures come from: date, machine, commit and command."""
+    machine = body["machine"]
+    load = [f"{machine[k]:g}" for k in ("load_before", "load_after") if k in machine]
+    parts = [f"{machine.get('cores', '?')} cores",
+             *(["load average " + " → ".join(load)] if load else []),
+             f"Python {machine.get('python', '?')}",
+             *([f"HiGHS {machine['highspy']}"] if "highspy" in machine else []),
+             machine.get("platform", "")]
+    return ("| | |\n|---|---|\n"
+            f"| date | {cell_text(body['date'])} |\n"
+            f"| machine | {cell_text(', '.join(p for p in parts if p))} |\n"
+            f"| commit | `{cell_text(body['commit'])}` |\n"
+            f"| command | `{cell_text(body['command'])}` |\n")
+
+
+def result_markdown(body: Mapping[str, Any]) -> str:
+    """A whole result file as a Markdown page: title, what, the table, notes, provenance."""
+    directions = sorted({c["better"] for c in body["columns"] if c.get("better")})
+    legend = ", ".join(f"{ARROWS[d]} {d} is better" for d in directions)
+    out = [f"# {body['title']}", "", str(body["what"]), ""]
+    out += [table_markdown(body["columns"], body["rows"])]
+    if legend:
+        out += [f"*{legend}.*", ""]
+    if body.get("notes"):
+        out += ["**Notes**", ""] + [f"- {note}" for note in body["notes"]] + [""]
+    out += ["**Provenance** (written by `planner.results.write_result`; re-run the command "
+            "to measure again)", "", provenance_markdown(body),
+            f"Source: `benchmarks/results/{body['name']}.json`.", ""]
+    return "\n".join(out)
+
+
+def read_results(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every result file of ``folder`` (default ``benchmarks/results``), by name."""
+    folder = RESULTS_DIR if folder is None else folder
+    return [read_result(path) for path in sorted(folder.glob("*.json"))]
