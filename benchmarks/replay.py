@@ -56,24 +56,32 @@ FIGURES = (
 )
 
 
+def _rounded(value):
+    """Ratios and hours to three decimals (as the terminal table shows them), counts as is."""
+    return round(value, 3) if isinstance(value, float) else value
+
+
 def make_trace(args: argparse.Namespace) -> tuple[Path, Path, str, str]:
     """The trace file, its scenario, the result's name and the trace's description."""
-    planner = str(Path(sys.executable).parent / "planner")
+    def planner(*argv: str) -> None:
+        done = subprocess.run([str(Path(sys.executable).parent / "planner"), *argv],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(done.stderr)
+
     OUT.mkdir(parents=True, exist_ok=True)
     if args.trace == "synthetic":
         scenario = Path(args.scenario or SAMPLE)
         path = OUT / f"synthetic-{args.seed}-{args.jobs}.csv"
-        subprocess.run([planner, "trace", "synthetic", str(scenario), "--seed", str(args.seed),
-                        "--jobs", str(args.jobs), "--out", str(path)], check=True,
-                       capture_output=True)
+        planner("trace", "synthetic", str(scenario), "--seed", str(args.seed),
+                "--jobs", str(args.jobs), "--out", str(path))
         return (path, scenario, f"replay-synthetic-{args.jobs}",
                 f"the synthetic quarter of {args.jobs:,} jobs, seed {args.seed} (`planner "
                 f"trace synthetic --seed {args.seed} --jobs {args.jobs}`)")
     if args.trace == "philly":
         scenario = Path(args.scenario or PHILLY_SCENARIO)
         path = OUT / "philly.csv"
-        subprocess.run([planner, "trace", "philly", str(scenario), "--out", str(path)],
-                       check=True, capture_output=True)
+        planner("trace", "philly", str(scenario), "--out", str(path))
         return path, scenario, "replay-philly", "the Philly quarter (`planner trace philly`)"
     scenario = Path(args.scenario or SAMPLE)
     return Path(args.trace), scenario, f"replay-{Path(args.trace).stem}", f"`{args.trace}`"
@@ -99,7 +107,7 @@ def main() -> None:
         began_cpu = time.process_time()
         (run,) = simulate(scenario, trace, [policy])
         row = {"policy": policy}
-        row.update({key: run.metrics.summary[key] for key, _, _ in FIGURES})
+        row.update({key: _rounded(run.metrics.summary[key]) for key, _, _ in FIGURES})
         row.update({"cpu_s": round(time.process_time() - began_cpu, 1),
                     "wall_s": round(run.seconds, 1)})
         rows.append(row)
