@@ -195,3 +195,23 @@ def read_results(folder: Path | None = None) -> list[dict[str, Any]]:
     """Every result file of ``folder`` (default ``benchmarks/results``), by name."""
     folder = RESULTS_DIR if folder is None else folder
     return [read_result(path) for path in sorted(folder.glob("*.json"))]
+
+
+def results_index_markdown(bodies: Sequence[Mapping[str, Any]]) -> str:
+    """The Results section's front page: every result file, newest measurement first."""
+    out = ["# Results", "",
+           "Every measured figure in these docs comes from a result file, "
+           "`benchmarks/results/<name>.json`, written by the script that measured it "
+           "(`planner.results.write_result`, which records the date, the machine, the commit "
+           "and the command itself). The pages below are rendered from those files when the "
+           "site is built; nothing here is typed by hand. Re-run a page's command to measure "
+           "again: it rewrites the file. Arrows in a column's header say which direction is "
+           "better. The history of earlier measurements is in `CHANGELOG.md`.", "",
+           "| result | date | commit | command |", "|---|---|---|---|"]
+    for body in sorted(bodies, key=lambda b: b["date"], reverse=True):
+        out.append(f"| [{cell_text(body['title'])}]({body['name']}.md) | "
+                   f"{cell_text(body['date'][:10])} | `{cell_text(body['commit'])}` | "
+                   f"`{cell_text(body['command'])}` |")
+    if not bodies:
+        out.append("| (no result files yet) | | | |")
+    return "\n".join(out) + "\n"

@@ -3,7 +3,7 @@
 Used by the system tests (``tests/test_report.py``) and by ``make screenshots``, which
 writes the README's pictures::
 
-    .venv/bin/python -m planner.reports.screenshots --out docs
+    .venv/bin/python -m planner.reports.screenshots --out docs/images
 
 - :func:`soffice_convert`: LibreOffice headless ``--convert-to`` (``pdf``, or ``xlsx`` to
   get a copy with every formula recalculated). Each call gets its own ``HOME`` and user
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from planner.run import SAMPLE, plan_scenario
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs", help="folder for the PNGs (default docs)")
+    parser.add_argument("--out", default="docs/images", help="folder for the PNGs (default docs/images)")
     args = parser.parse_args(argv)
     missing = [t for t in ("soffice", "pdftoppm", "chromium") if shutil.which(t) is None]
     if missing:
