@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "are always placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
-                          "-names.csv (see models/README.md)")
+                          "-names.csv (see docs/explanation/model.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     validate.add_argument("--for", dest="targets", metavar="TARGETS",
@@ -237,7 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks; one table of results")
-    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
+    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")

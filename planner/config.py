@@ -6,7 +6,7 @@ installed anywhere finds them; ``--model FILE.toml`` reads a file of your own.
 A planning model holds the objective weights, the lookback kind, the time-slicing
 contract terms the executor must honour, and solver options. Unknown keys are an
 error, as are weights that would let a soft goal override a hard rule (see
-``models/README.md``, "Why the weights are ordered").
+``docs/explanation/model.md``, "Why the weights are ordered").
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
 
 
 def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
-    """Soft goals must never outweigh a hard rule (models/README.md, ordering)."""
+    """Soft goals must never outweigh a hard rule (docs/explanation/model.md, ordering)."""
     w = config.objective
     problems = []
     if w.opportunistic <= w.churn:

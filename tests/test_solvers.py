@@ -133,7 +133,7 @@ def test_names_are_safe_for_mps_and_lp_and_short_enough(tmp_path):
 
 
 def unsafe_key(text: str) -> str:
-    """The documented inverse of safe_key (models/README.md): '~' → '-', '#HH' → byte."""
+    """The documented inverse of safe_key (docs/explanation/model.md): '~' → '-', '#HH' → byte."""
     out, i = bytearray(), 0
     while i < len(text):
         if text[i] == "~":

@@ -1,7 +1,7 @@
 """Render the report with the tools leadership opens it in: LibreOffice and Chromium.
 
 Used by the system tests (``tests/test_report.py``) and by ``make screenshots``, which
-writes the README's pictures::
+writes the pictures of the front page and the docs::
 
     .venv/bin/python -m planner.reports.screenshots --out docs/images
 
@@ -100,7 +100,7 @@ def render(book: Path, page: Path, out_dir: Path, work: Path) -> tuple[Path, Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Plan the bundled sample and write the README's two screenshots."""
+    """Plan the bundled sample and write the two screenshots (docs/images)."""
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.reports.html import write_html

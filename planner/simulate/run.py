@@ -196,7 +196,7 @@ COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of dem
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
-    """The terminal/README table: a header and one row per policy."""
+    """The terminal table: a header and one row per policy."""
     header = ["policy"] + [label for _, label in COLUMNS] + (["seconds"] if seconds else [])
     rows = []
     for r in runs:
