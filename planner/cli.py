@@ -237,7 +237,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks; one table of results")
-    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (docs/how-to/run-sweeps-on-ray.md)")
+    sweep.add_argument("spec", metavar="SPEC.toml",
+                       help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     from planner.run import SAMPLE, plan_scenario
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/images", help="folder for the PNGs (default docs/images)")
+    parser.add_argument("--out", default="docs/images",
+                        help="folder for the PNGs (default docs/images)")
     args = parser.parse_args(argv)
     missing = [t for t in ("soffice", "pdftoppm", "chromium") if shutil.which(t) is None]
     if missing:
