@@ -72,8 +72,8 @@ gap tolerance, is polished cluster by cluster: all of one cluster's requests re-
 a sub-MIP, the other clusters' fixed (:data:`CLUSTER_SHARE` of a part's time given at
 least :data:`CLUSTER_MIN_PART_SECONDS`, before the swap search). The runs above improve a
 poor start quickly and then stall whatever the time; a whole cluster's sub-MIP moves all
-its requests against budgets fixed elsewhere, and from HiGHS's placement it gains where HiGHS's own branch and cut has
-stalled. Second pass (:func:`improve_reservation_model`, run by
+its requests against budgets fixed elsewhere, and from HiGHS's placement it gains where
+HiGHS's own branch and cut has stalled. Second pass (:func:`improve_reservation_model`, run by
 ``planner.model.solve`` in the time the elastic LP leaves): the open parts are polished
 again from their placements, by what each lacks of its bound.
 
