@@ -295,7 +295,7 @@ CBC_ENDINGS = {
 
 @pytest.mark.parametrize("case", sorted(CBC_ENDINGS))
 def test_cbc_log_is_read_for_status_objective_and_bound(case):
-    """The endings of real CBC 2.10 logs (this machine's runs above and in the README)."""
+    """The endings of real CBC 2.10 logs (this machine's runs above and earlier)."""
     log, is_mip, (status, objective, bound) = CBC_ENDINGS[case]
     got = read_cbc_log("Welcome to the CBC MILP Solver\n" + log, is_mip)
     assert got[0] is status
