@@ -159,6 +159,29 @@ def table_markdown(columns: Sequence[Mapping[str, str]],
     return "\n".join(lines) + "\n"
 
 
+def transposed_markdown(columns: Sequence[Mapping[str, str]],
+                        rows: Sequence[Mapping[str, Any]]) -> str:
+    """A wide table turned: one line per column (its arrow beside it), one column per row.
+
+    The first column's values (e.g. the policies) become the header, so a table of many
+    figures for a few cases reads down the page instead of off its edge.
+    """
+    first, rest = columns[0], columns[1:]
+    lines = ["| " + " | ".join([cell_text(first["label"])]
+                               + [cell_text(r.get(first["key"])) for r in rows]) + " |",
+             "|" + "---|" * (len(rows) + 1)]
+    for c in rest:
+        arrow = ARROWS.get(c.get("better", ""), "")
+        label = cell_text(c["label"]) + (f" {arrow}" if arrow else "")
+        lines.append("| " + " | ".join([label] + [cell_text(r.get(c["key"])) for r in rows])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: A table with more columns than this is rendered turned (:func:`transposed_markdown`).
+WIDE = 10
+
+
 def provenance_markdown(body: Mapping[str, Any]) -> str:
     """Where a result file's figures come from: date, machine, commit and command."""
     machine = body["machine"]
@@ -168,11 +191,10 @@ def provenance_markdown(body: Mapping[str, Any]) -> str:
              f"Python {machine.get('python', '?')}",
              *([f"HiGHS {machine['highspy']}"] if "highspy" in machine else []),
              machine.get("platform", "")]
-    return ("| | |\n|---|---|\n"
-            f"| date | {cell_text(body['date'])} |\n"
-            f"| machine | {cell_text(', '.join(p for p in parts if p))} |\n"
-            f"| commit | `{cell_text(body['commit'])}` |\n"
-            f"| command | `{cell_text(body['command'])}` |\n")
+    return (f"- **date**: {body['date']}\n"
+            f"- **machine**: {', '.join(p for p in parts if p)}\n"
+            f"- **commit**: `{body['commit']}`\n"
+            f"- **command**: `{body['command']}`\n")
 
 
 def result_markdown(body: Mapping[str, Any]) -> str:
@@ -180,7 +202,8 @@ def result_markdown(body: Mapping[str, Any]) -> str:
     directions = sorted({c["better"] for c in body["columns"] if c.get("better")})
     legend = ", ".join(f"{ARROWS[d]} {d} is better" for d in directions)
     out = [f"# {body['title']}", "", str(body["what"]), ""]
-    out += [table_markdown(body["columns"], body["rows"])]
+    wide = len(body["columns"]) > WIDE and body["rows"]
+    out += [(transposed_markdown if wide else table_markdown)(body["columns"], body["rows"])]
     if legend:
         out += [f"*{legend}.*", ""]
     if body.get("notes"):

@@ -239,3 +239,12 @@ def test_the_code_cites_the_docs_not_the_readme():
     cited = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "planner").rglob("*.py"))
              if "README" in p.read_text(encoding="utf-8")]
     assert cited == []
+
+
+def test_a_wide_result_is_rendered_turned_one_line_per_figure(tmp_path):
+    columns = [{"key": "policy", "label": "policy"}] + [
+        {"key": f"m{i}", "label": f"figure {i}", "better": "higher"} for i in range(12)]
+    rows = [{"policy": p, **{f"m{i}": i / 10 for i in range(12)}} for p in ("a", "b")]
+    write_result("wide", title="Wide", what="w", columns=columns, rows=rows, folder=tmp_path)
+    page = result_markdown(read_results(tmp_path)[0])
+    assert "| policy | a | b |" in page and "| figure 3 ↑ | 0.3 | 0.3 |" in page
