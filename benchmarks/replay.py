@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,39 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.paths import PHILLY_SCENARIO, SAMPLE  # noqa: E402
-from planner.results import load_now, table_markdown, write_result  # noqa: E402
-from planner.simulate.metrics import trace_figures  # noqa: E402
-from planner.simulate.run import POLICY_NAMES, simulate  # noqa: E402
+from planner.results import RESULTS_DIR, load_now, read_result, table_markdown  # noqa: E402
+from planner.simulate.run import POLICY_NAMES, simulate, write_replay_result  # noqa: E402
 from planner.simulate.trace import read_trace  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
-
-#: (metrics.json key, label, better): the figures of the docs' replay tables.
-FIGURES = (
-    ("occupancy", "occupancy", "higher"),
-    ("occupancy_of_demand", "occupancy of demand", "higher"),
-    ("delivered_over_owed_daily", "delivered ÷ owed, daily", "higher"),
-    ("delivered_over_owed_weekly", "delivered ÷ owed, weekly", "higher"),
-    ("delivered_over_owed_quarter", "delivered ÷ owed, quarter", "higher"),
-    ("worst_team_delivered_over_owed", "worst team (weekly)", "higher"),
-    ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %", "higher"),
-    ("budget_error_mean", "budget error mean", "lower"),
-    ("budget_error_floor_mean", "budget error floor (demand alone)", None),
-    ("budget_error_max", "budget error max", "lower"),
-    ("jain", "Jain (teams, weekly)", "higher"),
-    ("wait_p50_hours", "wait p50 h", "lower"),
-    ("wait_p90_hours", "wait p90 h", "lower"),
-    ("small_wait_p90_hours", "small (≤ 1 GPU) wait p90 h", "lower"),
-    ("preemptions", "preemptions", "lower"),
-    ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption", "lower"),
-    ("jobs_never_started", "jobs never started", "lower"),
-)
-
-
-def _rounded(value):
-    """Ratios and hours to three decimals (as the terminal table shows them), counts as is."""
-    return round(value, 3) if isinstance(value, float) else value
-
 
 def make_trace(args: argparse.Namespace) -> tuple[Path, Path, str, str]:
     """The trace file, its scenario, the result's name and the trace's description."""
@@ -102,34 +73,14 @@ def main() -> None:
     scenario = load_scenario(scenario_dir)
     trace = read_trace(path, scenario)
     load = load_now()
-    rows = []
+    runs = []
     for policy in args.policy.split(","):
-        began_cpu = time.process_time()
-        (run,) = simulate(scenario, trace, [policy])
-        row = {"policy": policy}
-        row.update({key: _rounded(run.metrics.summary[key]) for key, _, _ in FIGURES})
-        row.update({"cpu_s": round(time.process_time() - began_cpu, 1),
-                    "wall_s": round(run.seconds, 1)})
-        rows.append(row)
-        print(row, flush=True)
-    columns = [{"key": "policy", "label": "policy"}]
-    columns += [{"key": key, "label": label, **({"better": better} if better else {})}
-                for key, label, better in FIGURES]
-    columns += [{"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
-                {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"}]
-    figures = trace_figures(scenario, trace)
-    out = write_result(
-        args.name or name, title=f"Replay: {described.split(' (')[0]}", columns=columns,
-        rows=rows, load_before=load,
-        what=f"Each policy replays {described} on `{scenario_dir.name}` "
-             f"({len(trace):,} jobs), scored by `planner.simulate.metrics` (the definitions: "
-             "the Explanation page on replays). The figures are deterministic for the same "
-             "code, trace and HiGHS version; the seconds move with the machine's load.",
-        notes=[f"Of the trace alone, the same for every policy: owed {figures['owed_ngh']:,.0f} "
-               f"NGH, offered load {figures['offered_load']} × capacity, ideal occupancy "
-               f"{figures['ideal_occupancy']}, budget error floor (mean) "
-               f"{figures['budget_error_floor_mean']}."])
-    print(table_markdown(columns, rows), f"wrote {out}", sep="\n")
+        runs += simulate(scenario, trace, [policy])
+        print(policy, f"{runs[-1].seconds:.1f} s", flush=True)
+    out = write_replay_result(RESULTS_DIR / f"{args.name or name}.json", runs, scenario, trace,
+                              described, load_before=load)
+    body = read_result(out)
+    print(table_markdown(body["columns"], body["rows"]), f"wrote {out}", sep="\n")
 
 
 if __name__ == "__main__":

@@ -167,6 +167,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
                                "the trace's protected runtimes")
+    simulate.add_argument("--result", metavar="FILE.json",
+                          help="also write the figures as a result file (benchmarks/results/"
+                               "NAME.json: date, machine, commit and command recorded), "
+                               "which the docs' Results pages render")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -521,6 +525,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.plan.write import write_files
+    from planner.results import load_now
     from planner.simulate.run import (
         POLICY_NAMES,
         output_files,
@@ -528,6 +533,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         parse_seeds,
         simulate,
         table_rows,
+        write_replay_result,
     )
     from planner.simulate.trace import read_trace
 
@@ -537,6 +543,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
+    load = load_now()
     with err.status("replaying", spinner="dots") as status:
         runs = simulate(scenario, trace, names, status.update, model, seeds)
         status.update("writing metrics, pictures and jobs")
@@ -552,6 +559,20 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         table.add_row(name, *(row[i] for row in rows))
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    if args.result:
+        import shlex
+
+        # the command as given (the same whether run as a process or in-process)
+        command = shlex.join(["planner", "simulate", *([args.scenario] if args.scenario else []),
+                              "--trace", args.trace,
+                              *(["--policy", args.policy] if args.policy else []),
+                              *(["--seeds", args.seeds] if args.seeds else []),
+                              "--model", args.model, "--out", args.out,
+                              "--result", args.result])
+        path = write_replay_result(Path(args.result), runs, scenario, trace,
+                                   f"the trace `{Path(args.trace).name}`", command=command,
+                                   load_before=load)
+        console.print(f"wrote {path}", markup=False, highlight=False)
     return ExitCode.OK
 
 

@@ -248,3 +248,24 @@ def test_a_wide_result_is_rendered_turned_one_line_per_figure(tmp_path):
     write_result("wide", title="Wide", what="w", columns=columns, rows=rows, folder=tmp_path)
     page = result_markdown(read_results(tmp_path)[0])
     assert "| policy | a | b |" in page and "| figure 3 ↑ | 0.3 | 0.3 |" in page
+
+
+@pytest.mark.slow
+def test_planner_simulate_writes_a_result_file_the_docs_render(tmp_path):
+    from planner.cli import main
+
+    trace = tmp_path / "trace.csv"
+    assert main(["trace", "synthetic", str(ROOT / "data" / "sample"), "--seed", "3",
+                 "--jobs", "8000", "--out", str(trace)]) == 0
+    result = tmp_path / "results" / "replay-small.json"
+    assert main(["simulate", str(ROOT / "data" / "sample"), "--trace", str(trace),
+                 "--policy", "quota,priority", "--out", str(tmp_path / "sim"),
+                 "--result", str(result)]) == 0
+    (body,) = read_results(result.parent)
+    assert [r["policy"] for r in body["rows"]] == ["quota", "priority"]
+    metrics = json.loads((tmp_path / "sim" / "metrics.json").read_text())["policies"]
+    assert body["rows"][0]["occupancy"] == round(metrics["quota"]["occupancy"], 3)
+    assert body["rows"][1]["preemptions"] == metrics["priority"]["preemptions"]
+    assert body["command"].startswith("planner simulate ") and "--result" in body["command"]
+    page = result_markdown(body)
+    assert "occupancy ↑" in page and "budget error mean ↓" in page and "trace.csv" in page
