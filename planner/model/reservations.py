@@ -35,11 +35,9 @@ their bounds (each HiGHS's ``mip_dual_bound``) is a true bound of the whole prob
 (R4) is a fixed coefficient of each start (computed from demand alone), so the
 elastic displacement couples nothing here; the elastic LP of stage 2 sees the placed
 reservations. Splitting further, one cluster at a time, would have to relax the
-binding budget rows: measured on the 560-request case (one part of 8 clusters, 26
-binding budget rows of which 25 span clusters), per-cluster CP-SAT bounds add up to
-2.40 M with the rows dropped and 2.11 M with the LP's budget duals as Lagrange
-multipliers (Σ_k bound_k(μ) + Σ_p μ_p H_p), against 2.06 M for the part's own bound:
-true bounds both, but looser, so they are not used.
+binding budget rows: per-cluster bounds with the rows dropped, or with the LP's budget
+duals as Lagrange multipliers (Σ_k bound_k(μ) + Σ_p μ_p H_p), are true bounds but looser
+than the part's own, so they are not used.
 
 Warm start (:func:`warm_start`): every part starts from the best valid placement of
 a greedy one (largest first, best start that fits), the LP relaxation's starts
@@ -564,10 +562,8 @@ def cluster_polish(part: ReservationPart, placement: dict[str, int], deadline: f
     :data:`CLUSTER_ROUNDS` rounds, each sub-MIP at most :data:`CLUSTER_NODES` nodes and
     :data:`CLUSTER_SECONDS`. Where the runs of :func:`neighbourhoods` improve a poor start
     quickly, a whole cluster's sub-MIP improves a good one: it moves every request of a
-    cluster at once, against budgets fixed elsewhere. Measured on x10r10's three hardest
-    parts from their 6-second placements (gaps 3.42, 1.83, 1.84 %), 10 s more gave 1.65,
-    0.74 and 0.94 %, where the same time in the first pass's pipeline again (local
-    search by runs, HiGHS from the placement, swap search) gave 2.61, 1.37 and 1.88 %.
+    cluster at once, against budgets fixed elsewhere, and from a good placement gains
+    more than the same time spent on the first pass's pipeline again.
     """
     return improve_placement(part, deadline, threads, seed, cluster_neighbourhoods(part),
                              placement, CLUSTER_ROUNDS, CLUSTER_NODES, CLUSTER_SECONDS)

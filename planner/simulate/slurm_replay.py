@@ -140,8 +140,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
         # then cannot end inside it and never starts there, while every job whose limit
-        # reaches a future reservation stays off its nodes. Measured on an 8,000-job
-        # synthetic quarter: occupancy 0.205 with requests after a day, 0.946 without.
+        # reaches a future reservation stays off its nodes, so requests idle whole nodes.
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours)
         # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
