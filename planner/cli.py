@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "are always placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
-                          "-names.csv (see models/README.md)")
+                          "-names.csv (see docs/explanation/model.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     validate.add_argument("--for", dest="targets", metavar="TARGETS",
@@ -172,6 +172,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
                                "the trace's protected runtimes")
+    simulate.add_argument("--result", metavar="FILE.json",
+                          help="also write the figures as a result file (benchmarks/results/"
+                               "NAME.json: date, machine, commit and command recorded), "
+                               "which the docs' Results pages render")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -242,7 +246,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks; one table of results")
-    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
+    sweep.add_argument("spec", metavar="SPEC.toml",
+                       help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")
@@ -532,6 +537,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.plan.write import write_files
+    from planner.results import load_now
     from planner.simulate.run import (
         POLICY_NAMES,
         output_files,
@@ -539,6 +545,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         parse_seeds,
         simulate,
         table_rows,
+        write_replay_result,
     )
     from planner.simulate.trace import read_trace
 
@@ -548,6 +555,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
+    load = load_now()
     with err.status("replaying", spinner="dots") as status:
         runs = simulate(scenario, trace, names, status.update, model, seeds)
         status.update("writing metrics, pictures and jobs")
@@ -563,6 +571,20 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         table.add_row(name, *(row[i] for row in rows))
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    if args.result:
+        import shlex
+
+        # the command as given (the same whether run as a process or in-process)
+        command = shlex.join(["planner", "simulate", *([args.scenario] if args.scenario else []),
+                              "--trace", args.trace,
+                              *(["--policy", args.policy] if args.policy else []),
+                              *(["--seeds", args.seeds] if args.seeds else []),
+                              "--model", args.model, "--out", args.out,
+                              "--result", args.result])
+        path = write_replay_result(Path(args.result), runs, scenario, trace,
+                                   f"the trace `{Path(args.trace).name}`", command=command,
+                                   load_before=load)
+        console.print(f"wrote {path}", markup=False, highlight=False)
     return ExitCode.OK
 
 

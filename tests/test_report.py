@@ -466,7 +466,7 @@ def test_injected_formula_ids_stay_text(tmp_path):
 
 def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tmp_path):
     need("soffice", "pdftoppm",
-         why="LibreOffice recalculation, PDF conversion and the README's workbook picture")
+         why="LibreOffice recalculation, PDF conversion and the docs' workbook picture")
     from planner.reports.screenshots import png_size, soffice_convert
 
     scenario, plan, book, _ = sample
