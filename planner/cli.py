@@ -598,7 +598,7 @@ def _explain(args, console: Console) -> ExitCode:
 def _status(args, console: Console) -> ExitCode:
     from rich.text import Text
 
-    from planner.status import OVERRUN, UNUSED, plan_status, status_lines
+    from planner.status import OPPORTUNISTIC, OVERRUN, UNUSED, plan_status, status_lines
 
     plan, scenario, _ = _plan_for(args)
     status = plan_status(plan, scenario)
@@ -608,7 +608,8 @@ def _status(args, console: Console) -> ExitCode:
     lines = status_lines(status)
     styles = {2: "bold"}  # the header; a row's colour follows its risk flag
     for i, row in enumerate(status.rows, start=3):
-        styles[i] = "red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags else ""
+        styles[i] = ("red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags
+                     else "magenta" if OPPORTUNISTIC in row.flags else "")
     for i, line in enumerate(lines):  # colour only on a terminal: rich drops it when piped
         console.print(Text(line, style=styles.get(i, "")), soft_wrap=True)
     return ExitCode.OK
