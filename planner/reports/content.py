@@ -306,25 +306,35 @@ def _per_key(keys: pd.Series, values: np.ndarray, order: list[str]) -> np.ndarra
     return summed.reindex(order, fill_value=0.0).to_numpy(dtype=float)
 
 
+def project_weeks(plan: dict[str, Any], bins: tuple[Week, ...], granted: pd.DataFrame,
+                  ran: pd.DataFrame, projects: list[str]) -> dict[str, np.ndarray]:
+    """NGH per project and bin: ``actual``, ``planned`` and ``opportunistic``.
+
+    ``actual`` is usage, ``planned`` guaranteed + reserved grants, each (projects, bins)
+    in ``projects`` order. ``bins``: the quarter's weeks (:func:`weeks`) or any other
+    ``[start, end)`` runs.
+    """
+    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
+    charged = granted["kind"] != "opportunistic"
+    out = {}
+    for name, frame in (("actual", ran), ("planned", granted[charged]),
+                        ("opportunistic", granted[~charged])):
+        ngh = by_week(frame, bins) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
+        out[name] = _per_key(frame["project"], ngh, projects)
+    return out
+
+
 def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...],
            weeks_: tuple[Week, ...], granted: pd.DataFrame,
            ran: pd.DataFrame) -> tuple[AreaPace, ...]:
     """Spend per area by week in NGH: usage, then guaranteed + reserved, and opportunistic."""
     tree = scenario.tree
     area_of = {node: tree.ids[a] for node, a in zip(tree.ids, tree.area, strict=True)}
-
-    def area(node: str) -> str:
-        return area_of.get(node, node)
-
-    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     areas = [r.node for r in rows if r.depth == 0]
-    out = {}
-    charged = granted["kind"] != "opportunistic"
-    for name, frame in (("actual", ran),
-                        ("planned", granted[charged]),
-                        ("opportunistic", granted[~charged])):
-        ngh = by_week(frame, weeks_) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
-        out[name] = _per_key(frame["project"].map(area), ngh, areas)
+    projects = [b["project"] for b in plan["budgets"]]
+    by_project = project_weeks(plan, weeks_, granted, ran, projects)
+    keys = pd.Series([area_of.get(p, p) for p in projects])
+    out = {k: _per_key(keys, v, areas) for k, v in by_project.items()}
     budget = {r.node: r.budget for r in rows if r.depth == 0}
     return tuple(AreaPace(a, budget[a], *(tuple(float(x) for x in out[k][i])
                                          for k in ("actual", "planned", "opportunistic")))
