@@ -590,7 +590,7 @@ def _level_lines(levels: tuple[Level, ...], indent: str) -> list[str]:
                       else "")
             lines.append(f"{indent}  {mark} {s.node}: weight {s.weight:g}, asks "
                          f"{number(s.asked, 1)}{within}, lookback usage {number(s.usage, 1)}, "
-                         f"gets {number(s.grant, 1)}")
+                         f"fair share {number(s.grant, 1)}")
     return lines
 
 
@@ -619,7 +619,9 @@ def explanation_lines(ex: Explanation) -> list[str]:
                          f"planned {n(c.planned, 1)}; granted {n(c.granted_gpu_hours, 1)} "
                          f"GPU-hours this period; binds: {c.binding}")
         for cluster, levels in s.levels.items():
-            lines += ["", f"water-filling on {cluster} (NGH):", *_level_lines(levels, "  ")]
+            lines += ["", f"water-filling on {cluster} (NGH; fair shares, which the plan's "
+                          "grants may exceed with GPUs nobody else wants):",
+                      *_level_lines(levels, "  ")]
         return [*lines, "", NGH_DEFINITION]
     lines = head + [
         _budget_line(s.budget, s.used, s.planned, s.pace) + f"; {n(s.budget_left, 1)} left",
@@ -632,7 +634,9 @@ def explanation_lines(ex: Explanation) -> list[str]:
         lines += ["", f"{b.cluster}: demand {n(b.demand, 1)} GPU-hours, target "
                       f"{n(b.target, 1)}, guaranteed {n(b.guaranteed, 1)}, opportunistic "
                       f"{n(b.opportunistic, 1)}",
-                  f"  {b.kind}: {b.detail}", "  water-filling (NGH):",
+                  f"  {b.kind}: {b.detail}",
+                  "  water-filling (NGH; fair shares, which the plan's grants may exceed with "
+                  "GPUs nobody else wants):",
                   *_level_lines(b.levels, "    ")]
     for u in s.unplaced:
         when = u.earliest_start or "none this quarter"

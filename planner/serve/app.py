@@ -154,8 +154,19 @@ def environment() -> jinja2.Environment:
                              lstrip_blocks=True)
     env.globals.update(n=number, pct=percent, legend=RISKS, lam_words=water_level_words,
                        q=lambda text: quote(str(text), safe=""))
-    env.filters["when"] = lambda text: str(text).replace("T", " ").replace(":00Z", " UTC")
+    env.filters["when"] = when
     return env
+
+
+def when(text: Any) -> str:
+    """``2026-11-16 00:00 UTC`` for an ISO time (seconds shown only when not 0)."""
+    try:
+        stamp = pd.Timestamp(str(text))
+    except ValueError:
+        return str(text)
+    if stamp.tzinfo is not None:
+        stamp = stamp.tz_convert("UTC")
+    return stamp.strftime("%Y-%m-%d %H:%M:%S UTC" if stamp.second else "%Y-%m-%d %H:%M UTC")
 
 
 def _page(env: jinja2.Environment, request: Request, name: str, status: int = 200,
