@@ -36,7 +36,7 @@ from planner.reports.workbook import (
 from planner.run import SAMPLE, plan_scenario
 from planner.words import number, percent
 from tests.scenario_factory import write_scenario
-from tests.system import need
+from tests.system import need, need_font
 
 
 @pytest.fixture(scope="module")
@@ -161,23 +161,31 @@ def _sheet_frame(ws, rows: int) -> pd.DataFrame:
     return pd.DataFrame(data[1:], columns=data[0], index=range(1, rows + 1))
 
 
-def _pacing_frame(ws, weeks: int) -> pd.DataFrame:
-    """The Pacing sheet as a table by week (index 1..weeks), a column per row label.
+def _pacing_cells(ws, plan: dict, scenario) -> dict[str, int]:
+    """The Pacing sheet's row of each figure, by the names of _expected_pacing's columns.
 
-    The sheet runs weeks across (column B is week 1) and one figure a row (label in A).
+    The sheet runs weeks across (column B is week 1), one figure a row under a title row
+    per area and one for the institute; column A holds the figure's short name.
     """
-    rows = {}
-    for r in range(2, ws.max_row + 1):
-        label = ws.cell(r, 1).value
-        if isinstance(label, str) and ws.cell(r, 2).value is not None:
-            rows[label] = [ws.cell(r, 1 + w).value for w in range(1, weeks + 1)]
-    return pd.DataFrame(rows, index=range(1, weeks + 1))
+    from planner.reports.workbook import PACING_LABEL, pacing_rows
+
+    rows = pacing_rows(build_report(plan, scenario))
+    out = {}
+    for (area, name), r in rows.items():
+        if not name:
+            assert ws.cell(r, 1).value == area and ws.cell(r, 1).font.b  # the title row
+            continue
+        assert ws.cell(r, 1).value == PACING_LABEL.get(name, name)
+        out[f"{area} {name}" if area else name] = r
+    return out
 
 
-def _pacing_cells(ws) -> dict[str, int]:
-    """The Pacing sheet's row of each label (column A)."""
-    return {ws.cell(r, 1).value: r for r in range(2, ws.max_row + 1)
-            if isinstance(ws.cell(r, 1).value, str)}
+def _pacing_frame(ws, plan: dict, scenario) -> pd.DataFrame:
+    """The Pacing sheet as a table by week (index 1..weeks), a column per figure."""
+    weeks = len(_weeks(plan))
+    return pd.DataFrame({label: [ws.cell(r, 1 + w).value for w in range(1, weeks + 1)]
+                         for label, r in _pacing_cells(ws, plan, scenario).items()},
+                        index=range(1, weeks + 1))
 
 
 REF = re.compile(r"(?:'([^']+)'!)?\$?([A-Z]{1,3})\$?(\d+)(?::\$?([A-Z]{1,3})\$?(\d+))?")
@@ -318,9 +326,9 @@ def test_pacing_sheet_equals_usage_and_plan_week_by_week(sample):
     ws = wb[PACING]
     weeks = _weeks(plan)
     assert len(weeks) == 14  # 2026 Q4: 13 full weeks and Dec 31
-    sheet = _pacing_frame(ws, len(weeks))
+    sheet = _pacing_frame(ws, plan, scenario)
     want = _expected_pacing(plan, scenario)
-    row = _pacing_cells(ws)
+    row = _pacing_cells(ws, plan, scenario)
     assert set(want.columns) <= set(row)
     assert [ws.cell(1, 1 + w).value for w in range(1, len(weeks) + 1)] == [
         f"W{w} {lo:%m-%d}" for w, (lo, _) in enumerate(weeks, start=1)]
@@ -363,12 +371,12 @@ def test_pacing_sheet_equals_usage_and_plan_week_by_week(sample):
     assert isinstance(chart, LineChart)
     assert len(chart.series) == 2 * len(areas)  # cumulative and even pace per area
     referenced = [s.val.numRef.f for s in chart.series]
-    titles = [s.tx.strRef.f for s in chart.series]
+    titles = [s.tx.v for s in chart.series]
     for a in areas:
         for name in ("cumulative NGH", "even pace NGH"):
             r = row[f"{a} {name}"]
             assert f"'{PACING}'!$B${r}:${last}${r}" in referenced
-            assert f"'{PACING}'!$A${r}" in titles
+            assert f"{a} {name}" in titles
     assert ws.freeze_panes == "B2"
     assert ws.print_title_rows == "$1:$1" and ws.page_setup.orientation == "landscape"
     assert ws.cell(row[f"{areas[0]} spend NGH"], 2).number_format == "#,##0"
@@ -512,7 +520,7 @@ def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tm
         checked += 1
     assert checked == 16
     # Pacing: cumulative spend, even pace and institute columns, recalculated
-    sheet = _pacing_frame(wb[PACING], len(_weeks(plan)))
+    sheet = _pacing_frame(wb[PACING], plan, scenario)
     want = _expected_pacing(plan, scenario)
     for column in want.columns:
         assert sheet[column].to_numpy() == pytest.approx(want[column].to_numpy(), abs=1e-3), \
@@ -544,6 +552,53 @@ def test_libreoffice_prints_the_report_sheets_only_in_few_pages(sample, tmp_path
     assert "1899" not in text  # no number printed as a date
     for u in plan["unplaced"]:
         assert u["request_id"] in text
+
+
+def _word_heights(pdf, page: int) -> list[tuple[str, float]]:
+    """(word, height in pt) of each word pdftotext finds on a page of ``pdf``."""
+    import subprocess
+
+    html = subprocess.run(["pdftotext", "-f", str(page), "-l", str(page), "-bbox", str(pdf),
+                           "-"], capture_output=True, text=True, check=True).stdout
+    return [(w, float(y1) - float(y0)) for y0, y1, w in re.findall(
+        r'yMin="([0-9.]+)" xMax="[0-9.]+" yMax="([0-9.]+)">([^<]*)</word>', html)]
+
+
+def test_libreoffice_prints_the_pacing_sheet_one_page_wide_at_8_pt_or_more(sample, tmp_path):
+    # Letter landscape (LibreOffice's default paper here), fit to one page wide. The
+    # printed size of a word is its box height over the box height of an 11 pt word
+    # printed at 100 % (measured here, the same font): at least 8 pt for every word. In
+    # the workbook's font, Calibri, as Excel prints it: LibreOffice needs Carlito (its
+    # metric twin) for that, and with a wider stand-in (DejaVu Sans) prints at 7.1 pt.
+    need("soffice", "pdftotext", "pdfinfo", why="printing the Pacing sheet with LibreOffice")
+    need_font("Carlito", why="Calibri's metrics, so LibreOffice prints as Excel does")
+    import subprocess
+
+    from planner.reports.screenshots import soffice_convert
+
+    _, plan, book, _ = sample
+    reference = openpyxl.Workbook()
+    reference.active["A1"] = "W1 10-01 1,234,567"
+    reference.active.page_setup.scale = 100
+    reference.save(tmp_path / "ref.xlsx")
+    ref = soffice_convert(tmp_path / "ref.xlsx", tmp_path / "ref", "pdf")
+    eleven = max(h for _, h in _word_heights(ref, 1))
+    pdf = soffice_convert(book, tmp_path / "book", "pdf")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    weeks = [f"W{w}" for w in range(1, 15)]
+    found = []
+    for page in range(1, pages + 1):
+        words = _word_heights(pdf, page)
+        texts = [w for w, _ in words]
+        if "cumulative" in texts and "pace" in texts and "W1" in texts:
+            found.append(page)
+            assert all(w in texts for w in weeks), page  # all 14 weeks: one page wide
+            smallest = min(h for w, h in words if w in weeks or re.fullmatch(r"[\d,]+", w))
+            size = 11 * smallest / eleven
+            print(f"Pacing page {page}: figures printed at {size:.1f} pt")
+            assert size >= 8.0, size
+    assert found, "no page of the Pacing sheet"
 
 
 def _render_workbook_picture(book, out_dir):
@@ -597,8 +652,9 @@ def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
     ws = wb[PACING]
     weeks = _weeks(plan)
     want = _expected_pacing(plan, scenario)
-    row = _pacing_cells(ws)
-    assert ws.cell(row[f"{formula} spend NGH"], 1).data_type == "s"
+    row = _pacing_cells(ws, plan, scenario)
+    title = ws.cell(row[f"{formula} spend NGH"] - 1, 1)  # the area's title row: text
+    assert title.value == formula and title.data_type == "s"
     for name in want.columns:
         for w in range(1, len(weeks) + 1):
             got = _evaluate(wb, PACING, f"{get_column_letter(1 + w)}{row[name]}")

@@ -35,7 +35,6 @@ import pandas as pd
 from openpyxl import Workbook
 from openpyxl.cell.cell import Cell
 from openpyxl.chart import BarChart, LineChart, Reference, Series
-from openpyxl.chart.data_source import StrRef
 from openpyxl.chart.series import SeriesLabel
 from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Alignment, Font, PatternFill
@@ -344,16 +343,22 @@ PACING_WEEK_ROWS = ("start", "end", "basis", "quarter elapsed")
 PACING_PER_AREA = ("spend NGH", "cumulative NGH", "even pace NGH")
 PACING_TOTAL = ("institute spend NGH", "institute cumulative NGH", "institute even pace NGH",
                 "of which actual NGH", "opportunistic NGH (beyond budget)")
-PACING_LABEL_WIDTH = 26  # column A, characters (long area names wrap)
-PACING_WEEK_WIDTH = 10  # one column a week: 14 weeks fit a landscape page at >= 8 pt
-PACING_MARGIN = 0.4  # left and right page margins, inches
+#: what column A says for a figure, under its area's (or the institute's) title row
+PACING_LABEL = {"institute spend NGH": "spend NGH", "institute cumulative NGH": "cumulative NGH",
+                "institute even pace NGH": "even pace NGH", "of which actual NGH": "actual NGH",
+                "opportunistic NGH (beyond budget)": "opportunistic NGH"}
+INSTITUTE = "institute"
+PACING_LABEL_WIDTH = 16  # column A: the figures' short names ("cumulative NGH")
+PACING_WEEK_WIDTH = 7.5  # at least; wider when a figure needs it (see _pacing)
+PACING_MARGIN = 0.25  # left and right page margins, inches
 
 
 def pacing_rows(report: Report) -> dict[tuple[str, str], int]:
     """Row of each (area, figure) on the *Pacing* sheet; area "" for weeks and institute.
 
-    Weeks run across (column B is week 1), so the sheet is as wide for 40 areas as for 4
-    and prints one page wide at a legible size.
+    ``(area, "")`` is an area's title row, ``(INSTITUTE, "")`` the institute's. Weeks run
+    across (column B is week 1) and the figures' names are short, so the sheet is as wide
+    for 40 areas as for 4 and prints one page wide, landscape, at 8 pt or more.
     """
     at = {}
     row = 2
@@ -362,9 +367,13 @@ def pacing_rows(report: Report) -> dict[tuple[str, str], int]:
         row += 1
     for a in report.pacing:
         row += 1  # a blank row before each area
+        at[(a.area, "")] = row
+        row += 1
         for name in PACING_PER_AREA:
             at[(a.area, name)] = row
             row += 1
+    row += 1
+    at[(INSTITUTE, "")] = row
     row += 1
     for name in PACING_TOTAL:
         at[("", name)] = row
@@ -384,12 +393,15 @@ def _pacing(ws: Worksheet, report: Report) -> None:
     tree = budget_tree_rows(report)
     col = {w.number: get_column_letter(1 + w.number) for w in weeks}
     for (area, name), r in at.items():
-        put(ws, r, 1, f"{area} {name}" if area else name).alignment = Alignment(wrap_text=True)
+        if name:
+            put(ws, r, 1, PACING_LABEL.get(name, name)).alignment = Alignment(vertical="top")
+        else:  # a title row: the area's name runs on over the empty week cells
+            put(ws, r, 1, area).font = BOLD
     elapsed = at[("", "quarter elapsed")]
     for w in weeks:
         j, c = 1 + w.number, col[w.number]
-        put(ws, at[("", "start")], j, w.start, "yyyy-mm-dd")
-        put(ws, at[("", "end")], j, w.end, "yyyy-mm-dd")
+        put(ws, at[("", "start")], j, w.start, "mm-dd")
+        put(ws, at[("", "end")], j, w.end, "mm-dd")
         basis = put(ws, at[("", "basis")], j, w.basis)
         basis.alignment = Alignment(wrap_text=True, vertical="top")
         if BASIS_FILL[w.basis]:
@@ -413,7 +425,7 @@ def _pacing(ws: Worksheet, report: Report) -> None:
             sum(a.actual[w.number - 1] for a in report.pacing), NGH)
         put(ws, at[("", PACING_TOTAL[4])], j,
             sum(a.opportunistic[w.number - 1] for a in report.pacing), NGH)
-    ws.row_dimensions[at[("", "basis")]].height = 30
+    ws.row_dimensions[at[("", "basis")]].height = 45  # "actual, then planned": 3 lines
     last = max(at.values())
     as_of = _stamp(report.plan["as_of"]).strftime("%Y-%m-%d")
     notes = [
@@ -442,7 +454,7 @@ def _pacing(ws: Worksheet, report: Report) -> None:
             series = Series(Reference(ws, min_col=2, max_col=1 + len(weeks), min_row=r,
                                       max_row=r),
                             title=None)
-            series.tx = SeriesLabel(strRef=StrRef(f"'{PACING}'!$A${r}"))
+            series.tx = SeriesLabel(v=f"{a.area} {name}")
             series.graphicalProperties.line.solidFill = color
             series.graphicalProperties.line.width = 22000 if dash is None else 15000
             if dash:
@@ -456,7 +468,13 @@ def _pacing(ws: Worksheet, report: Report) -> None:
     ws.add_chart(chart, f"A{last + len(notes) + 3}")
 
     ws.freeze_panes = "B2"
-    widths(ws, [PACING_LABEL_WIDTH] + [PACING_WEEK_WIDTH] * len(weeks))
+    # wide enough for the largest figure (the institute's budget), no wider: in the
+    # workbook's font (Calibri 11), 14 weeks of "4,723,973" and the labels print one
+    # landscape page wide at about 10 pt
+    largest = max([1.0, sum(a.budget for a in report.pacing),
+                   sum(a.cumulative[-1] for a in report.pacing if a.cumulative)])
+    week_width = max(PACING_WEEK_WIDTH, len(f"{largest:,.0f}") + 0.5)
+    widths(ws, [PACING_LABEL_WIDTH] + [week_width] * len(weeks))
     ws.print_title_rows = "1:1"
     ws.print_title_cols = "A:A"
     _landscape(ws)
