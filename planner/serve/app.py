@@ -26,6 +26,7 @@ import json
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from planner.words import RISKS, legend_lines, number, percent, water_level_word
 
 TEMPLATES = ("planner", "templates/serve")
 MAX_GPUS = 100_000  # the largest N the start-by form accepts
+PAGE_CACHE = 512  # rendered pages of the plan in force kept (its figures never change)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
                                "img-src 'self' data:; form-action 'self'; "
@@ -55,6 +57,35 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+
+
+class PageCache:
+    """Responses of the plan in force by (plan, prefix, path, query), at most ``size``.
+
+    The least recently used go first. A plan's pages never change; a new plan has a new name.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, ...], Response] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> Response | None:
+        """The response kept under ``key``, or None."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, ...], response: Response) -> None:
+        """Keep a successful response (errors are not kept)."""
+        if response.status_code != 200:
+            return
+        with self._lock:
+            self._items[key] = response
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 class Live:
@@ -69,6 +100,7 @@ class Live:
         self._lock = threading.Lock()
         self._cycles: tuple[tuple[Any, ...], tuple[Kept, ...], list[dict]] | None = None
         self._changes: dict[str, Any] = {}
+        self.pages = PageCache(PAGE_CACHE)
 
     # ------------------------------------------------------------------ the plan in force
 
@@ -216,7 +248,14 @@ def create_app(state: Path | str) -> Starlette:
                     return _json({"error": why}, 503)
                 return _page(env, request, "error.html.j2", 503, title="No plan to show",
                              message=why)
-            return render(request, view)
+            key = (view.name, request.scope.get("root_path", ""), request.url.path,
+                   request.url.query)
+            cached = live.pages.get(key)
+            if cached is not None:
+                return cached
+            response = render(request, view)
+            live.pages.put(key, response)
+            return response
         return endpoint
 
     def org(request: Request, view: CycleView) -> Response:
