@@ -40,7 +40,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from planner.serve import svg
-from planner.serve.metrics import exposition
+from planner.serve.metrics import cycle_exposition, plan_exposition
 from planner.serve.state import Kept, current_name, kept_cycles, link_stamp, log_stamp, runs
 from planner.serve.views import CycleView, changes
 from planner.words import RISKS, legend_lines, number, percent, water_level_words
@@ -163,17 +163,18 @@ class Live:
                                                       if previous else None))
         return self._changes[kept.name]
 
-    def metrics_source(self) -> tuple[CycleView | None, list[dict[str, Any]], float | None]:
-        """What :func:`planner.serve.metrics.exposition` reads."""
+    def metrics(self) -> bytes:
+        """The ``/metrics`` text: the plan's families (kept per plan), then the run log's."""
         view = self.current()
         _, moved = link_stamp(self.state)
-        return view, self.cycles()[1], moved
+        plan = view.metrics_text if view is not None and view.usable else plan_exposition(None)
+        return plan + cycle_exposition(self.cycles()[1], moved)
 
 
 def warm(view: CycleView) -> None:
     """Compute what every page needs before the view is swapped in."""
     _ = view.lines, view.verdict, view._spend, view._daily, view._entitled, view._running_on
-    _ = view.context
+    _ = view.context, view.metrics_text
 
 
 # --------------------------------------------------------------------------- rendering
@@ -318,7 +319,7 @@ def create_app(state: Path | str) -> Starlette:
                      current=current_name(live.state))
 
     def metrics(request: Request) -> Response:
-        return Response(exposition(live.metrics_source),
+        return Response(live.metrics(),
                         media_type="text/plain; version=0.0.4; charset=utf-8",
                         headers=SECURITY_HEADERS)
 

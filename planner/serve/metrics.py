@@ -12,6 +12,9 @@ rate): budget, used, planned, forecast, opportunistic planned, even pace by now,
 series per risk flag (1 when it carries the flag). Per cycle: the last run's time,
 status, wall and CPU seconds, the last success's time, the count of runs by status, and
 the plan's as_of, solver gap and unplaced reservations.
+
+The plan's families are written once per plan in force (:func:`plan_exposition`, kept by
+the app); the run log's on every scrape (:func:`cycle_exposition`).
 """
 
 from __future__ import annotations
@@ -91,73 +94,87 @@ def _unix(text: str) -> float:
     return pd.Timestamp(text).timestamp()
 
 
-class PlanCollector(Collector):
-    """Collects from ``source()``: ``(view or None, run records, current's mtime)``."""
+PLAN_FAMILIES = tuple(name for name in FAMILIES if not name.startswith("cycle_"))
+CYCLE_FAMILIES = tuple(name for name in FAMILIES if name.startswith("cycle_"))
 
-    def __init__(self, source: Any) -> None:
-        self.source = source
+
+class _Families(Collector):
+    """Yields the families ``fill`` adds samples to (only ``names``)."""
+
+    def __init__(self, names: tuple[str, ...], fill: Any) -> None:
+        self.names, self.fill = names, fill
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        """The families of the plan in force and of the run log."""
-        view, records, moved = self.source()
-        fam = {name: _family(name) for name in FAMILIES}
-        if view is not None and view.usable:
-            self._plan(view, fam)
-        last = records[-1] if records else None
-        if last is not None:
-            fam["cycle_last_run_timestamp_seconds"].add_metric([], _unix(last["finished"]))
-            for status in STATUSES:
-                fam["cycle_last_status"].add_metric([status],
-                                                    1.0 if last["status"] == status else 0.0)
-            fam["cycle_last_duration_seconds"].add_metric([], float(last.get("seconds", 0)))
-            fam["cycle_last_cpu_seconds"].add_metric([], float(last.get("cpu_seconds", 0)))
-        ok = [r for r in records if r.get("status") == "succeeded"]
-        success = _unix(ok[-1]["finished"]) if ok else moved
-        if success is not None:
-            fam["cycle_last_success_timestamp_seconds"].add_metric([], success)
-        for status in STATUSES:
-            fam["cycle_runs"].add_metric([status],
-                                         sum(r.get("status") == status for r in records))
+        """The families, filled."""
+        fam = {name: _family(name) for name in self.names}
+        self.fill(fam)
         yield from fam.values()
 
-    @staticmethod
-    def _plan(view: Any, fam: dict[str, Any]) -> None:
-        plan, tree = view.plan, view.scenario.tree
-        area = {p: tree.path(p)[0] for p in tree.leaves}
-        team = {p: tree.path(p)[-2] if len(tree.path(p)) > 1 else "" for p in tree.leaves}
-        running = view._running_on
-        cells = view.quotas_now()
-        on = {(project, cluster) for project, held in running.items() for cluster in held}
-        for (p, c) in sorted(set(cells) | on):
-            g, o, r = cells.get((p, c), (0.0, 0.0, 0.0))
-            labels = [p, c, area.get(p, "")]
-            fam["granted_gpus"].add_metric(labels, g + o + r)
-            fam["entitled_gpus"].add_metric(labels, g + r)
-            fam["running_gpus"].add_metric(labels, running.get(p, {}).get(c, 0.0))
-        for row in view.status.rows:
-            p = row.project
-            labels = [p, area.get(p, ""), team.get(p, "")]
-            for name, value in (("budget_ngh", row.budget), ("used_ngh", row.used),
-                                ("planned_ngh", row.planned), ("forecast_ngh", row.forecast),
-                                ("opportunistic_planned_ngh", row.planned_opportunistic),
-                                ("even_pace_ngh", view.line_of[p].pace)):
-                fam[name].add_metric(labels, value)
-            for flag in PROJECT_RISKS:
-                fam["risk"].add_metric([*labels, flag], 1.0 if flag in row.flags else 0.0)
-        for c in plan["clusters"]:
-            fam["cluster_gpus"].add_metric([c["cluster"], c["gpu_type"]],
-                                           c["nodes"] * c["gpus_per_node"])
-        solver = plan["solver"]
-        fam["plan_as_of_timestamp_seconds"].add_metric([], _unix(plan["as_of"]))
-        fam["plan_mip_gap"].add_metric([], float(solver["mip_gap"]))
-        fam["plan_unplaced_reservations"].add_metric([], len(plan["unplaced"]))
-        fam["plan_info"].add_metric([view.name, plan["model"], solver["name"],
-                                     solver["status"]], 1.0)
-        fam["quarter_elapsed_ratio"].add_metric([], view.elapsed)
 
-
-def exposition(source: Any) -> bytes:
-    """The ``/metrics`` text for ``source`` (see :class:`PlanCollector`)."""
+def _text(names: tuple[str, ...], fill: Any) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(PlanCollector(source))
+    registry.register(_Families(names, fill))
     return generate_latest(registry)
+
+
+def plan_exposition(view: Any) -> bytes:
+    """The families of the plan in force (the same for as long as it is in force)."""
+    return _text(PLAN_FAMILIES, lambda fam: _plan(view, fam) if view is not None
+                 and view.usable else None)
+
+
+def cycle_exposition(records: list[dict[str, Any]], moved: float | None) -> bytes:
+    """The families of the run log (``cycles.jsonl``) and of ``current``'s last move."""
+    return _text(CYCLE_FAMILIES, lambda fam: _cycles(records, moved, fam))
+
+
+def _cycles(records: list[dict[str, Any]], moved: float | None, fam: dict[str, Any]) -> None:
+    last = records[-1] if records else None
+    if last is not None:
+        fam["cycle_last_run_timestamp_seconds"].add_metric([], _unix(last["finished"]))
+        for status in STATUSES:
+            fam["cycle_last_status"].add_metric([status],
+                                                1.0 if last["status"] == status else 0.0)
+        fam["cycle_last_duration_seconds"].add_metric([], float(last.get("seconds", 0)))
+        fam["cycle_last_cpu_seconds"].add_metric([], float(last.get("cpu_seconds", 0)))
+    ok = [r for r in records if r.get("status") == "succeeded"]
+    success = _unix(ok[-1]["finished"]) if ok else moved
+    if success is not None:
+        fam["cycle_last_success_timestamp_seconds"].add_metric([], success)
+    for status in STATUSES:
+        fam["cycle_runs"].add_metric([status], sum(r.get("status") == status for r in records))
+
+
+def _plan(view: Any, fam: dict[str, Any]) -> None:
+    plan, tree = view.plan, view.scenario.tree
+    area = {p: tree.path(p)[0] for p in tree.leaves}
+    team = {p: tree.path(p)[-2] if len(tree.path(p)) > 1 else "" for p in tree.leaves}
+    running = view._running_on
+    cells = view.quotas_now()
+    on = {(project, cluster) for project, held in running.items() for cluster in held}
+    for (p, c) in sorted(set(cells) | on):
+        g, o, r = cells.get((p, c), (0.0, 0.0, 0.0))
+        labels = [p, c, area.get(p, "")]
+        fam["granted_gpus"].add_metric(labels, g + o + r)
+        fam["entitled_gpus"].add_metric(labels, g + r)
+        fam["running_gpus"].add_metric(labels, running.get(p, {}).get(c, 0.0))
+    for row in view.status.rows:
+        p = row.project
+        labels = [p, area.get(p, ""), team.get(p, "")]
+        for name, value in (("budget_ngh", row.budget), ("used_ngh", row.used),
+                            ("planned_ngh", row.planned), ("forecast_ngh", row.forecast),
+                            ("opportunistic_planned_ngh", row.planned_opportunistic),
+                            ("even_pace_ngh", view.line_of[p].pace)):
+            fam[name].add_metric(labels, value)
+        for flag in PROJECT_RISKS:
+            fam["risk"].add_metric([*labels, flag], 1.0 if flag in row.flags else 0.0)
+    for c in plan["clusters"]:
+        fam["cluster_gpus"].add_metric([c["cluster"], c["gpu_type"]],
+                                       c["nodes"] * c["gpus_per_node"])
+    solver = plan["solver"]
+    fam["plan_as_of_timestamp_seconds"].add_metric([], _unix(plan["as_of"]))
+    fam["plan_mip_gap"].add_metric([], float(solver["mip_gap"]))
+    fam["plan_unplaced_reservations"].add_metric([], len(plan["unplaced"]))
+    fam["plan_info"].add_metric([view.name, plan["model"], solver["name"], solver["status"]],
+                                1.0)
+    fam["quarter_elapsed_ratio"].add_metric([], view.elapsed)

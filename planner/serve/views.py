@@ -223,6 +223,13 @@ class CycleView:
                 "opportunistic": [float(x) for x in self._daily["opportunistic"][j]],
                 "as_of": pd.Timestamp(self.plan["as_of"])}
 
+    @cached_property
+    def metrics_text(self) -> bytes:
+        """The plan's families of ``/metrics`` (:func:`planner.serve.metrics.plan_exposition`)."""
+        from planner.serve.metrics import plan_exposition
+
+        return plan_exposition(self)
+
     # ------------------------------------------------------------------ explanations
 
     @cached_property
