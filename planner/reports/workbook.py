@@ -66,11 +66,12 @@ SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT, WHY = REPORT_S
 NGH = "#,##0"
 PCT = "0.0%"
 DATE = "yyyy-mm-dd hh:mm"
-BOLD = Font(bold=True)
+FONT = "Calibri"  # the workbook's font, named: a bold font without a name prints as a serif
+BOLD = Font(name=FONT, bold=True)
 MAX_INDENT = 250  # Excel's cell indent stops at 255
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
 HEADER_ALIGN = Alignment(wrap_text=True, vertical="bottom")
-TITLE = Font(bold=True, size=14)
+TITLE = Font(name=FONT, bold=True, size=14)
 BASIS_FILL = {"actual": None, "actual, then planned": PatternFill("solid", fgColor="FFF2CC"),
               "planned": PatternFill("solid", fgColor="E2EFDA")}
 AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377C2",
@@ -200,7 +201,7 @@ def _periods_text(plan: dict[str, Any]) -> str:
 def _summary(ws: Worksheet, report: Report) -> None:
     plan = report.plan
     put(ws, 1, 1, f"Quarterly GPU report: {report.quarter}").font = TITLE
-    for row, text, font in ((2, report_verdict(report), Font(bold=True, size=12)),
+    for row, text, font in ((2, report_verdict(report), Font(name=FONT, bold=True, size=12)),
                             (3, ngh_definition(plan_rates(plan)) + ".", None)):
         cell = put(ws, row, 1, text)
         cell.alignment = Alignment(wrap_text=True, vertical="top")
@@ -279,8 +280,11 @@ def _summary(ws: Worksheet, report: Report) -> None:
     put(ws, row, 1, "Headline risks").font = BOLD
     for term in RISKS:  # the legend: one vocabulary, as planner status prints it
         row += 1
-        put(ws, row, 1, term.name).font = BOLD
-        put(ws, row, 2, term.meaning)
+        flag = put(ws, row, 1, term.name)
+        flag.font, flag.alignment = BOLD, Alignment(vertical="top")
+        put(ws, row, 2, term.meaning).alignment = Alignment(wrap_text=True, vertical="top")
+        ws.merge_cells(start_row=row, start_column=2, end_row=row, end_column=7)
+        ws.row_dimensions[row].height = 15 * (1 + len(term.meaning) // 95)
     row += 2
     header(ws, row, ["risk", "project / request", "detail"])
     for i, risk in enumerate(report.risks, start=row + 1):
