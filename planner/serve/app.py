@@ -17,7 +17,8 @@ in the plan's own dictionaries, cycle names in the listing of ``DIR/plans``
 
 The plan in force reloads when ``current`` moves: each request compares the link with
 the one loaded (a ``readlink``); a new view is built in a thread and swapped in when
-ready, the old one serving meanwhile.
+ready, the old one serving meanwhile. Once swapped in, a thread explains every area, team
+and project of the new plan (``/healthz`` counts them), so pages do not wait for that.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class Live:
         self._cycles: tuple[tuple[Any, ...], tuple[Kept, ...], list[dict]] | None = None
         self._changes: dict[str, Any] = {}
         self.pages = PageCache(PAGE_CACHE)
+        self._stop: threading.Event | None = None
 
     # ------------------------------------------------------------------ the plan in force
 
@@ -128,7 +130,13 @@ class Live:
             view, error = None, f"the plan in force could not be read: {exc}"
         with self._lock:
             if view is not None or error:
+                if self._stop is not None:
+                    self._stop.set()  # the plan it explained is no longer in force
                 self.view, self.error = view, error
+                if view is not None and view.usable:
+                    self._stop = threading.Event()
+                    threading.Thread(target=view.explain_all, args=(self._stop,),
+                                     daemon=True).start()
             self.loaded_link = link
             self.loading = False
 
@@ -328,7 +336,9 @@ def create_app(state: Path | str) -> Starlette:
         ok = view is not None and view.usable
         return _json({"ok": ok, "current": current_name(live.state),
                       "loaded": view.name if view is not None else None,
-                      "loading": live.loading, "problem": None if ok else (
+                      "loading": live.loading,
+                      "explained": [view.explained, len(view.lines)] if ok else None,
+                      "problem": None if ok else (
                           view.problem if view is not None else live.error)},
                      200 if ok else 503)
 

@@ -244,6 +244,21 @@ class CycleView:
             return None
         return build_context(self.plan, self.scenario, model)
 
+    def explain_all(self, stop: threading.Event | None = None) -> None:
+        """Explain every area, team and project now: ``stop`` ends it early.
+
+        The app runs it in the background after a load, so that no page waits for it.
+        """
+        for line in self.lines:
+            if stop is not None and stop.is_set():
+                return
+            self.explanation(line.node)
+
+    @property
+    def explained(self) -> int:
+        """How many nodes are explained already."""
+        return len(self._explained)
+
     def explanation(self, node: str) -> Any:
         """``planner explain NODE`` for the plan's first period (cached), or None."""
         from planner.explain import explain
