@@ -472,7 +472,8 @@ def _unplaced(ctx: Context, project: str) -> tuple[Unplaced, ...]:
 def _pace(ctx: Context, budget: float) -> float:
     plan = ctx.plan
     start, end = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["quarter_end"])
-    return budget * (pd.Timestamp(plan["as_of"]) - start) / (end - start)
+    # the share first: budget × a Timedelta overflows int64 above ~5 M NGH
+    return budget * ((pd.Timestamp(plan["as_of"]) - start) / (end - start))
 
 
 def explain_project(ctx: Context, project: str) -> ProjectWhy:

@@ -115,6 +115,17 @@ def test_a_team_sums_its_children(fair):
     assert lines[-1].startswith("NGH (normalized GPU-hours) = GPU-hours × ")
 
 
+def test_even_pace_of_a_team_with_a_budget_of_hundreds_of_millions():
+    # budget × (as_of − quarter start) as a Timedelta overflowed int64 above ~5 M NGH
+    # (planner explain of a large area crashed): the share first. The tiny quarter runs
+    # 10-01 → 11-03 (33 days), as of 11-02: pace = 2e8 × 32 / 33.
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND, usage=USAGE,
+                  budgets=[("a1", 1e8), ("a2", 1e8), ("b1", 1e8)])
+    ctx = build_context(plan_scenario(sc, MODEL).plan.body, sc, MODEL)
+    why = explain(ctx, "A").subject
+    assert why.budget == 2e8 and why.pace == pytest.approx(2e8 * 32 / 33, rel=1e-9)
+
+
 @pytest.mark.parametrize("capacity, demand, weight, offset, expected", [
     (10.0, [4.0, 8.0], [1.0, 1.0], [0.0, 0.0], 6.0),     # 4 capped, 6 to the other
     (12.0, [4.0, 8.0], [1.0, 1.0], [0.0, 0.0], None),    # everything fits
