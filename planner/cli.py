@@ -243,6 +243,17 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
+    serve = sub.add_parser("serve", help="a read-only web dashboard and Prometheus /metrics "
+                                         "over a planner cycle state folder")
+    serve.add_argument("--state", required=True, metavar="DIR",
+                       help="the state folder planner cycle writes (DIR/plans, DIR/current)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only; put "
+                            "a site's auth proxy in front to share it)")
+    serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    serve.add_argument("--root-path", dest="root_path", default="",
+                       help="URL prefix a reverse proxy serves it under (e.g. /gpu-plan); "
+                            "links are made under it")
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks; one table of results")
@@ -632,7 +643,7 @@ def _explain(args, console: Console) -> ExitCode:
 def _status(args, console: Console) -> ExitCode:
     from rich.text import Text
 
-    from planner.status import OVERRUN, UNUSED, plan_status, status_lines
+    from planner.status import OPPORTUNISTIC, OVERRUN, UNUSED, plan_status, status_lines
 
     plan, scenario, _ = _plan_for(args)
     status = plan_status(plan, scenario)
@@ -642,7 +653,8 @@ def _status(args, console: Console) -> ExitCode:
     lines = status_lines(status)
     styles = {2: "bold"}  # the header; a row's colour follows its risk flag
     for i, row in enumerate(status.rows, start=3):
-        styles[i] = "red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags else ""
+        styles[i] = ("red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags
+                     else "magenta" if OPPORTUNISTIC in row.flags else "")
     for i, line in enumerate(lines):  # colour only on a terminal: rich drops it when piped
         console.print(Text(line, style=styles.get(i, "")), soft_wrap=True)
     return ExitCode.OK
@@ -761,6 +773,30 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _serve(args, console: Console, err: Console) -> ExitCode:
+    from planner.serve.app import serve
+    from planner.serve.state import current_name
+
+    state = Path(args.state)
+    if not state.is_dir():
+        raise InputError([InputProblem("--state", None, None,
+                                       f"{args.state!r} is not a folder; pass the state folder "
+                                       "planner cycle --state writes")])
+    if not 0 < args.port < 65536:
+        raise InputError([InputProblem("--port", None, None,
+                                       f"must be 1 to 65535, got {args.port}")])
+    if args.root_path and (not args.root_path.startswith("/") or args.root_path.endswith("/")):
+        raise InputError([InputProblem("--root-path", None, None,
+                                       f"{args.root_path!r}: give a prefix like /gpu-plan "
+                                       "(a leading /, no trailing /)")])
+    if current_name(state) is None:
+        err.print(f"warning: {state / 'current'} points at no kept plan yet; the pages say so "
+                  "until planner cycle makes one", markup=False, highlight=False)
+    serve(state, args.host, args.port, args.root_path,
+          ready=lambda text: console.print(text, markup=False, highlight=False))
+    return ExitCode.OK
+
+
 def _sweep(args, console: Console, err: Console) -> ExitCode:
     import os
 
@@ -834,6 +870,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_status(args, console))
         if args.command == "cycle":
             return int(_cycle(args, console, err))
+        if args.command == "serve":
+            return int(_serve(args, console, err))
         if args.command == "sweep":
             return int(_sweep(args, console, err))
         return int(_validate(args, console))
