@@ -129,8 +129,6 @@ def pending_gangs(path: Path, clusters: Iterable[Mapping[str, Any]], projects: I
     ``projects``: the scenario's; ``allowed``: project -> the clusters it may run on
     (budgets.csv; missing: every cluster).
     """
-    if not path.is_file():
-        return PendingGangs(), [InputProblem(str(path), None, None, "no such file")]
     items, problems = read_items(path)
     if items is None:
         return PendingGangs(), problems

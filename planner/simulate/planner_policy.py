@@ -16,7 +16,7 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
 - **reservation requests for the gang jobs that waited**, when asked for
   (:meth:`PlannerPolicy.gang_requests`; off by default, ``gang_wait_hours`` = ∞: measured
   on Philly and two synthetic quarters, the requests and the drains they bring cost more
-  delivery and occupancy than they win, see the README): every waiting allocated job of
+  delivery and occupancy than they win): every waiting allocated job of
   at least one node's GPUs that has waited ``gang_wait_hours`` (``None``: one period: it
   went through a whole plan without getting in, so the elastic grant alone does not
   seat it) is a request of
@@ -99,7 +99,7 @@ pace, one that waited 96 h with projects at half their pace. An unallocated job
 that waited at least ``age_hours`` is protected for the fill slice once started
 (a fresh one, as before, may be preempted at once).
 
-The executor's other rules are the measured best of the variants the README lists (paced
+The executor's other rules are the measured best of the variants tried (paced
 up to the pace every hour, not only while behind it; over-budget work filling by pace
 with the rest, not last; the pace of idle projects shared; a replan every
 ``period_hours``, not more often): the others are gone. Its three parameters are the

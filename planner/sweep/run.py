@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.inputs.bounded import load_json
+from planner.inputs.read import probe_file, read_text_file
 from planner.plan.write import write_files
 from planner.sweep.cells import PLAN_METRICS, CellInput, run_cell
 from planner.sweep.spec import SweepSpec
@@ -65,9 +67,11 @@ def cell_folder(out: Path, item: CellInput) -> Path:
 def finished_record(out: Path, item: CellInput) -> dict[str, Any] | None:
     """The cell's record from an earlier run, if complete and of these very inputs."""
     path = cell_folder(out, item) / RESULT
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    if probe_file(path) is not None:  # missing, or no regular file (never opened): run it
+        return None
+    text, problems = read_text_file(path, path.name)
+    record, problems = load_json(path.name, text) if text is not None else (None, problems)
+    if problems:
         return None
     if not isinstance(record, dict) or record.get("digest") != item.digest:
         return None
