@@ -10,7 +10,17 @@ history in a state folder ``DIR``::
                      /json/executor-view.json
                      /apply.sh         applies the exports (kubectl apply --prune ...)
                      /cycle.json       what the cycle was: as_of, previous, model, exports
+                     /changes.json     per project, what changed since the plan in force
     DIR/current -> plans/<as_of>      the plan in force (a symlink, swapped atomically)
+    DIR/tick.json, DIR/tick/          what ``planner tick`` did between cycles
+
+Demand: with a queue file (``queue``: ``squeue`` output, or Workloads JSON, the same file
+as the usage ingest's) the scenario's ``demand.csv`` is derived from the queue first
+(:func:`planner.ingest.queue.ingest_demand`: the queue, the arrival forecast from the
+usage just ingested, the declared rows); without one the cycle plans on ``demand.csv`` as
+it is and warns how old it is (:func:`planner.ingest.queue.demand_origin`). A cycle holds
+the state folder's lock throughout (:func:`planner.locks.hold`): a second cycle or a
+``planner tick`` on the same folder meanwhile exits 2 naming it.
 
 ``<as_of>`` is the time with ``:`` as ``-`` (``2026-11-25T00-00-00Z``); a re-run for the same
 ``as_of`` whose outputs differ gets ``<as_of>-2``, ``-3``… so no kept folder is ever
@@ -38,18 +48,22 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from planner.changes import CHANGES_FILE, change_lines, changes_bytes, plan_changes
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem
 from planner.exporters.files import export_files
 from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
 from planner.exporters.validate import export_problems
 from planner.ingest.pending import pending_gangs
+from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.load import load_scenario
+from planner.locks import hold
 from planner.plan.write import plan_bytes, write_files
 from planner.replan import previous_conflicts, stale_usage
 from planner.run import PlanRun, demand_by_cell, load_previous, parse_as_of, plan_scenario
 from planner.summary import summary_text
+from planner.tick import moved_jobs
 from planner.times import iso
 
 PLANS = "plans"
@@ -71,6 +85,7 @@ class CycleResult:
     ingest_lines: tuple[str, ...]
     warnings: tuple[str, ...]
     applied: bool
+    change_lines: tuple[str, ...] = ()
 
 
 def stamp(as_of: pd.Timestamp) -> str:
@@ -148,8 +163,8 @@ def apply_script(plan: dict, exports: dict[str, dict[str, bytes]]) -> str:
 def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                 targets: list[str], model: ModelConfig,
                 demand: dict[tuple[str, str], float],
-                pending: dict[tuple[str, str], int] | None = None
-                ) -> dict[str, dict[str, bytes]]:
+                pending: dict[tuple[str, str], int] | None = None,
+                scenario_dir: Path | None = None) -> dict[str, dict[str, bytes]]:
     """Subfolder ('' for the top) → file name → bytes of one cycle's folder.
 
     ``pending``: the gangs waiting in Kueue (:func:`pending_gangs`), which the Kueue
@@ -163,7 +178,10 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}
-    top = {"plan.json": plan_bytes(run.plan),
+    if scenario_dir is not None:  # where planner tick finds the scenario
+        record["scenario_dir"] = os.path.abspath(scenario_dir)
+    changes = plan_changes(previous, plan, org, previous_name)
+    top = {"plan.json": plan_bytes(run.plan), CHANGES_FILE: changes_bytes(changes),
            "summary.txt": summary_text(plan, org, demand).encode(),
            APPLY: apply_script(plan, exports).encode(),
            MANIFEST: (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode()}
@@ -223,7 +241,21 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
               as_of: str | None = None, source: tuple[str, Path] | None = None,
               targets: list[str] | tuple[str, ...] = (), apply: bool = False,
               now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
-              progress: Callable[[str], None] | None = None) -> CycleResult:
+              progress: Callable[[str], None] | None = None,
+              queue: tuple[str, Path] | None = None) -> CycleResult:
+    """One planning cycle into ``state``, holding its lock (see :func:`_cycle`)."""
+    state = Path(state)
+    state.mkdir(parents=True, exist_ok=True)
+    with hold(state, "a planning cycle"):
+        return _cycle(scenario_dir, state, model, as_of=as_of, source=source,
+                      targets=targets, apply=apply, now=now, progress=progress, queue=queue)
+
+
+def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
+           as_of: str | None, source: tuple[str, Path] | None,
+           targets: list[str] | tuple[str, ...], apply: bool,
+           now: Callable[[], pd.Timestamp], progress: Callable[[str], None] | None,
+           queue: tuple[str, Path] | None) -> CycleResult:
     """One planning cycle into ``state``; ``current`` moves only when every step succeeded.
 
     Raises :class:`InputError` (bad input, a conflict with the previous plan),
@@ -232,7 +264,9 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     ``source``: ("sacct" | "kueue", accounting file) ingested into the scenario's
     ``usage.csv`` first, its running jobs counted up to ``as_of``; a Kueue file's pending
     gangs also widen the Kueue export's nominal quotas (rule 6 of the executor contract,
-    :func:`planner.ingest.pending.pending_gangs`).
+    :func:`planner.ingest.pending.pending_gangs`). ``queue``: ("squeue" | "kueue", file)
+    whose jobs become ``demand.csv`` (:func:`planner.ingest.queue.ingest_demand`), after
+    the usage ingest, the jobs ``planner tick`` moved counted as their projects'.
     """
     step = progress or (lambda _msg: None)
     scenario_dir, state = Path(scenario_dir), Path(state)
@@ -248,17 +282,30 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
                                         scenario.tree.leaves, allowed_clusters(scenario.budgets))
         if problems:
             raise InputError(problems)
+    warnings: list[str] = []
+    moved = moved_jobs(state)
+    window = model.lookback.window_days
+    if queue is not None:  # read (and refused) before any ingest writes anything
+        ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, dry_run=True,
+                      moved=moved, window_days=window)
     if source is not None:
         from planner.ingest import ingest_usage
 
         step(f"ingesting {source[1]}")
         report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
         ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs is not None else ())
+    if queue is not None:
+        step(f"deriving demand from {queue[1]}")
+        demand = ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, moved=moved,
+                               window_days=window)
+        ingest_lines += tuple(demand.lines())
+    elif (origin := demand_origin(scenario_dir, now())) is not None:
+        warnings.append(origin)
+    if source is not None or queue is not None:
         scenario = load_scenario(scenario_dir)
     scenario = scenario.with_as_of(stamp_at)
     previous_dir = _previous_folder(state, stamp_at)
     previous = None
-    warnings: list[str] = []
     if previous_dir is not None:
         label = str(previous_dir / "plan.json")
         previous = load_previous(previous_dir / "plan.json")
@@ -274,7 +321,8 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     step("planning")
     run = plan_scenario(scenario, model, previous, step)
     files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
-                        model, demand_by_cell(run), gangs.widest if gangs is not None else None)
+                        model, demand_by_cell(run), gangs.widest if gangs is not None else None,
+                        scenario_dir)
     step("writing the cycle")
     folder, unchanged = _keep(state, stamp_at, files)
     applied = False
@@ -285,8 +333,9 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
             raise ApplyError(folder, done.returncode)
         applied = True
     make_current(state, folder)
+    changes = json.loads(files[""][CHANGES_FILE])
     return CycleResult(stamp_at, folder, previous_dir, unchanged, ingest_lines,
-                       tuple(warnings), applied)
+                       tuple(warnings), applied, tuple(change_lines(changes)))
 
 
 class ApplyError(Exception):

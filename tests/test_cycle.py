@@ -36,9 +36,13 @@ def cycle(folder: Path, state: Path, as_of: str, *extra: str) -> int:
 
 
 def snapshot(state: Path) -> dict[str, bytes]:
-    """Every file under ``state`` (hidden ones too) and where ``current`` points."""
+    """Every file under ``state`` (hidden ones too) and where ``current`` points.
+
+    Not the lock file: it names its last holder (pid, since when), not the state.
+    """
     files = {str(p.relative_to(state)): p.read_bytes()
-             for p in sorted(state.rglob("*")) if p.is_file() and not p.is_symlink()}
+             for p in sorted(state.rglob("*"))
+             if p.is_file() and not p.is_symlink() and p.name != ".lock"}
     link = state / "current"
     files["current ->"] = os.readlink(link).encode() if link.is_symlink() else b""
     return files

@@ -187,6 +187,8 @@ def test_bad_workloads_exit_2_and_write_nothing(tmp_path: Path, capsys):
 
 def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, capsys):
     folder = scenario(tmp_path)
+    # --kueue derives demand.csv from the Workloads too: the hand-written rows are declared
+    (folder / "demand.csv").rename(folder / "declared_demand.csv")
     state = tmp_path / "state"
     wl = write(tmp_path, ITEMS)
     usage = (folder / "usage.csv").read_bytes()
@@ -195,7 +197,9 @@ def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, 
     # a file the pending reader refuses stops the cycle before the ingest writes anything
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02",
                  "--kueue", str(write(tmp_path, bad, "bad.json")), "--export", "kueue"]) == 2
-    assert (folder / "usage.csv").read_bytes() == usage and not state.exists()
+    assert (folder / "usage.csv").read_bytes() == usage  # and no plan was kept (the state
+    # folder holds only the cycle's lock file)
+    assert [p.name for p in state.iterdir()] == [".lock"]
     capsys.readouterr()
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02",
                  "--kueue", str(wl), "--export", "kueue"]) == 0

@@ -1,0 +1,205 @@
+"""``run_tick``: one ``planner tick`` on a state folder — read, decide (:mod:`planner.tick`), act.
+
+Reading: the plan in force (``DIR/current``: ``plan.json`` and ``cycle.json``, whose
+``exports`` say which executors the cycle applied) and the queue, by running the
+executor's commands (:data:`SQUEUE`, :data:`ASSOC_MGR`, :data:`KUBECTL_WORKLOADS`) or
+from saved files. Deciding: :func:`planner.tick.slurm_moves`,
+:func:`planner.tick.late_step`. Acting (not with ``dry_run``): ``scontrol update`` per
+move, ``kubectl apply`` of the widened manifest set (kept as ``DIR/tick/<set>.yaml``, so
+the next tick widens on top of it until the next cycle's set replaces it); the record
+``DIR/tick.json`` (jobs moved, the set in force) written atomically. The whole tick holds
+the state folder's lock (:func:`planner.locks.hold`), as ``planner cycle`` does: a tick
+while a cycle runs exits 2 naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.errors import InputError, InputProblem
+from planner.exporters.slurm import account, budget_minutes, qos_name
+from planner.ingest.squeue import COMMAND as SQUEUE_COMMAND
+from planner.ingest.squeue import parse_squeue_text
+from planner.locks import hold
+from planner.plan.write import write_files
+from planner.tick import (
+    TICK_FILE,
+    Move,
+    late_step,
+    moved_after,
+    parse_assoc_mgr,
+    read_tick_record,
+    slurm_moves,
+)
+
+SQUEUE = tuple(shlex.split(SQUEUE_COMMAND))
+ASSOC_MGR = ("scontrol", "show", "assoc_mgr", "flags=qos")
+KUBECTL_WORKLOADS = ("kubectl", "get", "workloads", "-A", "-o", "json")
+TICK_DIR = "tick"
+
+Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=120)
+
+
+@dataclass(frozen=True)
+class TickResult:
+    """What one tick saw and did."""
+
+    lines: tuple[str, ...]
+    moves: tuple[Move, ...] = ()
+    late: tuple[tuple[str, str, int], ...] = ()
+    failed: tuple[str, ...] = ()  # moves or applies the executor refused
+    dry_run: bool = False
+
+
+def _read(file: Path | None, argv: Sequence[str], runner: Runner, what: str) -> tuple[str, str]:
+    """The text of a saved file, or of a command's output; and its label for problems."""
+    if file is not None:
+        if not file.is_file():
+            raise InputError([InputProblem(str(file), None, None, f"no such file ({what})")])
+        return file.read_text(encoding="utf-8", errors="replace"), file.name
+    try:
+        done = runner(argv)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise InputError([InputProblem(argv[0], None, None, f"cannot run "
+                                       f"`{shlex.join(argv)}` ({what}): {error}")]) from None
+    if done.returncode != 0:
+        raise InputError([InputProblem(argv[0], None, None, f"`{shlex.join(argv)}` exited "
+                                       f"{done.returncode}: {(done.stderr or '').strip()[:300]}")])
+    return done.stdout, argv[0]
+
+
+def _slurm(state: Path, plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
+           qos: Path | None, runner: Runner, dry_run: bool
+           ) -> tuple[list[str], list[Move], list[str]]:
+    text, label = _read(squeue, SQUEUE, runner, "the Slurm queue")
+    jobs, problems = parse_squeue_text(label, text)
+    usage_text, usage_label = _read(qos, ASSOC_MGR, runner, "the budget QOS's usage")
+    use, more = parse_assoc_mgr(usage_label, usage_text)
+    if problems or more:
+        raise InputError(problems + more)
+    budget_of = {account(p): qos_name(p) for p in budget_minutes(plan)}
+    moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
+    moves = slurm_moves(jobs, budget_of, use, moved)
+    lines = [f"slurm: {len(jobs)} jobs queued, {len(moves)} to move"]
+    done, failed = [], []
+    for move in moves:
+        lines.append(f"  {move.command()}  # job of {move.account}: {move.why}")
+        if dry_run:
+            continue
+        result = runner(move.argv())
+        if result.returncode == 0:
+            done.append(move)
+        else:
+            failed.append(f"{move.command()}: {(result.stderr or '').strip()[:200]}")
+    record["moved"] = moved_after(moved, moves if dry_run else done, jobs)
+    return lines, done if not dry_run else moves, failed
+
+
+def _kueue_set(state: Path, current: Path, record: dict[str, Any]) -> tuple[Path, str]:
+    """The manifest set in force: the tick's widened copy for this cycle, else the cycle's."""
+    index = yaml.safe_load((current / "kueue" / "index.yaml").read_text(encoding="utf-8"))
+    name = index["periods"][0]["file"]
+    mine = state / TICK_DIR / name
+    kept = record.get("kueue", {})
+    if kept.get("cycle") == current.name and kept.get("file") == name and mine.is_file():
+        return mine, name
+    return current / "kueue" / name, name
+
+
+def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, Any],
+           workloads: Path | None, scenario_dir: str | None, runner: Runner, dry_run: bool
+           ) -> tuple[list[str], list[tuple[str, str, int]], list[str]]:
+    from planner.exporters.kueue import allowed_clusters, read_set, set_text
+    from planner.ingest.pending import pending_gangs
+
+    allowed: dict[str, tuple[str, ...]] = {}
+    projects = [b["project"] for b in plan.get("budgets", [])]
+    if scenario_dir and Path(scenario_dir).is_dir():
+        from planner.inputs.load import load_scenario
+
+        scenario = load_scenario(scenario_dir)
+        allowed, projects = allowed_clusters(scenario.budgets), list(scenario.tree.leaves)
+    source = workloads
+    if source is None:
+        text, _ = _read(None, KUBECTL_WORKLOADS, runner, "the Kueue Workloads")
+        source = state / TICK_DIR / "workloads.json"
+        write_files(source.parent, {source.name: text.encode("utf-8")})
+    gangs, problems = pending_gangs(source, plan["clusters"], projects, allowed)
+    path, name = _kueue_set(state, current, record)
+    objects, more = read_set(path)
+    if problems or more:
+        raise InputError(problems + more)
+    served = late_step(plan, objects, gangs.widest)
+    lines = [f"kueue: {len(gangs.widest)} (project, cluster) with a gang pending, "
+             f"{len(served)} served late (rule 7) in {path}"]
+    lines += [f"  late: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in served]
+    failed = []
+    if served and not dry_run:
+        write_files(state / TICK_DIR, {name: set_text(objects).encode("utf-8")})
+        argv = ["kubectl", "apply", "-f", str(state / TICK_DIR / name)]
+        lines.append(f"  {shlex.join(argv)}")
+        result = runner(argv)
+        if result.returncode != 0:
+            failed.append(f"{shlex.join(argv)}: {(result.stderr or '').strip()[:200]}")
+        record["kueue"] = {"cycle": current.name, "file": name}
+    return lines, served, failed
+
+
+def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None,
+             workloads: Path | None = None, dry_run: bool = False,
+             runner: Runner = _run) -> TickResult:
+    """One tick on the state folder ``state`` (see the module docstring).
+
+    ``squeue``, ``qos``, ``workloads``: saved outputs of :data:`SQUEUE`, :data:`ASSOC_MGR`
+    and :data:`KUBECTL_WORKLOADS` to read instead of running them. ``runner`` runs the
+    commands (argv, no shell). Raises :class:`~planner.errors.InputError` (bad input, the
+    lock held, a command that cannot run); nothing is changed then.
+    """
+    from planner.cycle import current_folder, manifest
+
+    state = Path(state)
+    if not state.is_dir():
+        raise InputError([InputProblem(str(state), None, None,
+                                       "no such state folder; run planner cycle first")])
+    with hold(state, "a planning cycle"):
+        current = current_folder(state)
+        if current is None:
+            return TickResult(("no plan in force (no planner cycle has run): nothing to do",),
+                              dry_run=dry_run)
+        cycle = manifest(current)
+        plan = json.loads((current / "plan.json").read_text(encoding="utf-8"))
+        record = read_tick_record(state)
+        lines = [f"plan in force: {current.name} (as of {plan['as_of']})"]
+        moves: list[Move] = []
+        late: list[tuple[str, str, int]] = []
+        failed: list[str] = []
+        exports = cycle.get("exports", [])
+        if "slurm" in exports:
+            said, moves, bad = _slurm(state, plan, record, squeue, qos, runner, dry_run)
+            lines += said
+            failed += bad
+        if "kueue" in exports:
+            said, late, bad = _kueue(state, current, plan, record, workloads,
+                                     cycle.get("scenario_dir"), runner, dry_run)
+            lines += said
+            failed += bad
+        if not {"slurm", "kueue"} & set(exports):
+            lines.append("the plan in force exports to neither Slurm nor Kueue: nothing to do")
+        if not dry_run:
+            write_files(state, {TICK_FILE: (json.dumps(record, indent=1, sort_keys=True)
+                                            + "\n").encode("utf-8")})
+        else:
+            lines.append("dry run: nothing changed")
+    return TickResult(tuple(lines), tuple(moves), tuple(late), tuple(failed), dry_run)
