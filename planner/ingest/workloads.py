@@ -37,11 +37,11 @@ import pandas as pd
 
 from planner.errors import InputProblem
 from planner.ingest.kueue import (
-    GPU,
     _Bad,
     _condition,
     _get,
     _stamp,
+    admitted_gpus,
     open_workload,
     pod_sets_of,
     read_items,
@@ -96,33 +96,6 @@ def _limit(item: dict[str, Any], spec: dict[str, Any], meta: dict[str, Any], pat
     return value
 
 
-def _admitted_gpus(spec: dict[str, Any], admission: dict[str, Any], path: str
-                   ) -> tuple[float, set[str]]:
-    """GPUs admitted and the GPU flavors they were admitted on."""
-    pod_sets = {ps.name: (ps.count, ps.gpus_per_pod) for ps in pod_sets_of(spec, path)}
-    gpus, flavors = 0.0, set()
-    assignments = _get(admission, "podSetAssignments", f"{path}.status.admission", list)
-    for i, a in enumerate(assignments):
-        where = f"{path}.status.admission.podSetAssignments[{i}]"
-        if not isinstance(a, dict):
-            raise _Bad(where, "not an object")
-        name = _get(a, "name", where, str, required=False) or "main"
-        if name not in pod_sets:
-            raise _Bad(f"{where}.name", f"{name!r} names no pod set of spec.podSets")
-        count, per_pod = pod_sets[name]
-        admitted = a.get("count", count)
-        if not isinstance(admitted, int) or isinstance(admitted, bool) or admitted < 0:
-            raise _Bad(f"{where}.count", f"{admitted!r} is not a pod count")
-        if per_pod * admitted <= 0:
-            continue
-        flavor = _get(a, "flavors", where, dict, required=False).get(GPU)
-        if not isinstance(flavor, str) or not flavor:
-            raise _Bad(f"{where}.flavors", f"no flavor for {GPU}, which the pod set requests")
-        gpus += per_pod * admitted
-        flavors.add(flavor)
-    return gpus, flavors
-
-
 def queued_workload(item: Any, row: int, now: pd.Timestamp) -> QueuedWorkload | Skip:
     """One Workload as a queued job, or why it asks nothing; raises ``_Bad`` if malformed."""
     path, meta = open_workload(item, row)
@@ -144,7 +117,7 @@ def queued_workload(item: Any, row: int, now: pd.Timestamp) -> QueuedWorkload | 
     klass = _get(spec, "priorityClassName", f"{path}.spec", str, required=False)
     admitted = admitted_at is not None and bool(admission)
     if admitted:
-        gpus, flavors = _admitted_gpus(spec, admission, path)
+        gpus, flavors = admitted_gpus(spec, admission, path)
         if len(flavors) > 1:
             return Skip(SEVERAL_FLAVORS, job, row, ", ".join(sorted(flavors)))
         flavor = flavors.pop() if flavors else None
