@@ -114,7 +114,8 @@ def queue_cells(jobs: Iterable[QueuedJob], grid: DemandGrid, as_of: pd.Timestamp
 
     Left out (returned): jobs of a project or cluster the grid does not have, or on a
     cluster their project may not use. Unallocated jobs are not cells and not left out:
-    they ask nothing by the rule. A job without a time limit asks to the quarter's end.
+    they ask nothing by the rule. A job without a time limit asks to the quarter's end
+    exactly.
     """
     p_index, k_index = grid.index()
     left_out: list[QueuedJob] = []
@@ -127,8 +128,9 @@ def queue_cells(jobs: Iterable[QueuedJob], grid: DemandGrid, as_of: pd.Timestamp
         if p is None or k is None or not grid.allowed[p, k]:
             left_out.append(job)
             continue
-        left = to_end if job.hours_left is None else job.hours_left
-        key = (p, k, periods_hours(left, grid.period_hours))
+        hours = to_end if job.hours_left is None else periods_hours(job.hours_left,
+                                                                    grid.period_hours)
+        key = (p, k, hours)
         cells[key] = cells.get(key, 0) + job.gpus
     return cells, left_out
 

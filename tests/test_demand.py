@@ -256,3 +256,167 @@ def test_a_replay_through_the_rendered_queue_gives_the_same_figures(tmp_path, po
         sees="queue", via_text=via))) for via in (False, True)]
     assert [s for s in runs[0].segments] == [s for s in runs[1].segments]
     assert np.array_equal(runs[0].first_start, runs[1].first_start, equal_nan=True)
+
+
+# -- the recorded Workloads and squeue output, by hand ---------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+QUEUE = FIXTURES / "kueue-queue.json"
+WORKLOAD_CRD = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "kueue" / \
+    "kueue.x-k8s.io_workloads.yaml"
+
+
+def _tiny(tmp_path: Path) -> Path:
+    from tests.scenario_factory import ORG_CSV
+
+    return write_scenario(tmp_path / "scenario", org=ORG_CSV + "P_5,language,1\n",
+                          demand=None)
+
+
+@pytest.mark.skipif(not WORKLOAD_CRD.is_file(), reason=f"no {WORKLOAD_CRD}")
+def test_the_recorded_queue_validates_against_kueues_v0_19_2_workload_crd():
+    import jsonschema
+    import yaml
+
+    crd = yaml.safe_load(WORKLOAD_CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    check = jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+    items = json.loads(QUEUE.read_text())["items"]
+    for item in items:
+        check.validate(item)
+    bad = json.loads(json.dumps(items[0]))
+    bad["spec"]["maximumExecutionTimeSeconds"] = 0  # the CRD's minimum is 1
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate(bad)
+
+
+def test_ingest_kueue_demand_reads_the_recorded_queue_by_hand(tmp_path, capsys):
+    # now Nov 2 06:00, periods of a day (the tiny scenario, with P_5; no forecast):
+    #  1 p2 eval, pending, 4 GPUs, limit 10 h; p2 runs on h100-a alone -> 1 day
+    #  2 P_5 sweep, admitted 00:00 on a100-b, 8 GPUs, limit 48 h, ran 6 h -> 42 h: 2 days
+    #  3 p3 gang, pending, 2 x 8 GPUs selecting h100-a, annotation 72 h -> 3 days
+    #  4 p1 train, admitted again 04:00 on h100-a after 2 h: limit 4 h, used 4 -> 1 day
+    #  5 p1 notebook, class gpu-planner-unallocated: nothing
+    #  6 p1 ablation, pending, 2 GPUs selecting a100-b, no limit -> to the quarter's end
+    #  7 p1's finished train: nothing
+    folder = _tiny(tmp_path)
+    assert main(["ingest", "kueue", str(QUEUE), str(folder), "--demand", "--no-forecast",
+                 "--now", "2026-11-02T06:00:00Z"]) == 0
+    assert (folder / "demand.csv").read_text().splitlines() == [
+        "project,cluster,start,end,gpus",
+        "P_5,a100-b,2026-11-02T06:00:00Z,2026-11-04T06:00:00Z,8",
+        "p1,a100-b,2026-11-02T06:00:00Z,2027-01-01T00:00:00Z,2",
+        "p1,h100-a,2026-11-02T06:00:00Z,2026-11-03T06:00:00Z,8",
+        "p2,h100-a,2026-11-02T06:00:00Z,2026-11-03T06:00:00Z,4",
+        "p3,h100-a,2026-11-02T06:00:00Z,2026-11-05T06:00:00Z,16"]
+    out = capsys.readouterr().out
+    assert "5 demand rows from 5 allocated jobs" in out
+    assert "not counted, finished (1): p1/job-train-7f3c1-5a1e2 (row 7)" in out
+    assert "not counted, unallocated (asks nothing: opportunistic work) (1): " \
+           "kueue:p1/job-notebook-2c3d4-5e6f7" in out
+    # the usage step ran too: the two admitted Workloads are in usage.csv up to now
+    usage = (folder / "usage.csv").read_text()
+    assert "kueue:p1/job-train-1b2c3-4d5e6,p1,h100-a,8,2026-11-02T02:00:00Z," \
+           "2026-11-02T06:00:00Z,running" in usage
+
+
+def test_ingest_squeue_reads_every_gpu_form_by_hand(tmp_path):
+    # now Nov 2 00:00. GPUs from tres-alloc (typed and untyped: the untyped total), else
+    # per job, else per node x nodes, else per task x tasks; time left = limit - used
+    folder = _tiny(tmp_path)
+    text = "\n".join([
+        # 16 GPUs (2 nodes), 2 days limit, 10 h run -> 38 h left: 2 days
+        "1|p1|h100-a|gp-p1|RUNNING|None|cpu=2,node=2,billing=2,gres/gpu=16,gres/gpu:h100=16"
+        "|N/A|gres:gpu:h100:8|N/A|2|2|2-00:00:00|10:00:00|2026-11-01T12:00:00|",
+        # no tres-alloc GPUs: per job gres/gpu:3 -> 3, 30 min -> 1 day
+        "2|p1|h100-a|gp-p1|PENDING|Priority|cpu=1,node=1,billing=1|gres/gpu:3|N/A|N/A|1|1"
+        "|30:00|0:00|2026-11-01T23:00:00|",
+        # per node gpu:a100:4 x 2 nodes -> 8 on a100-b, UNLIMITED -> the quarter's end
+        "3|p3|a100-b|gp-p3|PENDING|QOSGrpGRES|cpu=1,node=2,billing=1|N/A|gpu:a100:4|N/A|2|1"
+        "|UNLIMITED|0:00|2026-11-01T23:00:00|",
+        # per task gres:gpu:1 x 3 tasks, moved to gp-opportunistic by the tick: still p2's
+        "4|p2|h100-a|gp-opportunistic|PENDING|Resources|cpu=3,node=1,billing=3|N/A|N/A"
+        "|gres:gpu:1(IDX:0)|1|3|1-00:00:00|0:00|2026-11-01T23:00:00|",
+        # the user's own opportunistic job: nothing
+        "5|p2|h100-a|gp-opportunistic|PENDING|Priority|cpu=1,node=1,billing=1,gres/gpu=8"
+        "|N/A|N/A|N/A|1|1|1:00:00|0:00|2026-11-01T23:00:00|",
+        # a CPU job: no GPU, nothing
+        "6|p2|h100-a|gp-p2|PENDING|Priority|cpu=1,node=1,billing=1|N/A|N/A|N/A|1|1|1:00:00"
+        "|0:00|2026-11-01T23:00:00|"]) + "\n"
+    (tmp_path / "squeue.txt").write_text(text)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "tick.json").write_text(json.dumps({"moved": {"4": "gp-p2"}}))
+    assert main(["ingest", "squeue", str(tmp_path / "squeue.txt"), str(folder), "--now",
+                 "2026-11-02", "--state", str(state), "--no-forecast"]) == 0
+    assert (folder / "demand.csv").read_text().splitlines()[1:] == [
+        "p1,h100-a,2026-11-02T00:00:00Z,2026-11-03T00:00:00Z,3",
+        "p1,h100-a,2026-11-02T00:00:00Z,2026-11-04T00:00:00Z,16",
+        "p2,h100-a,2026-11-02T00:00:00Z,2026-11-03T00:00:00Z,3",
+        "p3,a100-b,2026-11-02T00:00:00Z,2027-01-01T00:00:00Z,8"]
+
+
+@pytest.mark.parametrize(("line", "field", "says"), [
+    ("x1|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|N/A|",
+     "JobID", "'x1' is not a Slurm job id"),
+    ("7_[1-3]|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|N/A|",
+     "JobID", "run squeue with --array"),
+    ("1|p1|h100-a|gp-p1|COMPLETED|None|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|N/A|",
+     "State", "PENDING and RUNNING"),
+    ("1|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=x|N/A|N/A|N/A|1|1|1:00|0:00|N/A|",
+     "tres-alloc", "not a whole number"),
+    ("1|p1|h100-a|gp-p1|PENDING|Priority|N/A|gres:gpu:a100:two|N/A|N/A|1|1|1:00|0:00|N/A|",
+     "tres-per-job", "not a whole number"),
+    ("1|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|soon|0:00|N/A|",
+     "TimeLimit", "'soon' is not a Slurm time"),
+    ("1|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|one|1|1:00|0:00|N/A|",
+     "NumNodes", "'one' is not a whole number"),
+    ("1|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|yesterday|",
+     "SubmitTime", "'yesterday' is not a time"),
+    ("1|p1|h100-a|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|N/A|",
+     None, "14 fields but the squeue output read here has 15"),
+])
+def test_a_bad_squeue_line_exits_2_naming_file_line_and_field_and_writes_nothing(
+        tmp_path, capsys, line, field, says):
+    folder = _tiny(tmp_path)
+    good = "9|p1|h100-a|gp-p1|PENDING|Priority|gres/gpu=1|N/A|N/A|N/A|1|1|1:00|0:00|N/A|"
+    (tmp_path / "squeue.txt").write_text(good + "\n" + line + "\n")
+    assert main(["ingest", "squeue", str(tmp_path / "squeue.txt"), str(folder)]) == 2
+    err = capsys.readouterr().err
+    where = f"squeue.txt, row 2, column {field}" if field else "squeue.txt, row 2"
+    assert where in err and says in err and "nothing written" in err
+    assert not (folder / "demand.csv").exists() and not (folder / ".demand-source.json").exists()
+
+
+def test_a_bad_workload_exits_2_and_a_hand_written_demand_csv_is_never_overwritten(
+        tmp_path, capsys):
+    folder = _tiny(tmp_path)
+    items = json.loads(QUEUE.read_text())["items"]
+    items[2]["metadata"]["annotations"]["gpu-planner.io/time-limit-seconds"] = "a week"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    usage = (folder / "usage.csv").read_bytes()
+    assert main(["ingest", "kueue", str(bad), str(folder), "--demand"]) == 2
+    assert "bad.json, row 3, column items[2].metadata.annotations[gpu-planner.io/time-limit-" \
+           "seconds]: 'a week' is not a whole number of seconds" in capsys.readouterr().err
+    assert (folder / "usage.csv").read_bytes() == usage  # the usage step did not run
+    # a demand.csv a person wrote: refused, kept, and so is usage.csv
+    (folder / "demand.csv").write_text("project,cluster,start,end,gpus\n"
+                                       "p1,h100-a,2026-11-02,2026-11-09,8\n")
+    assert main(["ingest", "kueue", str(QUEUE), str(folder), "--demand"]) == 2
+    assert "demand.csv: was written by hand" in capsys.readouterr().err
+    assert (folder / "usage.csv").read_bytes() == usage
+    # renamed declared_demand.csv, it stands where the queue asks nothing (p1 asks on
+    # h100-a only until Nov 3 06:00: the declaration holds from then, to Nov 9)
+    (folder / "demand.csv").rename(folder / "declared_demand.csv")
+    assert main(["ingest", "kueue", str(QUEUE), str(folder), "--demand", "--no-forecast",
+                 "--now", "2026-11-02T06:00:00Z"]) == 0
+    rows = (folder / "demand.csv").read_text().splitlines()
+    assert "p1,h100-a,2026-11-03T06:00:00Z,2026-11-09T00:00:00Z,8" in rows
+    assert "p1,h100-a,2026-11-02T06:00:00Z,2026-11-03T06:00:00Z,8" in rows
+    # a second ingest of the same queue rewrites nothing
+    again = (folder / "demand.csv").read_bytes()
+    assert main(["ingest", "kueue", str(QUEUE), str(folder), "--demand", "--no-forecast",
+                 "--now", "2026-11-02T06:00:00Z"]) == 0
+    assert "unchanged, not rewritten" in capsys.readouterr().out
+    assert (folder / "demand.csv").read_bytes() == again

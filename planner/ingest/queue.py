@@ -65,10 +65,10 @@ _SHOWN = 50
 
 def squeue_jobs(rows: Iterable[SqueueJob], scenario: Scenario,
                 moved: Mapping[str, str] | None = None) -> tuple[list[QueuedJob], list[Skip]]:
-    """``squeue`` lines as queued jobs of the scenario's projects; the lines left out.
+    """``squeue`` lines as the allocated jobs of the scenario's projects; the lines left out.
 
     Allocated: under the project's budget QOS, or moved by ``planner tick`` (``moved``:
-    job id -> the budget QOS it came from).
+    job id -> the budget QOS it came from); any other is unallocated and asks nothing.
     """
     names = names_for(scenario, "sacct")
     moved = moved or {}
@@ -84,17 +84,20 @@ def squeue_jobs(rows: Iterable[SqueueJob], scenario: Scenario,
                                 f"partition {row.partition!r}"))
             continue
         budget = qos_name(project)
-        allocated = row.qos == budget or moved.get(row.job_id) == budget
+        job_id = f"slurm:{cluster}:{row.job_id}"
+        if row.qos != budget and moved.get(row.job_id) != budget:
+            skipped.append(Skip(UNALLOCATED, job_id, row.row, f"QOS {row.qos}"))
+            continue
         left = row.seconds_left
-        jobs.append(QueuedJob(f"slurm:{cluster}:{row.job_id}", project, cluster,
-                              float(row.gpus), None if left is None else left / 3600.0,
-                              allocated, row.state == RUNNING))
+        jobs.append(QueuedJob(job_id, project, cluster, float(row.gpus),
+                              None if left is None else left / 3600.0, True,
+                              row.state == RUNNING))
     return jobs, skipped
 
 
 def workload_jobs(rows: Iterable[QueuedWorkload], scenario: Scenario
                   ) -> tuple[list[QueuedJob], list[Skip]]:
-    """Workloads as queued jobs of the scenario's projects; the ones left out.
+    """Workloads as the allocated jobs of the scenario's projects; the ones left out.
 
     The project: the one whose LocalQueue (``spec.queueName``, in the project's namespace)
     the Workload was submitted to. The cluster: the flavor it was admitted on, or (pending)
@@ -114,6 +117,10 @@ def workload_jobs(rows: Iterable[QueuedWorkload], scenario: Scenario
             skipped.append(Skip(UNKNOWN_PROJECT, row.job_id, row.row,
                                 f"LocalQueue {row.namespace}/{row.queue_name}"))
             continue
+        if row.priority_class not in _BUDGET_CLASSES:
+            skipped.append(Skip(UNALLOCATED, f"kueue:{row.job_id}", row.row,
+                                f"class {row.priority_class or '(none)'}"))
+            continue
         if row.admitted:
             cluster = names.places.get(row.flavor) if row.flavor is not None else None
             detail = f"flavor {row.flavor!r}"
@@ -125,8 +132,7 @@ def workload_jobs(rows: Iterable[QueuedWorkload], scenario: Scenario
             continue
         left = row.seconds_left
         jobs.append(QueuedJob(f"kueue:{row.job_id}", project, cluster, float(row.gpus),
-                              None if left is None else left / 3600.0,
-                              row.priority_class in _BUDGET_CLASSES, row.admitted))
+                              None if left is None else left / 3600.0, True, row.admitted))
     return jobs, skipped
 
 
@@ -263,13 +269,10 @@ def ingest_demand(scenario_dir: Path, source: str, path: Path, *,
     by_reason: dict[str, list[str]] = {}
     for skip in skipped:
         by_reason.setdefault(skip.reason, []).append(str(skip))
-    for job in jobs:
-        if not job.allocated:
-            by_reason.setdefault(UNALLOCATED, []).append(job.job_id)
     for job in left_out:
         by_reason.setdefault(NOT_ALLOWED, []).append(f"{job.job_id} ({job.project} on "
                                                      f"{job.cluster})")
-    counted = sum(1 for j in jobs if j.allocated) - len(left_out)
+    counted = len(jobs) - len(left_out)
     return DemandReport(
         source=source, file=os.fspath(path), target=os.fspath(target), now=stamp,
         rows=len(frame), allocated=counted, asked=MappingProxyType(summarize(frame, stamp, grid)),

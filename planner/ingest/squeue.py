@@ -180,8 +180,8 @@ def parse_squeue_text(label: str, text: str) -> tuple[list[SqueueJob], list[Inpu
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) == len(FIELDS) + 1 and cells[-1] == "":
-            cells = cells[:-1]  # the last field's own "|"
+        if line.rstrip().endswith("|"):
+            cells = cells[:-1]  # the last field's own "|" (":|" ends every field)
         if row == 1 and tuple(c.upper() for c in cells) == _HEADER:
             continue  # the header squeue prints without --noheader
         if len(cells) != len(FIELDS):
