@@ -100,8 +100,12 @@ def changes_bytes(changes: dict[str, Any]) -> bytes:
 
 def change_lines(changes: dict[str, Any]) -> list[str]:
     """What a person reads: per project, what changed since the plan in force."""
-    since = changes["since"] or "nothing in force"
     projects = changes["projects"]
+    if changes["since"] is None:  # a first plan: everything is new, changes.json lists it
+        held = changes["reservations"]["added"]
+        return [f"changes since nothing in force: a first plan, {len(projects)} projects "
+                f"with quotas or QOS limits, {len(held)} reservations (changes.json)"]
+    since = changes["since"]
     if not projects:
         return [f"changes since {since}: none"]
     out = [f"changes since {since} ({len(projects)} projects):"]
@@ -109,8 +113,9 @@ def change_lines(changes: dict[str, Any]) -> list[str]:
         parts = []
         for q in what.get("quotas", []):
             g, o = q["guaranteed_gpus"], q["opportunistic_gpus"]
-            parts.append(f"{q['cluster']} guaranteed {g[0]}→{g[1]} GPUs, "
-                         f"opportunistic {o[0]}→{o[1]}")
+            said = [f"guaranteed {g[0]}→{g[1]} GPUs" if g[0] != g[1] else "",
+                    f"opportunistic {o[0]}→{o[1]}" if o[0] != o[1] else ""]
+            parts.append(f"{q['cluster']} " + ", ".join(x for x in said if x))
         if "qos" in what:
             m, c = what["qos"]["GrpTRESMins_gpu_minutes"], what["qos"]["GrpTRES_gpus"]
             said = [f"GrpTRESMins {m[0]}→{m[1]} GPU-minutes" if m[0] != m[1] else "",

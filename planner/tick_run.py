@@ -80,9 +80,18 @@ def _read(file: Path | None, argv: Sequence[str], runner: Runner, what: str) -> 
     return done.stdout, argv[0]
 
 
-def _slurm(state: Path, plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
-           qos: Path | None, runner: Runner, dry_run: bool
-           ) -> tuple[list[str], list[Move], list[str]]:
+@dataclass
+class _SlurmStep:
+    """What the tick read from Slurm and decided."""
+
+    queue: list
+    moves: list[Move]
+    moved: dict[str, str]
+
+
+def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
+           qos: Path | None, runner: Runner) -> _SlurmStep:
+    """Read the queue and the budget QOS's use; decide the moves (nothing run yet)."""
     text, label = _read(squeue, SQUEUE, runner, "the Slurm queue")
     jobs, problems = parse_squeue_text(label, text)
     usage_text, usage_label = _read(qos, ASSOC_MGR, runner, "the budget QOS's usage")
@@ -91,20 +100,7 @@ def _slurm(state: Path, plan: dict[str, Any], record: dict[str, Any], squeue: Pa
         raise InputError(problems + more)
     budget_of = {account(p): qos_name(p) for p in budget_minutes(plan)}
     moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
-    moves = slurm_moves(jobs, budget_of, use, moved)
-    lines = [f"slurm: {len(jobs)} jobs queued, {len(moves)} to move"]
-    done, failed = [], []
-    for move in moves:
-        lines.append(f"  {move.command()}  # job of {move.account}: {move.why}")
-        if dry_run:
-            continue
-        result = runner(move.argv())
-        if result.returncode == 0:
-            done.append(move)
-        else:
-            failed.append(f"{move.command()}: {(result.stderr or '').strip()[:200]}")
-    record["moved"] = moved_after(moved, moves if dry_run else done, jobs)
-    return lines, done if not dry_run else moves, failed
+    return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved), moved)
 
 
 def _kueue_set(state: Path, current: Path, record: dict[str, Any]) -> tuple[Path, str]:
@@ -118,10 +114,23 @@ def _kueue_set(state: Path, current: Path, record: dict[str, Any]) -> tuple[Path
     return current / "kueue" / name, name
 
 
+@dataclass
+class _KueueStep:
+    """What the tick read from Kueue and decided."""
+
+    widest: dict
+    path: Path  # the set in force
+    name: str
+    objects: list
+    served: list[tuple[str, str, int]]
+
+
 def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, Any],
-           workloads: Path | None, scenario_dir: str | None, runner: Runner, dry_run: bool
-           ) -> tuple[list[str], list[tuple[str, str, int]], list[str]]:
-    from planner.exporters.kueue import allowed_clusters, read_set, set_text
+           workloads: Path | None, scenario_dir: str | None, runner: Runner) -> _KueueStep:
+    """Read the Workloads and the set in force; rule 7 on a copy of it (nothing applied)."""
+    import tempfile
+
+    from planner.exporters.kueue import allowed_clusters, read_set
     from planner.ingest.pending import pending_gangs
 
     allowed: dict[str, tuple[str, ...]] = {}
@@ -131,30 +140,19 @@ def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, A
 
         scenario = load_scenario(scenario_dir)
         allowed, projects = allowed_clusters(scenario.budgets), list(scenario.tree.leaves)
-    source = workloads
-    if source is None:
-        text, _ = _read(None, KUBECTL_WORKLOADS, runner, "the Kueue Workloads")
-        source = state / TICK_DIR / "workloads.json"
-        write_files(source.parent, {source.name: text.encode("utf-8")})
-    gangs, problems = pending_gangs(source, plan["clusters"], projects, allowed)
+    with tempfile.TemporaryDirectory(prefix="planner-tick-") as tmp:
+        source = workloads
+        if source is None:
+            text, _ = _read(None, KUBECTL_WORKLOADS, runner, "the Kueue Workloads")
+            source = Path(tmp) / "workloads.json"
+            source.write_text(text, encoding="utf-8")
+        gangs, problems = pending_gangs(source, plan["clusters"], projects, allowed)
     path, name = _kueue_set(state, current, record)
     objects, more = read_set(path)
     if problems or more:
         raise InputError(problems + more)
     served = late_step(plan, objects, gangs.widest)
-    lines = [f"kueue: {len(gangs.widest)} (project, cluster) with a gang pending, "
-             f"{len(served)} served late (rule 7) in {path}"]
-    lines += [f"  late: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in served]
-    failed = []
-    if served and not dry_run:
-        write_files(state / TICK_DIR, {name: set_text(objects).encode("utf-8")})
-        argv = ["kubectl", "apply", "-f", str(state / TICK_DIR / name)]
-        lines.append(f"  {shlex.join(argv)}")
-        result = runner(argv)
-        if result.returncode != 0:
-            failed.append(f"{shlex.join(argv)}: {(result.stderr or '').strip()[:200]}")
-        record["kueue"] = {"cycle": current.name, "file": name}
-    return lines, served, failed
+    return _KueueStep(gangs.widest, path, name, objects, served)
 
 
 def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None,
@@ -182,20 +180,46 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
         plan = json.loads((current / "plan.json").read_text(encoding="utf-8"))
         record = read_tick_record(state)
         lines = [f"plan in force: {current.name} (as of {plan['as_of']})"]
-        moves: list[Move] = []
-        late: list[tuple[str, str, int]] = []
-        failed: list[str] = []
         exports = cycle.get("exports", [])
-        if "slurm" in exports:
-            said, moves, bad = _slurm(state, plan, record, squeue, qos, runner, dry_run)
-            lines += said
-            failed += bad
-        if "kueue" in exports:
-            said, late, bad = _kueue(state, current, plan, record, workloads,
-                                     cycle.get("scenario_dir"), runner, dry_run)
-            lines += said
-            failed += bad
-        if not {"slurm", "kueue"} & set(exports):
+        # read everything and decide first: a file or command that fails changes nothing
+        slurm = _slurm(plan, record, squeue, qos, runner) if "slurm" in exports else None
+        kueue = (_kueue(state, current, plan, record, workloads, cycle.get("scenario_dir"),
+                        runner) if "kueue" in exports else None)
+        moves: list[Move] = []
+        failed: list[str] = []
+        if slurm is not None:
+            lines.append(f"slurm: {len(slurm.queue)} jobs queued, {len(slurm.moves)} to move")
+            for move in slurm.moves:
+                lines.append(f"  {move.command()}  # job of {move.account}: {move.why}")
+                if dry_run:
+                    continue
+                result = runner(move.argv())
+                if result.returncode == 0:
+                    moves.append(move)
+                else:
+                    failed.append(f"{move.command()}: {(result.stderr or '').strip()[:200]}")
+            record["moved"] = moved_after(slurm.moved, slurm.moves if dry_run else moves,
+                                          slurm.queue)
+            if dry_run:
+                moves = list(slurm.moves)
+        late: list[tuple[str, str, int]] = []
+        if kueue is not None:
+            late = kueue.served
+            lines.append(f"kueue: {len(kueue.widest)} (project, cluster) with a gang "
+                         f"pending, {len(late)} served late (rule 7) in {kueue.path}")
+            lines += [f"  late: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in late]
+            if late and not dry_run:
+                from planner.exporters.kueue import set_text
+
+                write_files(state / TICK_DIR, {kueue.name: set_text(kueue.objects).encode()})
+                argv = ["kubectl", "apply", "-f", str(state / TICK_DIR / kueue.name)]
+                lines.append(f"  {shlex.join(argv)}")
+                result = runner(argv)
+                if result.returncode != 0:  # the next tick starts from the cycle's set again
+                    failed.append(f"{shlex.join(argv)}: {(result.stderr or '').strip()[:200]}")
+                else:
+                    record["kueue"] = {"cycle": current.name, "file": kueue.name}
+        if slurm is None and kueue is None:
             lines.append("the plan in force exports to neither Slurm nor Kueue: nothing to do")
         if not dry_run:
             write_files(state, {TICK_FILE: (json.dumps(record, indent=1, sort_keys=True)
