@@ -103,26 +103,35 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
     return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved), moved)
 
 
-def _kueue_set(state: Path, current: Path, record: dict[str, Any]) -> tuple[Path, str]:
-    """The manifest set in force: the tick's widened copy for this cycle, else the cycle's."""
+def _kueue_sets(state: Path, current: Path, record: dict[str, Any]
+                ) -> list[tuple[Path, str, str | None]]:
+    """The manifest sets in force: (path, name, cluster of a per-cluster set or None).
+
+    Each is the tick's widened copy where it made one for this cycle, else the cycle's.
+    """
     index = yaml.safe_load((current / "kueue" / "index.yaml").read_text(encoding="utf-8"))
-    name = index["periods"][0]["file"]
-    mine = state / TICK_DIR / name
     kept = record.get("kueue", {})
-    if kept.get("cycle") == current.name and kept.get("file") == name and mine.is_file():
-        return mine, name
-    return current / "kueue" / name, name
+    mine = set(kept.get("files", [])) if kept.get("cycle") == current.name else set()
+    out = []
+    for entry in index["periods"]:
+        name = entry["file"]
+        widened = state / TICK_DIR / name
+        path = widened if name in mine and widened.is_file() else current / "kueue" / name
+        out.append((path, name, entry.get("cluster")))
+    return out
 
 
 @dataclass
 class _KueueStep:
-    """What the tick read from Kueue and decided."""
+    """What the tick read from Kueue and decided: per set in force, the gangs it served."""
 
     widest: dict
-    path: Path  # the set in force
-    name: str
-    objects: list
-    served: list[tuple[str, str, int]]
+    sets: list[tuple[Path, str, str | None, list, list[tuple[str, str, int]]]]
+
+    @property
+    def served(self) -> list[tuple[str, str, int]]:
+        """Every gang served, in every set."""
+        return [g for *_, served in self.sets for g in served]
 
 
 def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, Any],
@@ -147,12 +156,15 @@ def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, A
             source = Path(tmp) / "workloads.json"
             source.write_text(text, encoding="utf-8")
         gangs, problems = pending_gangs(source, plan["clusters"], projects, allowed)
-    path, name = _kueue_set(state, current, record)
-    objects, more = read_set(path)
-    if problems or more:
-        raise InputError(problems + more)
-    served = late_step(plan, objects, gangs.widest)
-    return _KueueStep(gangs.widest, path, name, objects, served)
+    sets = []
+    for path, name, cluster in _kueue_sets(state, current, record):
+        objects, more = read_set(path)
+        problems += more
+        if not more:
+            sets.append((path, name, cluster, objects, late_step(plan, objects, gangs.widest)))
+    if problems:
+        raise InputError(problems)
+    return _KueueStep(gangs.widest, sets)
 
 
 def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None,
@@ -206,19 +218,26 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
         if kueue is not None:
             late = kueue.served
             lines.append(f"kueue: {len(kueue.widest)} (project, cluster) with a gang "
-                         f"pending, {len(late)} served late (rule 7) in {kueue.path}")
+                         f"pending, {len(late)} served late (rule 7)")
             lines += [f"  late: {p!r} on {c!r}, nominal quota {g} GPUs" for p, c, g in late]
-            if late and not dry_run:
+            applied = set(record.get("kueue", {}).get("files", [])) if record.get(
+                "kueue", {}).get("cycle") == current.name else set()
+            for _path, name, cluster, objects, served in kueue.sets:
+                if not served or dry_run:
+                    continue
                 from planner.exporters.kueue import set_text
 
-                write_files(state / TICK_DIR, {kueue.name: set_text(kueue.objects).encode()})
-                argv = ["kubectl", "apply", "-f", str(state / TICK_DIR / kueue.name)]
+                write_files(state / TICK_DIR, {name: set_text(objects).encode()})
+                context = ["--context", cluster] if cluster is not None else []
+                argv = ["kubectl", *context, "apply", "-f", str(state / TICK_DIR / name)]
                 lines.append(f"  {shlex.join(argv)}")
                 result = runner(argv)
                 if result.returncode != 0:  # the next tick starts from the cycle's set again
                     failed.append(f"{shlex.join(argv)}: {(result.stderr or '').strip()[:200]}")
+                    applied.discard(name)
                 else:
-                    record["kueue"] = {"cycle": current.name, "file": kueue.name}
+                    applied.add(name)
+            record["kueue"] = {"cycle": current.name, "files": sorted(applied)}
         if slurm is None and kueue is None:
             lines.append("the plan in force exports to neither Slurm nor Kueue: nothing to do")
         if not dry_run:
