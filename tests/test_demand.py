@@ -38,6 +38,10 @@ from planner.simulate.slurm_replay import SlurmReplayPolicy
 from planner.times import iso
 from tests.scenario_factory import write_scenario
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+QUEUE = FIXTURES / "kueue-queue.json"
+WORKLOAD_CRD = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "kueue" / \
+    "kueue.x-k8s.io_workloads.yaml"
 T0 = pd.Timestamp("2026-10-01", tz="UTC")
 H = pd.Timedelta(hours=1)
 
@@ -233,6 +237,10 @@ def test_planner_kueue_plans_from_exactly_what_ingest_kueue_demand_writes(tmp_pa
     replay(scenario, queue_trace(), policy)
     seen = policy.captured
     assert len(seen["demand"]) > 3
+    if WORKLOAD_CRD.is_file():  # what the replay renders is what Kueue v0.19.2 would hold
+        check = crd_validator()
+        for item in json.loads(seen["text"])["items"]:
+            check.validate(item)
     (tmp_path / "workloads.json").write_text(seen["text"])
     _ledger(folder, seen["usage"])
     # the demand step of `planner ingest kueue --demand` (after its usage step, which would
@@ -260,10 +268,6 @@ def test_a_replay_through_the_rendered_queue_gives_the_same_figures(tmp_path, po
 
 # -- the recorded Workloads and squeue output, by hand ---------------------------------------
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-QUEUE = FIXTURES / "kueue-queue.json"
-WORKLOAD_CRD = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "kueue" / \
-    "kueue.x-k8s.io_workloads.yaml"
 
 
 def _tiny(tmp_path: Path) -> Path:
@@ -273,14 +277,21 @@ def _tiny(tmp_path: Path) -> Path:
                           demand=None)
 
 
-@pytest.mark.skipif(not WORKLOAD_CRD.is_file(), reason=f"no {WORKLOAD_CRD}")
-def test_the_recorded_queue_validates_against_kueues_v0_19_2_workload_crd():
+def crd_validator():
+    """The v1beta2 schema of Kueue v0.19.2's Workload CRD (``../shared/schemas/kueue``)."""
     import jsonschema
     import yaml
 
     crd = yaml.safe_load(WORKLOAD_CRD.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
-    check = jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+
+
+@pytest.mark.skipif(not WORKLOAD_CRD.is_file(), reason=f"no {WORKLOAD_CRD}")
+def test_the_recorded_queue_validates_against_kueues_v0_19_2_workload_crd():
+    import jsonschema
+
+    check = crd_validator()
     items = json.loads(QUEUE.read_text())["items"]
     for item in items:
         check.validate(item)
