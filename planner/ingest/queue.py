@@ -61,6 +61,7 @@ UNALLOCATED = "unallocated (asks nothing: opportunistic work)"
 NOT_ALLOWED = "on a cluster its project may not use (budgets.csv)"
 _BUDGET_CLASSES = frozenset(c for c in PRIORITY_CLASSES if c != priority_class(False))
 _SHOWN = 50
+_PROJECTS = 20  # projects listed with the GPUs they ask, most first
 
 
 def squeue_jobs(rows: Iterable[SqueueJob], scenario: Scenario,
@@ -76,15 +77,15 @@ def squeue_jobs(rows: Iterable[SqueueJob], scenario: Scenario,
     for row in rows:
         project = names.owners.get(row.account)
         cluster = names.places.get(row.partition)
+        job_id = f"slurm:{cluster or row.partition}:{row.job_id}"
         if project is None:
-            skipped.append(Skip(UNKNOWN_PROJECT, row.job_id, row.row, f"account {row.account!r}"))
+            skipped.append(Skip(UNKNOWN_PROJECT, job_id, row.row, f"account {row.account!r}"))
             continue
         if cluster is None:
-            skipped.append(Skip(UNKNOWN_CLUSTER, row.job_id, row.row,
+            skipped.append(Skip(UNKNOWN_CLUSTER, job_id, row.row,
                                 f"partition {row.partition!r}"))
             continue
         budget = qos_name(project)
-        job_id = f"slurm:{cluster}:{row.job_id}"
         if row.qos != budget and moved.get(row.job_id) != budget:
             skipped.append(Skip(UNALLOCATED, job_id, row.row, f"QOS {row.qos}"))
             continue
@@ -162,8 +163,11 @@ class DemandReport:
                 f"{', the arrival forecast' if self.forecast else ''}"
                 f"{f', {self.declared} declared rows' if self.declared else ''} ({what})")
         out = [head]
-        for project, gpus in self.asked.items():
+        asked = sorted(self.asked.items(), key=lambda kv: (-kv[1], kv[0]))
+        for project, gpus in asked[:_PROJECTS]:
             out.append(f"  {project}: {gpus:g} GPUs asked in the first period")
+        if len(asked) > _PROJECTS:
+            out.append(f"  … and {len(asked) - _PROJECTS} more projects (all in {self.target})")
         for reason, ids in self.skipped.items():
             more = f" … and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
             out.append(f"  not counted, {reason} ({len(ids)}): {', '.join(ids[:_SHOWN])}{more}")
