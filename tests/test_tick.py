@@ -9,7 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from planner.cli import main
@@ -26,6 +25,7 @@ from planner.tick import (
     slurm_moves,
 )
 from planner.tick_run import ASSOC_MGR, KUBECTL_WORKLOADS, SQUEUE, run_tick
+from tests import test_export_slurm
 from tests.export_fixtures import ORG, PLAN
 
 # `scontrol show assoc_mgr flags=qos` of Slurm 22.05 (the CI's), trimmed to two QOS
@@ -226,6 +226,9 @@ def test_a_tick_gives_late_kueue_gangs_their_quota_in_the_set_in_force(tmp_path)
 # -- the real Slurm ---------------------------------------------------------------------------
 
 
+real_slurm = test_export_slurm.real_slurm  # the same fixture: a Slurm 22.05 for this module
+
+
 def _jobs(slurm, *ids: str) -> dict[str, dict[str, str]]:
     from tests.real_slurm import parse_records
 
@@ -233,19 +236,6 @@ def _jobs(slurm, *ids: str) -> dict[str, dict[str, str]]:
     for job_id in ids:
         out[job_id] = parse_records(slurm.run("scontrol", "show", "job", "-o", job_id).stdout)[0]
     return out
-
-
-@pytest.fixture(scope="module")
-def real_slurm():
-    from tests.real_slurm import TOOLS, running_slurm
-    from tests.system import REQUIRED, need
-
-    why = "a real Slurm 22.05 with slurmdbd (Debian packages in .ci/apt-packages)"
-    need(*TOOLS, why=why)
-    if os.geteuid() != 0:
-        (pytest.fail if REQUIRED else pytest.skip)(f"not root: {why} runs its daemons as root")
-    with running_slurm(PLAN["clusters"]) as slurm:
-        yield slurm
 
 
 def test_real_slurm_tick_moves_a_job_off_a_spent_budget_and_back_after_a_replan(
