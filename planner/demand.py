@@ -36,7 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -325,9 +325,3 @@ def declared_only(declared: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
     kept = declared[declared["end"] > as_of].copy()
     kept["start"] = kept["start"].where(kept["start"] > as_of, as_of)
     return kept.reset_index(drop=True)
-
-
-def as_rows(frame: pd.DataFrame) -> Sequence[tuple[str, str, str, str, str]]:
-    """A demand table's rows as the text :func:`demand_csv` writes (for comparisons)."""
-    text = demand_csv(frame).decode("utf-8")
-    return [tuple(r) for r in csv.reader(io.StringIO(text))][1:]  # type: ignore[misc]
