@@ -10,7 +10,17 @@ history in a state folder ``DIR``::
                      /json/executor-view.json
                      /apply.sh         applies the exports (kubectl apply --prune ...)
                      /cycle.json       what the cycle was: as_of, previous, model, exports
+                     /changes.json     per project, what changed since the plan in force
     DIR/current -> plans/<as_of>      the plan in force (a symlink, swapped atomically)
+    DIR/tick.json, DIR/tick/          what ``planner tick`` did between cycles
+
+Demand: with a queue file (``queue``: ``squeue`` output, or Workloads JSON, the same file
+as the usage ingest's) the scenario's ``demand.csv`` is derived from the queue first
+(:func:`planner.ingest.queue.ingest_demand`: the queue, the arrival forecast from the
+usage just ingested, the declared rows); without one the cycle plans on ``demand.csv`` as
+it is and warns how old it is (:func:`planner.ingest.queue.demand_origin`). A cycle holds
+the state folder's lock throughout (:func:`planner.locks.hold`): a second cycle or a
+``planner tick`` on the same folder meanwhile exits 2 naming it.
 
 ``<as_of>`` is the time with ``:`` as ``-`` (``2026-11-25T00-00-00Z``); a re-run for the same
 ``as_of`` whose outputs differ gets ``<as_of>-2``, ``-3``… so no kept folder is ever
@@ -46,12 +56,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from planner.changes import CHANGES_FILE, change_lines, changes_bytes, plan_changes
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.exporters.files import export_files
 from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
 from planner.exporters.validate import export_problems
 from planner.ingest.pending import PendingGangs, pending_gangs
+from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
 from planner.inputs.load import load_scenario
@@ -62,6 +74,7 @@ from planner.plan.write import plan_bytes, write_files
 from planner.replan import previous_conflicts, stale_usage
 from planner.run import PlanRun, demand_by_cell, load_previous, parse_as_of, plan_scenario
 from planner.summary import summary_text
+from planner.tick import moved_jobs
 from planner.times import iso
 
 PLANS = "plans"
@@ -83,6 +96,7 @@ class CycleResult:
     ingest_lines: tuple[str, ...]
     warnings: tuple[str, ...]
     applied: bool
+    change_lines: tuple[str, ...] = ()
 
 
 def stamp(as_of: pd.Timestamp) -> str:
@@ -213,8 +227,8 @@ def apply_script(plan: dict, exports: dict[str, dict[str, bytes]]) -> str:
 def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                 targets: list[str], model: ModelConfig,
                 demand: dict[tuple[str, str], float],
-                pending: dict[tuple[str, str], int] | None = None
-                ) -> dict[str, dict[str, bytes]]:
+                pending: dict[tuple[str, str], int] | None = None,
+                scenario_dir: Path | None = None) -> dict[str, dict[str, bytes]]:
     """Subfolder ('' for the top) → file name → bytes of one cycle's folder.
 
     ``pending``: the gangs waiting in Kueue (:func:`pending_gangs`), which the Kueue
@@ -228,7 +242,10 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}
-    top = {"plan.json": plan_bytes(run.plan),
+    if scenario_dir is not None:  # where planner tick finds the scenario
+        record["scenario_dir"] = os.path.abspath(scenario_dir)
+    changes = plan_changes(previous, plan, org, previous_name)
+    top = {"plan.json": plan_bytes(run.plan), CHANGES_FILE: changes_bytes(changes),
            "summary.txt": summary_text(plan, org, demand).encode(),
            APPLY: apply_script(plan, exports).encode(),
            MANIFEST: (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode()}
@@ -346,7 +363,8 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
               as_of: str | None = None, source: tuple[str, Path] | None = None,
               targets: list[str] | tuple[str, ...] = (), apply: bool = False,
               now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
-              progress: Callable[[str], None] | None = None) -> CycleResult:
+              progress: Callable[[str], None] | None = None,
+              queue: tuple[str, Path] | None = None) -> CycleResult:
     """One planning cycle into ``state``; ``current`` moves only when every step succeeded.
 
     Raises :class:`InputError` (bad input, a conflict with the previous plan, another
@@ -355,7 +373,10 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     only clock read). ``source``: ("sacct" | "kueue", accounting file) ingested into the
     scenario's ``usage.csv`` first, its running jobs counted up to ``as_of``; a Kueue
     file's pending gangs also widen the Kueue export's nominal quotas (rule 6 of the
-    executor contract, :func:`planner.ingest.pending.pending_gangs`).
+    executor contract, :func:`planner.ingest.pending.pending_gangs`). ``queue``:
+    ("squeue" | "kueue", file) whose jobs become ``demand.csv``
+    (:func:`planner.ingest.queue.ingest_demand`), after the usage ingest, the jobs
+    ``planner tick`` moved counted as their projects'.
 
     The whole cycle holds the state's lock (:func:`planner.locks.hold`): a second cycle on
     the same ``state`` is refused at once, naming the one running; what a killed cycle
@@ -366,12 +387,13 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     with hold(state, "a planning cycle"):
         _clean_stale(state)
         return _cycle(Path(scenario_dir), state, model, as_of, source, list(targets), apply,
-                      now, progress or (lambda _msg: None))
+                      now, progress or (lambda _msg: None), queue)
 
 
 def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | None,
            source: tuple[str, Path] | None, targets: list[str], apply: bool,
-           now: Callable[[], pd.Timestamp], step: Callable[[str], None]) -> CycleResult:
+           now: Callable[[], pd.Timestamp], step: Callable[[str], None],
+           queue: tuple[str, Path] | None) -> CycleResult:
     """The cycle's steps (:func:`run_cycle`, which holds the state's lock around them)."""
     scenario = load_scenario(scenario_dir)
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
@@ -385,6 +407,12 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         if problems:
             raise InputError(problems)
     written: tuple[str, ...] = ()
+    warnings: list[str] = []
+    moved = moved_jobs(state)
+    window = model.lookback.window_days
+    if queue is not None:  # read (and refused) before any ingest writes anything
+        ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, dry_run=True,
+                      moved=moved, window_days=window)
     if source is not None:
         from planner.ingest import ingest_usage
 
@@ -392,23 +420,32 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
         ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs is not None else ())
         written = (report.ledger,) if report.written else ()
+    if queue is not None:
+        step(f"deriving demand from {queue[1]}")
+        demand = ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, moved=moved,
+                               window_days=window)
+        ingest_lines += tuple(demand.lines())
+        written += (demand.target,) if demand.written else ()
+    elif (origin := demand_origin(scenario_dir, now())) is not None:
+        warnings.append(origin)
+    if source is not None or queue is not None:
         scenario = load_scenario(scenario_dir)
     try:
-        return _plan_and_keep(scenario.with_as_of(stamp_at), state, model, targets, apply, step,
-                              gangs, ingest_lines)
+        return _plan_and_keep(scenario.with_as_of(stamp_at), scenario_dir, state, model,
+                              targets, apply, step, gangs, ingest_lines, warnings)
     except (InputError, SolverError, ApplyError) as error:
         error.written = written  # the ingest stays: said, not "nothing written"
         raise
 
 
-def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets: list[str],
-                   apply: bool, step: Callable[[str], None], gangs: PendingGangs | None,
-                   ingest_lines: tuple[str, ...]) -> CycleResult:
+def _plan_and_keep(scenario: Scenario, scenario_dir: Path, state: Path, model: ModelConfig,
+                   targets: list[str], apply: bool, step: Callable[[str], None],
+                   gangs: PendingGangs | None, ingest_lines: tuple[str, ...],
+                   warnings: list[str]) -> CycleResult:
     """Plan from the previous plan, keep the folder, apply, move ``current``."""
     stamp_at = scenario.config.as_of
     previous_dir = _previous_folder(state, stamp_at)
     previous = None
-    warnings: list[str] = []
     if previous_dir is not None:
         label = str(previous_dir / "plan.json")
         previous = load_previous(previous_dir / "plan.json")
@@ -424,7 +461,8 @@ def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets:
     step("planning")
     run = plan_scenario(scenario, model, previous, step)
     files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
-                        model, demand_by_cell(run), gangs.widest if gangs is not None else None)
+                        model, demand_by_cell(run), gangs.widest if gangs is not None else None,
+                        scenario_dir)
     step("writing the cycle")
     folder, unchanged = _keep(state, stamp_at, files)
     applied = False
@@ -435,8 +473,9 @@ def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets:
             raise ApplyError(folder, done.returncode)
         applied = True
     make_current(state, folder, stamp_at)
+    changes = json.loads(files[""][CHANGES_FILE])
     return CycleResult(stamp_at, folder, previous_dir, unchanged, ingest_lines,
-                       tuple(warnings), applied)
+                       tuple(warnings), applied, tuple(change_lines(changes)))
 
 
 class ApplyError(Exception):
