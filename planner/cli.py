@@ -210,10 +210,11 @@ def _parser() -> argparse.ArgumentParser:
                              "docs/how-to/demand-from-the-queue.md), demand.csv only")
     ingest.add_argument("file", help="the saved output")
     ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
-                        help="scenario folder whose usage.csv to update (default: the bundled "
-                             "sample)")
-    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
-                                      "time)")
+                        help="scenario folder whose usage.csv (and demand.csv) to update "
+                             "(default: the bundled sample)")
+    ingest.add_argument("--now", help="when the file was saved: jobs still running end here "
+                                      "(usage), demand rows start here (default: the current "
+                                      "UTC time)")
     ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="report what would change; write nothing")
     ingest.add_argument("--demand", action="store_true",
