@@ -205,19 +205,33 @@ def _parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--out", required=True, metavar="TRACE.csv",
                            help="trace CSV to write")
     ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
-                                           "scenario's usage.csv, once per job")
-    ingest.add_argument("source", choices=("sacct", "kueue"),
+                                           "scenario's usage.csv, once per job; derive its "
+                                           "demand.csv from the queue (squeue, or Kueue "
+                                           "Workloads with --demand)")
+    ingest.add_argument("source", choices=("sacct", "kueue", "squeue"),
                         help="sacct: `sacct --parsable2 --noheader --allocations "
                              "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS`; "
-                             "kueue: `kubectl get workloads -A -o json`")
+                             "kueue: `kubectl get workloads -A -o json`; squeue: `squeue "
+                             "--noheader --array --states=PD,R --Format=...` (the fields in "
+                             "docs/how-to/demand-from-the-queue.md), demand.csv only")
     ingest.add_argument("file", help="the saved output")
     ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
-                        help="scenario folder whose usage.csv to update (default: the bundled "
-                             "sample)")
-    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
-                                      "time)")
+                        help="scenario folder whose usage.csv (and demand.csv) to update "
+                             "(default: the bundled sample)")
+    ingest.add_argument("--now", help="when the file was saved: jobs still running end here "
+                                      "(usage), demand rows start here (default: the current "
+                                      "UTC time)")
     ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="report what would change; write nothing")
+    ingest.add_argument("--demand", action="store_true",
+                        help="kueue: also rewrite demand.csv from the pending and admitted "
+                             "Workloads (after the usage ingest); squeue always does")
+    ingest.add_argument("--state", metavar="DIR",
+                        help="squeue: the planning state folder, whose tick.json names the "
+                             "jobs planner tick moved to gp-opportunistic (still their "
+                             "project's demand)")
+    ingest.add_argument("--no-forecast", dest="forecast", action="store_false",
+                        help="demand: leave out the arrival forecast from usage.csv")
     explain = sub.add_parser("explain", help="why a project or team gets what it gets")
     explain.add_argument("node", metavar="PROJECT|TEAM", help="a project or team id")
     explain.add_argument("--scenario", default=str(SAMPLE),
@@ -238,10 +252,13 @@ def _parser() -> argparse.ArgumentParser:
                             "in force")
     cycle.add_argument("--as-of", dest="as_of",
                        help="plan from this time (default: now, floored to the period grid)")
-    accounting = cycle.add_mutually_exclusive_group()
-    accounting.add_argument("--sacct", help="sacct output to ingest first (planner ingest sacct)")
-    accounting.add_argument("--kueue", help="Kueue Workloads JSON to ingest first "
-                                            "(planner ingest kueue)")
+    cycle.add_argument("--sacct", help="sacct output to ingest first (planner ingest sacct)")
+    queues = cycle.add_mutually_exclusive_group()
+    queues.add_argument("--kueue", help="Kueue Workloads JSON to ingest first: usage, and "
+                                        "demand.csv from the queue (planner ingest kueue "
+                                        "--demand)")
+    queues.add_argument("--squeue", help="squeue output whose jobs become demand.csv first "
+                                         "(planner ingest squeue); with --sacct for usage")
     cycle.add_argument("--export", help="targets to export and apply, comma-separated "
                                         "(kueue,slurm,json)")
     cycle.add_argument("--model", default="default",
@@ -265,6 +282,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--root-path", dest="root_path", default="",
                        help="URL prefix a reverse proxy serves it under (e.g. /gpu-plan); "
                             "links are made under it")
+    tick = sub.add_parser("tick", help="between cycles, act on the queue as the plan in force "
+                                       "says: Slurm jobs pending on a spent budget to "
+                                       "gp-opportunistic and back; Kueue's late gangs "
+                                       "(rule 7); run every minute")
+    tick.add_argument("--state", required=True,
+                      help="the state folder planner cycle keeps (DIR/current is the plan "
+                           "in force)")
+    tick.add_argument("--dry-run", dest="dry_run", action="store_true",
+                      help="print what would be done; change nothing")
+    tick.add_argument("--squeue", metavar="FILE",
+                      help="Slurm: saved squeue output to read instead of running squeue")
+    tick.add_argument("--qos", metavar="FILE",
+                      help="Slurm: saved `scontrol show assoc_mgr flags=qos` output to read "
+                           "instead of running it")
+    tick.add_argument("--workloads", metavar="FILE",
+                      help="Kueue: saved `kubectl get workloads -A -o json` to read instead "
+                           "of running it")
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks (pip install 'gpu-planner[sweep]'); "
@@ -493,10 +527,11 @@ def _export(args, console: Console) -> ExitCode:
 
 def _export_late(args, console: Console, plan: dict, applied: list, gangs) -> ExitCode:
     """``planner export --late``: rule 7 on the set in force, written under its own name."""
-    from planner.exporters.kueue import most_owed_first, set_text, widen_late
+    from planner.exporters.kueue import set_text
     from planner.plan.write import write_files
+    from planner.tick import late_step
 
-    done = widen_late(plan, applied, most_owed_first(plan, gangs.widest))
+    done = late_step(plan, applied, gangs.widest)
     written = write_files(Path(args.out), {Path(args.late).name: set_text(applied).encode()})
     lines = gangs.lines()
     for project, cluster, gpus in done:
@@ -702,10 +737,43 @@ def _ingest(args, console: Console) -> ExitCode:
             raise InputError([InputProblem("--now", None, None,
                                            f"{args.now!r} is not a time; {DATE_HINT}")])
         now = pd.Timestamp(stamp)
-    report = ingest_usage(Path(args.scenario), args.source, Path(args.file), now, args.dry_run)
-    for line in report.lines():
+    if args.demand and args.source != "kueue":
+        raise InputError([InputProblem("--demand", None, None, "is for kueue (squeue always "
+                                       "writes demand.csv; sacct holds no queue)")])
+    if args.state and args.source != "squeue":
+        raise InputError([InputProblem("--state", None, None, "is for squeue")])
+    lines = []
+    if args.source == "squeue" or args.demand:
+        from planner.ingest.queue import ingest_demand
+        from planner.tick import moved_jobs
+
+        def demand(dry_run: bool):
+            return ingest_demand(Path(args.scenario), args.source, Path(args.file), now=now,
+                                 dry_run=dry_run, forecast=args.forecast,
+                                 moved=moved_jobs(Path(args.state)) if args.state else None)
+
+        demand(True)  # the queue read (and refused) before the usage ingest writes
+    if args.source != "squeue":
+        lines += ingest_usage(Path(args.scenario), args.source, Path(args.file), now,
+                              args.dry_run).lines()
+    if args.source == "squeue" or args.demand:
+        lines += demand(args.dry_run).lines()
+    for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
+
+
+def _tick(args, console: Console, err: Console) -> ExitCode:
+    from planner.tick_run import run_tick
+
+    files = {k: Path(v) if v else None for k, v in (("squeue", args.squeue), ("qos", args.qos),
+                                                   ("workloads", args.workloads))}
+    result = run_tick(Path(args.state), dry_run=args.dry_run, **files)
+    for line in result.lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in result.failed:
+        err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+    return ExitCode.FAILURE if result.failed else ExitCode.OK
 
 
 def _trace_synthetic(args, console: Console) -> ExitCode:
@@ -751,8 +819,13 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     from planner.times import iso
 
     targets = _export_targets(args.export)
+    if args.sacct and args.kueue:
+        raise InputError([InputProblem("--sacct", None, None, "and --kueue: give one "
+                                       "accounting file (--squeue goes with --sacct)")])
     source = (("sacct", Path(args.sacct)) if args.sacct
               else ("kueue", Path(args.kueue)) if args.kueue else None)
+    queue = (("squeue", Path(args.squeue)) if args.squeue
+             else ("kueue", Path(args.kueue)) if args.kueue else None)
     state = Path(args.state)
     try:
         with err.status("planning cycle", spinner="dots") as status:
@@ -761,7 +834,7 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
                 model = with_limits(model, args.limits)
             result = run_cycle(Path(args.scenario), state, model,
                                as_of=args.as_of, source=source, targets=targets,
-                               apply=args.apply, progress=status.update)
+                               apply=args.apply, progress=status.update, queue=queue)
     except (InputError, SolverError, ApplyError) as error:
         try:
             current = current_folder(state)
@@ -783,6 +856,8 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
         say(line)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    for line in result.change_lines:
+        say(line)
     made = "unchanged (the same bytes were kept already)" if result.unchanged else "written"
     origin = f"replanned from {result.previous.name}" if result.previous else "no previous plan"
     say(f"plan as of {iso(result.as_of)}: {result.folder} {made}; {origin}")
@@ -896,6 +971,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_serve(args, console, err))
         if args.command == "sweep":
             return int(_sweep(args, console, err))
+        if args.command == "tick":
+            return int(_tick(args, console, err))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:

@@ -10,17 +10,27 @@ history in a state folder ``DIR``::
                      /json/executor-view.json
                      /apply.sh         applies the exports (kubectl apply --prune ...)
                      /cycle.json       what the cycle was: as_of, previous, model, exports
+                     /changes.json     per project, what changed since the plan in force
                      /inputs/          the scenario the plan was made from, byte for byte
                                        (scenario.toml and the CSVs, or the .xlsx workbook)
     DIR/current -> plans/<as_of>      the plan in force (a symlink, swapped atomically)
     DIR/cycles.jsonl                  one line per cycle run: when it started and ended
                                       (wall clock), its status, as_of, folder, warnings
+    DIR/tick.json, DIR/tick/          what ``planner tick`` did between cycles
 
 With ``inputs/`` a kept folder explains itself: ``planner status``, ``explain``, the
-reports and ``planner serve`` recompute every figure of any past plan from the state
-folder alone (:func:`cycle_scenario`). ``cycles.jsonl`` is the only file a re-run with
-the same inputs adds to (it records runs, not plans), and the only place the wall clock
-is written.
+reports, ``planner serve`` and ``planner tick`` recompute every figure of any past plan
+from the state folder alone (:func:`cycle_scenario`). ``cycles.jsonl`` is the only file a
+re-run with the same inputs adds to (it records runs, not plans), and the only place the
+wall clock is written.
+
+Demand: with a queue file (``queue``: ``squeue`` output, or Workloads JSON, the same file
+as the usage ingest's) the scenario's ``demand.csv`` is derived from the queue first
+(:func:`planner.ingest.queue.ingest_demand`: the queue, the arrival forecast from the
+usage just ingested, the declared rows); without one the cycle plans on ``demand.csv`` as
+it is and warns how old it is (:func:`planner.ingest.queue.demand_origin`). A cycle holds
+the state folder's lock throughout (:func:`planner.locks.hold`): a second cycle or a
+``planner tick`` on the same folder meanwhile exits 2 naming it.
 
 ``<as_of>`` is the time with ``:`` as ``-`` (``2026-11-25T00-00-00Z``); a re-run for the same
 ``as_of`` whose outputs differ gets ``<as_of>-2``, ``-3``… so no kept folder is ever
@@ -58,12 +68,14 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from planner.changes import CHANGES_FILE, change_lines, changes_bytes, plan_changes
 from planner.config import ModelConfig, with_limits
 from planner.errors import InputError, InputProblem, SolverError
 from planner.exporters.files import export_files
 from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
 from planner.exporters.validate import export_problems
 from planner.ingest.pending import PendingGangs, pending_gangs
+from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
 from planner.inputs.load import load_scenario
@@ -74,6 +86,7 @@ from planner.plan.write import plan_bytes, write_files
 from planner.replan import previous_conflicts, stale_usage
 from planner.run import PlanRun, demand_by_cell, load_previous, parse_as_of, plan_scenario
 from planner.summary import summary_text
+from planner.tick import moved_jobs
 from planner.times import iso
 
 PLANS = "plans"
@@ -97,6 +110,7 @@ class CycleResult:
     ingest_lines: tuple[str, ...]
     warnings: tuple[str, ...]
     applied: bool
+    change_lines: tuple[str, ...] = ()
 
 
 def stamp(as_of: pd.Timestamp) -> str:
@@ -244,7 +258,8 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}
-    top = {"plan.json": plan_bytes(run.plan),
+    changes = plan_changes(previous, plan, org, previous_name)
+    top = {"plan.json": plan_bytes(run.plan), CHANGES_FILE: changes_bytes(changes),
            "summary.txt": summary_text(plan, org, demand).encode(),
            APPLY: apply_script(plan, exports).encode(),
            MANIFEST: (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode()}
@@ -362,7 +377,8 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
               as_of: str | None = None, source: tuple[str, Path] | None = None,
               targets: list[str] | tuple[str, ...] = (), apply: bool = False,
               now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
-              progress: Callable[[str], None] | None = None) -> CycleResult:
+              progress: Callable[[str], None] | None = None,
+              queue: tuple[str, Path] | None = None) -> CycleResult:
     """One planning cycle into ``state`` (:func:`plan_cycle`), recorded in ``cycles.jsonl``.
 
     The record (:func:`log_run`) is written whether the cycle succeeded or failed, once the
@@ -372,7 +388,8 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     cpu = time.process_time()
     try:
         result = plan_cycle(scenario_dir, state, model, as_of=as_of, source=source,
-                            targets=targets, apply=apply, now=now, progress=progress)
+                            targets=targets, apply=apply, now=now, progress=progress,
+                            queue=queue)
     except (InputError, ApplyError, SolverError) as error:
         log_run(Path(state), started, cpu, None, error)
         raise
@@ -450,7 +467,8 @@ def plan_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
                as_of: str | None = None, source: tuple[str, Path] | None = None,
                targets: list[str] | tuple[str, ...] = (), apply: bool = False,
                now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
-               progress: Callable[[str], None] | None = None) -> CycleResult:
+               progress: Callable[[str], None] | None = None,
+               queue: tuple[str, Path] | None = None) -> CycleResult:
     """One planning cycle into ``state``; ``current`` moves only when every step succeeded.
 
     Raises :class:`InputError` (bad input, a conflict with the previous plan, another
@@ -459,9 +477,12 @@ def plan_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     only clock read). ``source``: ("sacct" | "kueue", accounting file) ingested into the
     scenario's ``usage.csv`` first, its running jobs counted up to ``as_of``; a Kueue
     file's pending gangs also widen the Kueue export's nominal quotas (rule 6 of the
-    executor contract, :func:`planner.ingest.pending.pending_gangs`). The solve is
-    work-limited (``solver.limits = "work"``) unless ``model`` says ``"time"``: the same
-    inputs give the same plan whatever the machine's load.
+    executor contract, :func:`planner.ingest.pending.pending_gangs`). ``queue``:
+    ("squeue" | "kueue", file) whose jobs become ``demand.csv``
+    (:func:`planner.ingest.queue.ingest_demand`), after the usage ingest, the jobs
+    ``planner tick`` moved counted as their projects'. The solve is work-limited
+    (``solver.limits = "work"``) unless ``model`` says ``"time"``: the same inputs give
+    the same plan whatever the machine's load.
 
     The whole cycle holds the state's lock (:func:`planner.locks.hold`): a second cycle on
     the same ``state`` is refused at once, naming the one running; what a killed cycle
@@ -474,12 +495,13 @@ def plan_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     with hold(state, "a planning cycle"):
         _clean_stale(state)
         return _cycle(Path(scenario_dir), state, model, as_of, source, list(targets), apply,
-                      now, progress or (lambda _msg: None))
+                      now, progress or (lambda _msg: None), queue)
 
 
 def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | None,
            source: tuple[str, Path] | None, targets: list[str], apply: bool,
-           now: Callable[[], pd.Timestamp], step: Callable[[str], None]) -> CycleResult:
+           now: Callable[[], pd.Timestamp], step: Callable[[str], None],
+           queue: tuple[str, Path] | None) -> CycleResult:
     """The cycle's steps (:func:`plan_cycle`, which holds the state's lock around them)."""
     scenario = load_scenario(scenario_dir)
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
@@ -493,6 +515,12 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         if problems:
             raise InputError(problems)
     written: tuple[str, ...] = ()
+    warnings: list[str] = []
+    moved = moved_jobs(state)
+    window = model.lookback.window_days
+    if queue is not None:  # read (and refused) before any ingest writes anything
+        ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, dry_run=True,
+                      moved=moved, window_days=window)
     if source is not None:
         from planner.ingest import ingest_usage
 
@@ -500,11 +528,20 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         report = ingest_usage(scenario_dir, source[0], source[1], now=stamp_at)
         ingest_lines = tuple(report.lines()) + tuple(gangs.lines() if gangs is not None else ())
         written = (report.ledger,) if report.written else ()
+    if queue is not None:
+        step(f"deriving demand from {queue[1]}")
+        demand = ingest_demand(scenario_dir, queue[0], queue[1], now=stamp_at, moved=moved,
+                               window_days=window)
+        ingest_lines += tuple(demand.lines())
+        written += (demand.target,) if demand.written else ()
+    elif (origin := demand_origin(scenario_dir, now())) is not None:
+        warnings.append(origin)
+    if source is not None or queue is not None:
         scenario = load_scenario(scenario_dir)
     inputs = read_scenario(scenario_dir).files  # the bytes just loaded, kept with the plan
     try:
         return _plan_and_keep(scenario.with_as_of(stamp_at), state, model, targets, apply, step,
-                              gangs, ingest_lines, inputs)
+                              gangs, ingest_lines, inputs, warnings)
     except (InputError, SolverError, ApplyError) as error:
         error.written = written  # the ingest stays: said, not "nothing written"
         raise
@@ -512,12 +549,12 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
 
 def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets: list[str],
                    apply: bool, step: Callable[[str], None], gangs: PendingGangs | None,
-                   ingest_lines: tuple[str, ...], inputs: dict[str, bytes]) -> CycleResult:
+                   ingest_lines: tuple[str, ...], inputs: dict[str, bytes],
+                   warnings: list[str]) -> CycleResult:
     """Plan from the previous plan, keep the folder, apply, move ``current``."""
     stamp_at = scenario.config.as_of
     previous_dir = _previous_folder(state, stamp_at)
     previous = None
-    warnings: list[str] = []
     if previous_dir is not None:
         label = str(previous_dir / "plan.json")
         previous = load_previous(previous_dir / "plan.json")
@@ -545,8 +582,9 @@ def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets:
             raise ApplyError(folder, done.returncode)
         applied = True
     make_current(state, folder, stamp_at)
+    changes = json.loads(files[""][CHANGES_FILE])
     return CycleResult(stamp_at, folder, previous_dir, unchanged, ingest_lines,
-                       tuple(warnings), applied)
+                       tuple(warnings), applied, tuple(change_lines(changes)))
 
 
 class ApplyError(Exception):

@@ -183,9 +183,11 @@ def test_each_kept_plan_keeps_its_inputs_and_each_run_is_logged(chain):
     for r in log:
         assert pd.Timestamp(r["started"]) <= pd.Timestamp(r["finished"])
         assert r["seconds"] >= 0 and r["cpu_seconds"] >= 0
-    # the tiny scenario's usage ends 10-30: the 2nd and 3rd runs warn that it is stale
-    assert [len(r["warnings"]) for r in log] == [0, 1, 1]
-    assert log[1]["warnings"][0].startswith("usage.csv looks stale")
+    # every run warns that demand.csv is hand-written (no --squeue/--kueue); the tiny
+    # scenario's usage ends 10-30: the 2nd and 3rd runs also warn that it is stale
+    assert [len(r["warnings"]) for r in log] == [1, 2, 2]
+    assert all("hand-written" in r["warnings"][0] for r in log)
+    assert log[1]["warnings"][1].startswith("usage.csv looks stale")
     # a re-run that keeps the same bytes is a run too: logged, marked unchanged
     assert cycle(folder, state, DAYS[-1], "--export", "slurm,kueue,json") == 0
     assert read_log(state)[-1]["unchanged"] is True

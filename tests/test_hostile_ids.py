@@ -321,3 +321,49 @@ def test_dashboard_and_metrics_keep_hostile_ids_as_text(planned, tmp_path):
         assert headers["content-type"] == "application/json"
         assert headers["x-content-type-options"] == "nosniff"
     assert not marker.exists()
+
+
+def test_queue_demand_and_tick_carry_hostile_ids_inert(planned, tmp_path):
+    # planner ingest squeue: the accounts of hostile projects in the queue become their ids
+    # in demand.csv (CSV-quoted data); planner tick's moves for those projects run as argv
+    # and print quoted; nothing touches the marker
+    import subprocess
+
+    from planner.exporters.slurm import qos_name
+    from planner.ingest.squeue import SqueueJob, squeue_text
+    from planner.tick_run import run_tick
+    from tests.test_tick import Fake, state_with
+
+    root, marker, ids = planned
+    scenario = tmp_path / "scenario"
+    shutil.copytree(root / "scenario", scenario)
+    (scenario / "demand.csv").rename(scenario / "declared_demand.csv")
+    names = {p: planable(ids[p]) for p in ("p1", "p2", "p3")}
+    queue = [SqueueJob(str(10 + i), None, account(name), "h100-a", qos_name(name), "PENDING",
+                       "QOSGrpGRESMinutes", 8, 1, 3600, 0, None)
+             for i, name in enumerate(names.values())]
+    (tmp_path / "squeue.txt").write_text(squeue_text(queue))
+    assert main(["ingest", "squeue", str(tmp_path / "squeue.txt"), str(scenario),
+                 "--now", "2026-11-02T00:00:00", "--no-forecast"]) == 0
+    rows = list(csv.DictReader(io.StringIO((scenario / "demand.csv").read_text())))
+    queued = {r["project"] for r in rows if r["start"] == "2026-11-02T00:00:00Z"
+              and r["end"] == "2026-11-03T00:00:00Z" and r["gpus"] == "8"}
+    assert set(names.values()) <= queued
+    # the tick on the hostile plan: every budget spent
+    plan = json.loads((root / "hostile" / "plan.json").read_text())
+    state = state_with(tmp_path, plan, ["slurm"])
+    hostile_queue = [SqueueJob(str(20 + i), None, account(p), "h100-a", qos_name(p),
+                               "PENDING", "QOSGrpGRESMinutes", 8, 1, 3600, 0, None)
+                     for i, p in enumerate(projects(ids))]
+    fake = Fake(hostile_queue, "".join(f"QOS={qos_name(p)}(9)\n    GrpTRESMins=gres/gpu=0(0)\n"
+                                       for p in projects(ids)))
+    done = run_tick(state, runner=fake)
+    assert len(done.moves) == 4
+    for argv in fake.ran[2:]:
+        assert argv[:3] == ["scontrol", "update", argv[2]] and argv[2][6:].isdigit()
+        assert argv[3] == "QOS=gp-opportunistic"
+    printed = [line.split("  #")[0].strip() for line in done.lines if "scontrol" in line]
+    script = "scontrol() { printf '%s\\n' \"$@\"; }\n" + "\n".join(printed) + "\n"
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert "QOS=gp-opportunistic" in ran.stdout
+    assert not marker.exists() and not Path("x").exists()

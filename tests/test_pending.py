@@ -188,6 +188,8 @@ def test_bad_workloads_exit_2_and_write_nothing(tmp_path: Path, capsys):
 
 def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, capsys):
     folder = scenario(tmp_path)
+    # --kueue derives demand.csv from the Workloads too: the hand-written rows are declared
+    (folder / "demand.csv").rename(folder / "declared_demand.csv")
     state = tmp_path / "state"
     wl = write(tmp_path, ITEMS)
     usage = (folder / "usage.csv").read_bytes()

@@ -194,25 +194,13 @@ def open_workload(item: Any, row: int) -> tuple[str, dict[str, Any]]:
     return path, _get(item, "metadata", path, dict)
 
 
-def workload_job(item: Any, row: int) -> SourceJob | Skip:
-    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
-    path, meta = open_workload(item, row)
-    job = f"{_name(meta, 'namespace', path)}/{_name(meta, 'name', path)}"
-    spec = _get(item, "spec", path, dict)
-    status = _get(item, "status", path, dict, required=False)
-    conditions = _get(status, "conditions", f"{path}.status", list, required=False)
-    admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
-    finished = _condition(conditions, "Finished", f"{path}.status.conditions")
-    admission = _get(status, "admission", f"{path}.status", dict, required=False)
-    past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
-                required=False)
-    if not 0 <= past <= INT32:
-        raise _Bad(f"{path}.status.accumulatedPastExecutionTimeSeconds",
-                   f"{past} is not a number of seconds Kueue writes (0 to {INT32:,}, int32)")
-    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
-        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
-        return Skip(NOT_ADMITTED, job, row, before)
-    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
+def admitted_gpus(spec: dict[str, Any], admission: dict[str, Any], path: str
+                  ) -> tuple[float, set[str]]:
+    """GPUs a Workload was admitted with, and the GPU flavors they were admitted on.
+
+    Per ``status.admission.podSetAssignments[]``: the pods admitted (its ``count``, else
+    the pod set's) × the pod's GPU request (:func:`pod_gpus`).
+    """
     pod_sets = {ps.name: (ps.count, ps.gpus_per_pod) for ps in pod_sets_of(spec, path)}
     gpus, flavors = 0.0, set()
     assignments = _get(admission, "podSetAssignments", f"{path}.status.admission", list)
@@ -235,6 +223,29 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
             raise _Bad(f"{where}.flavors", f"no flavor for {GPU}, which the pod set requests")
         gpus += per_pod * admitted_count
         flavors.add(flavor)
+    return gpus, flavors
+
+
+def workload_job(item: Any, row: int) -> SourceJob | Skip:
+    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
+    path, meta = open_workload(item, row)
+    job = f"{_name(meta, 'namespace', path)}/{_name(meta, 'name', path)}"
+    spec = _get(item, "spec", path, dict)
+    status = _get(item, "status", path, dict, required=False)
+    conditions = _get(status, "conditions", f"{path}.status", list, required=False)
+    admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
+    finished = _condition(conditions, "Finished", f"{path}.status.conditions")
+    admission = _get(status, "admission", f"{path}.status", dict, required=False)
+    past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
+                required=False)
+    if not 0 <= past <= INT32:
+        raise _Bad(f"{path}.status.accumulatedPastExecutionTimeSeconds",
+                   f"{past} is not a number of seconds Kueue writes (0 to {INT32:,}, int32)")
+    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
+        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
+        return Skip(NOT_ADMITTED, job, row, before)
+    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
+    gpus, flavors = admitted_gpus(spec, admission, path)
     if gpus <= 0:
         return Skip(NO_GPU, job, row, f"ClusterQueue {queue}")
     if len(flavors) > 1:

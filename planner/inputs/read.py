@@ -42,6 +42,7 @@ from planner.inputs.schema import (
     CONFIG_FIELDS,
     CONFIG_FILE,
     CONFIG_SHEET,
+    DECLARED_DEMAND_FILE,
     NEXT_QUARTER_COLUMNS,
     NEXT_QUARTER_LINKS,
     NEXT_QUARTER_SHEET,
@@ -310,7 +311,8 @@ def read_folder(path: Path) -> RawScenario:
     raw = RawScenario()
     known = {t.filename for t in TABLES.values()}
     for extra in sorted(p.name for p in path.glob("*.csv")
-                        if probe_file(p) != MISSING and p.name not in known):
+                        if probe_file(p) != MISSING and p.name not in known
+                        and p.name != DECLARED_DEMAND_FILE):
         raw.problems.append(InputProblem(
             extra, None, None,
             f"unknown file; the tables are {', '.join(sorted(known))}: rename it or move it "

@@ -333,6 +333,10 @@ TABLES: Mapping[str, TableSchema] = MappingProxyType(
     {t.name: t for t in (CLUSTERS, ORG, BUDGETS, DEMAND, RESERVATIONS, USAGE)})
 
 CONFIG_FILE = "scenario.toml"
+#: rows a project lead writes, the columns of demand.csv: kept by ``planner ingest
+#: squeue|kueue --demand`` for the periods the queue asks nothing for (planner.demand);
+#: not a table of the plan, but a file a scenario folder may hold
+DECLARED_DEMAND_FILE = "declared_demand.csv"
 CONFIG_SHEET = "scenario"  # in a workbook: rows of key, value
 
 #: ``scenario.toml`` keys (in a workbook's ``scenario`` sheet, ``gpu_rates.H100`` etc.).

@@ -118,6 +118,7 @@ Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
@@ -126,6 +127,7 @@ from typing import Any
 import pandas as pd
 
 from planner.config import ModelConfig
+from planner.demand import QueuedJob
 from planner.exporters.kueue import (
     GPU,
     PRIORITY_CLASSES,
@@ -135,9 +137,12 @@ from planner.exporters.kueue import (
     object_id,
     period_objects,
     priority_class,
-    widen_late,
 )
-from planner.simulate.planner_policy import PlannerPolicy
+from planner.ingest.queue import workload_jobs
+from planner.ingest.workloads import queue_items
+from planner.simulate.planner_policy import DemandSource, PlannerPolicy
+from planner.simulate.queue_render import workload_items
+from planner.tick import late_step
 
 NOMINAL, BORROWED = "nominal", "borrowed"
 #: the same below the top priority class (unallocated work, with the export's classes):
@@ -434,13 +439,14 @@ class KueueReplayPolicy(PlannerPolicy):
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
                  priorities: bool = True, takes_back: bool = True,
-                 widens: bool = True, late: bool = True) -> None:
+                 widens: bool = True, late: bool = True,
+                 demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
         # fits on the nodes: requests cost occupancy, so they are off unless asked.
         super().__init__(model=model, check_every=check_every,
-                         gang_wait_hours=gang_wait_hours)
+                         gang_wait_hours=gang_wait_hours, demand=demand)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: Fair Sharing's own preemption (``preemptionStrategies``
         #: [LessThanOrEqualToFinalShare, LessThanInitialShare]): a pending workload beyond
@@ -559,9 +565,10 @@ class KueueReplayPolicy(PlannerPolicy):
     def refresh(self, sim, now: float) -> bool:
         """The planner's replan at period boundaries; every other hour, rule 7's widening.
 
-        Between replans the waiting gangs (allocated, at least a node's GPUs), in the
-        engine's order, go to :func:`widen_late` on the objects in force, as an hourly
-        ``planner export --late`` applies them; True when it served one (quotas changed).
+        Between replans the widest waiting gang (allocated, at least a node's GPUs) of each
+        project and cluster goes to :func:`planner.tick.late_step` on the objects in force,
+        the projects most owed first, as ``planner tick`` applies it each minute; True when
+        it served one (quotas changed).
         """
         if super().refresh(sim, now):
             return True
@@ -571,12 +578,21 @@ class KueueReplayPolicy(PlannerPolicy):
         """Rule 7 on the objects in force: True when a waiting gang was given quota."""
         if not self.late or self.body is None:
             return False
-        gangs = self._waiting_gangs(sim)
-        if not gangs or not widen_late(self.body, self.objects, gangs):
+        widest = self._pending_gangs(sim)
+        if not widest or not late_step(self.body, self.objects, widest):
             return False
         self._read_objects(sim)
         self._reclass(sim)
         return True
+
+    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+        """The queue as Workloads JSON, read back by ``planner ingest kueue --demand``'s code."""
+        items = workload_items(sim, self.hours_left, as_of, asked)
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        queued, _, problems = queue_items("workloads.json", json.loads(text)["items"], as_of)
+        if problems:
+            raise RuntimeError(f"the replay's Workloads do not read back: {problems[:3]}")
+        return workload_jobs(queued, sim.scenario)[0]
 
     def _pending_gangs(self, sim) -> dict[tuple[str, str], int]:
         """(project, cluster) -> GPUs of the widest waiting gang (allocated, ≥ a node).
