@@ -25,14 +25,14 @@ objects gone (pruned) are counted apart. *Real* changes are the objects whose co
 differs beyond the set's window annotations (:data:`planner.exporters.kueue.WINDOW_ANNOTATIONS`).
 
 Writes ``benchmarks/results/<--name>.json`` (default ``cycle``) with
-:func:`planner.results.write_result` (commit, date, machine, load) and, with ``--out``,
-the same figures as Markdown. ``--code DIR`` runs the cycles with another checkout's
+:func:`planner.results.write_result` (commit, date, machine, load). ``--resume``
+continues a chain in ``--work`` after its current plan (the result file then holds the
+cycles of this run only). ``--code DIR`` runs the cycles with another checkout's
 ``planner`` package (``PYTHONPATH=DIR``), e.g. an earlier commit unpacked by ``git
 archive``, for a before-and-after figure.
 
 Usage: ``python benchmarks/cycle_chain.py [--scale 10] [--cycles 30] [--work DIR]
-[--export slurm,kueue,json] [--churn] [--name cycle] [--out benchmarks/cycle_results.md]
-[--code DIR]``
+[--export slurm,kueue,json] [--churn] [--name cycle] [--resume] [--code DIR]``
 """
 
 from __future__ import annotations
@@ -220,25 +220,32 @@ def main() -> None:
     parser.add_argument("--churn", action="store_true",
                         help="also compare each cycle's Kueue sets with the previous one's")
     parser.add_argument("--name", default="cycle", help="benchmarks/results/<name>.json")
-    parser.add_argument("--out", type=Path, help="also write the figures as Markdown here")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the chain in --work after its current plan")
     parser.add_argument("--code", type=Path,
                         help="run the cycles with the planner package of this checkout")
     args = parser.parse_args()
     load_before = load_now()
     scenario, state = args.work / "scenario", args.work / "state"
     as_of = pd.Timestamp("2026-11-16", tz="UTC")
-    if args.work.exists():
-        raise SystemExit(f"{args.work} exists; give a fresh --work folder")
-    subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale",
-                    str(args.scale), "--out", str(scenario)], check=True,
-                   stdout=subprocess.DEVNULL)
+    first = 0
+    previous: Path | None = None
+    if args.resume:
+        previous = (state / "current").resolve()
+        current = json.loads((previous / "plan.json").read_text())
+        first = (pd.Timestamp(current["as_of"]) - as_of).days + 1
+    elif args.work.exists():
+        raise SystemExit(f"{args.work} exists; give a fresh --work folder (or --resume)")
+    else:
+        subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale",
+                        str(args.scale), "--out", str(scenario)], check=True,
+                       stdout=subprocess.DEVNULL)
     env = dict(os.environ)
     if args.code is not None:
         env["PYTHONPATH"] = str(args.code.resolve())
     planner = [sys.executable, "-m", "planner.cli"]
     rows: list[dict] = []
-    previous: Path | None = None
-    for i in range(args.cycles):
+    for i in range(first, args.cycles):
         day = as_of + pd.Timedelta(days=i)
         fed = 0
         if i:
@@ -262,12 +269,12 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     cpu = [r["cpu_s"] for r in rows]
     wall = [r["wall_s"] for r in rows]
-    summary = (f"{args.cycles} daily cycles at {args.scale}× (--export {args.export}): every "
+    summary = (f"{len(rows)} daily cycles at {args.scale}× (--export {args.export}): every "
                f"plan valid; CPU s per cycle median {statistics.median(cpu):.1f}, max "
                f"{max(cpu):.1f}; wall s median {statistics.median(wall):.1f}, max "
                f"{max(wall):.1f}; folder MB median "
                f"{statistics.median(r['folder_mb'] for r in rows):.1f}; the state folder "
-               f"after {args.cycles} cycles {folder_bytes(state) / 1e6:.0f} MB")
+               f"after cycle {rows[-1]['cycle']} {folder_bytes(state) / 1e6:.0f} MB")
     notes = [summary]
     if args.churn and len(rows) > 1:
         diffs = [r for r in rows[1:] if r.get("diff_lines") is not None]
@@ -281,23 +288,11 @@ def main() -> None:
     print("\n".join(notes))
     columns = COLUMNS + (CHURN_COLUMNS if args.churn else [])
     write_result(args.name, title=f"Daily planning cycles at {args.scale}×",
-                 what=(f"{args.cycles} consecutive daily `planner cycle` processes on the "
+                 what=(f"{len(rows)} consecutive daily `planner cycle` processes on the "
                        f"sample generated at {args.scale}× (load, plan, check, export "
                        f"{args.export}, apply.sh), each fed the previous plan's first period "
                        "as usage; CPU seconds of each process and what it waited for"),
                  columns=columns, rows=rows, notes=notes, load_before=load_before)
-    if args.out:
-        head = ["# Daily planning cycles", "",
-                f"`python benchmarks/cycle_chain.py {' '.join(sys.argv[1:])}`: each cycle "
-                "a fresh `planner cycle` process (load, plan, check, export, apply.sh); "
-                "usage fed back from the previous plan's first period; CPU seconds of the "
-                "process and what it waited for. Also in "
-                f"`benchmarks/results/{args.name}.json`.", "", *notes, "",
-                "| " + " | ".join(c["label"] for c in columns) + " |",
-                "|" + "---|" * len(columns)]
-        body = ["| " + " | ".join("" if r.get(c["key"]) is None else str(r[c["key"]])
-                                  for c in columns) + " |" for r in rows]
-        args.out.write_text("\n".join(head + body) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

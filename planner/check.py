@@ -183,7 +183,8 @@ def check_reservations(scenario, plan, periods, res) -> list[Violation]:
     both = res[known].merge(requests, on="request_id", how="left")
     both["earliest_start"] = _ts_column(both["earliest_start"])
     both["deadline"] = _ts_column(both["deadline"])
-    length = np.ceil(both["hours"].to_numpy(dtype=float) / ph - 1e-9) * ph
+    # whole periods, at least one (as the model rounds: planner.model.problem)
+    length = np.maximum(np.ceil(both["hours"].to_numpy(dtype=float) / ph - 1e-9), 1) * ph
     lasts = (both["end"] - both["start"]).dt.total_seconds().to_numpy(dtype=float) / 3600
     cluster_nodes = both["cluster"].map(nodes).to_numpy(dtype=float)  # NaN: never above
     whole = (both["nodes"] == np.floor(both["nodes"])) & (both["nodes"] == both["q_nodes"])

@@ -65,12 +65,17 @@ def suggestion(parser: argparse.ArgumentParser, message: str, argv: list[str] | 
         if token in inner:
             scope = inner[token]
     known = _options(scope)
+    words = list(argv or [])
+    literal = set(words[words.index("--") + 1:]) if "--" in words else set()
     hints = []
     for token in unknown.group(1).split():
-        if token.startswith("-"):
+        if token in literal:  # after --, no word is an option: suggesting one misleads
+            hints.append(f"{token!r} follows --, so it is an argument, not an option, and "
+                         "this command takes no more arguments")
+        elif token.startswith("-"):
             name = token.split("=", 1)[0]
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-            if close:
+            if close and close[0] != name:
                 hints.append(f"did you mean {close[0]} (not {name})?")
     return "; " + " ".join(hints) if hints else ""
 
@@ -107,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
-                          "-names.csv (see models/README.md)")
+                          "-names.csv (see docs/explanation/model.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     validate.add_argument("--for", dest="targets", metavar="TARGETS",
@@ -173,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
                                "the trace's protected runtimes")
+    simulate.add_argument("--result", metavar="FILE.json",
+                          help="also write the figures as a result file (benchmarks/results/"
+                               "NAME.json: date, machine, commit and command recorded), "
+                               "which the docs' Results pages render")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -196,19 +205,33 @@ def _parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--out", required=True, metavar="TRACE.csv",
                            help="trace CSV to write")
     ingest = sub.add_parser("ingest", help="append what ran (sacct or Kueue Workloads) to a "
-                                           "scenario's usage.csv, once per job")
-    ingest.add_argument("source", choices=("sacct", "kueue"),
+                                           "scenario's usage.csv, once per job; derive its "
+                                           "demand.csv from the queue (squeue, or Kueue "
+                                           "Workloads with --demand)")
+    ingest.add_argument("source", choices=("sacct", "kueue", "squeue"),
                         help="sacct: `sacct --parsable2 --noheader --allocations "
                              "--format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS`; "
-                             "kueue: `kubectl get workloads -A -o json`")
+                             "kueue: `kubectl get workloads -A -o json`; squeue: `squeue "
+                             "--noheader --array --states=PD,R --Format=...` (the fields in "
+                             "docs/how-to/demand-from-the-queue.md), demand.csv only")
     ingest.add_argument("file", help="the saved output")
     ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
-                        help="scenario folder whose usage.csv to update (default: the bundled "
-                             "sample)")
-    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
-                                      "time)")
+                        help="scenario folder whose usage.csv (and demand.csv) to update "
+                             "(default: the bundled sample)")
+    ingest.add_argument("--now", help="when the file was saved: jobs still running end here "
+                                      "(usage), demand rows start here (default: the current "
+                                      "UTC time)")
     ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="report what would change; write nothing")
+    ingest.add_argument("--demand", action="store_true",
+                        help="kueue: also rewrite demand.csv from the pending and admitted "
+                             "Workloads (after the usage ingest); squeue always does")
+    ingest.add_argument("--state", metavar="DIR",
+                        help="squeue: the planning state folder, whose tick.json names the "
+                             "jobs planner tick moved to gp-opportunistic (still their "
+                             "project's demand)")
+    ingest.add_argument("--no-forecast", dest="forecast", action="store_false",
+                        help="demand: leave out the arrival forecast from usage.csv")
     explain = sub.add_parser("explain", help="why a project or team gets what it gets")
     explain.add_argument("node", metavar="PROJECT|TEAM", help="a project or team id")
     explain.add_argument("--scenario", default=str(SAMPLE),
@@ -229,10 +252,13 @@ def _parser() -> argparse.ArgumentParser:
                             "in force")
     cycle.add_argument("--as-of", dest="as_of",
                        help="plan from this time (default: now, floored to the period grid)")
-    accounting = cycle.add_mutually_exclusive_group()
-    accounting.add_argument("--sacct", help="sacct output to ingest first (planner ingest sacct)")
-    accounting.add_argument("--kueue", help="Kueue Workloads JSON to ingest first "
-                                            "(planner ingest kueue)")
+    cycle.add_argument("--sacct", help="sacct output to ingest first (planner ingest sacct)")
+    queues = cycle.add_mutually_exclusive_group()
+    queues.add_argument("--kueue", help="Kueue Workloads JSON to ingest first: usage, and "
+                                        "demand.csv from the queue (planner ingest kueue "
+                                        "--demand)")
+    queues.add_argument("--squeue", help="squeue output whose jobs become demand.csv first "
+                                         "(planner ingest squeue); with --sacct for usage")
     cycle.add_argument("--export", help="targets to export and apply, comma-separated "
                                         "(kueue,slurm,json)")
     cycle.add_argument("--model", default="default",
@@ -245,11 +271,40 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
+    serve = sub.add_parser("serve", help="a read-only web dashboard and Prometheus /metrics "
+                                         "over a planner cycle state folder")
+    serve.add_argument("--state", required=True, metavar="DIR",
+                       help="the state folder planner cycle writes (DIR/plans, DIR/current)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only; put "
+                            "a site's auth proxy in front to share it)")
+    serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    serve.add_argument("--root-path", dest="root_path", default="",
+                       help="URL prefix a reverse proxy serves it under (e.g. /gpu-plan); "
+                            "links are made under it")
+    tick = sub.add_parser("tick", help="between cycles, act on the queue as the plan in force "
+                                       "says: Slurm jobs pending on a spent budget to "
+                                       "gp-opportunistic and back; Kueue's late gangs "
+                                       "(rule 7); run every minute")
+    tick.add_argument("--state", required=True,
+                      help="the state folder planner cycle keeps (DIR/current is the plan "
+                           "in force)")
+    tick.add_argument("--dry-run", dest="dry_run", action="store_true",
+                      help="print what would be done; change nothing")
+    tick.add_argument("--squeue", metavar="FILE",
+                      help="Slurm: saved squeue output to read instead of running squeue")
+    tick.add_argument("--qos", metavar="FILE",
+                      help="Slurm: saved `scontrol show assoc_mgr flags=qos` output to read "
+                           "instead of running it")
+    tick.add_argument("--workloads", metavar="FILE",
+                      help="Kueue: saved `kubectl get workloads -A -o json` to read instead "
+                           "of running it")
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks (pip install 'gpu-planner[sweep]'); "
                                           "one table of results")
-    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
+    sweep.add_argument("spec", metavar="SPEC.toml",
+                       help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")
@@ -369,7 +424,14 @@ def _run(args, console: Console, err: Console) -> ExitCode:
             from planner.model.modelfile import model_files
             from planner.plan.write import write_files
 
-            written += write_files(Path(args.write_model), model_files(built[-1].lp, "elastic"))
+            try:
+                written += write_files(Path(args.write_model),
+                                       model_files(built[-1].lp, "elastic"),
+                                       "free some space, fix the permissions or choose "
+                                       "another --write-model folder")
+            except InputError as error:
+                error.written = tuple(str(w) for w in written)  # the plan is written
+                raise
     if not args.quiet:
         console.print(run_summary(result), markup=False, highlight=False, end="",
                       soft_wrap=True)
@@ -438,9 +500,9 @@ def _export(args, console: Console) -> ExitCode:
         problems += bad
     applied = None
     if args.late and not problems:
-        from planner.exporters.kueue import read_set
+        from planner.exporters.set_in_force import read_set
 
-        applied, bad = read_set(Path(args.late))
+        applied, bad = read_set(Path(args.late), plan, scenario.org, allowed)
         problems += bad
     if problems:
         raise InputError(problems)
@@ -465,10 +527,11 @@ def _export(args, console: Console) -> ExitCode:
 
 def _export_late(args, console: Console, plan: dict, applied: list, gangs) -> ExitCode:
     """``planner export --late``: rule 7 on the set in force, written under its own name."""
-    from planner.exporters.kueue import most_owed_first, set_text, widen_late
+    from planner.exporters.kueue import set_text
     from planner.plan.write import write_files
+    from planner.tick import late_step
 
-    done = widen_late(plan, applied, most_owed_first(plan, gangs.widest))
+    done = late_step(plan, applied, gangs.widest)
     written = write_files(Path(args.out), {Path(args.late).name: set_text(applied).encode()})
     lines = gangs.lines()
     for project, cluster, gpus in done:
@@ -535,6 +598,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.plan.write import write_files
+    from planner.results import load_now
     from planner.simulate.run import (
         POLICY_NAMES,
         output_files,
@@ -542,6 +606,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         parse_seeds,
         simulate,
         table_rows,
+        write_replay_result,
     )
     from planner.simulate.trace import read_trace
 
@@ -551,6 +616,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
+    load = load_now()
     with err.status("replaying", spinner="dots") as status:
         runs = simulate(scenario, trace, names, status.update, model, seeds)
         status.update("writing metrics, pictures and jobs")
@@ -566,6 +632,20 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         table.add_row(name, *(row[i] for row in rows))
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    if args.result:
+        import shlex
+
+        # the command as given (the same whether run as a process or in-process)
+        command = shlex.join(["planner", "simulate", *([args.scenario] if args.scenario else []),
+                              "--trace", args.trace,
+                              *(["--policy", args.policy] if args.policy else []),
+                              *(["--seeds", args.seeds] if args.seeds else []),
+                              "--model", args.model, "--out", args.out,
+                              "--result", args.result])
+        path = write_replay_result(Path(args.result), runs, scenario, trace,
+                                   f"the trace `{Path(args.trace).name}`", command=command,
+                                   load_before=load)
+        console.print(f"wrote {path}", markup=False, highlight=False)
     return ExitCode.OK
 
 
@@ -613,7 +693,7 @@ def _explain(args, console: Console) -> ExitCode:
 def _status(args, console: Console) -> ExitCode:
     from rich.text import Text
 
-    from planner.status import OVERRUN, UNUSED, plan_status, status_lines
+    from planner.status import OPPORTUNISTIC, OVERRUN, UNUSED, plan_status, status_lines
 
     plan, scenario, _ = _plan_for(args)
     status = plan_status(plan, scenario)
@@ -623,7 +703,8 @@ def _status(args, console: Console) -> ExitCode:
     lines = status_lines(status)
     styles = {2: "bold"}  # the header; a row's colour follows its risk flag
     for i, row in enumerate(status.rows, start=3):
-        styles[i] = "red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags else ""
+        styles[i] = ("red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags
+                     else "magenta" if OPPORTUNISTIC in row.flags else "")
     for i, line in enumerate(lines):  # colour only on a terminal: rich drops it when piped
         console.print(Text(line, style=styles.get(i, "")), soft_wrap=True)
     return ExitCode.OK
@@ -656,10 +737,43 @@ def _ingest(args, console: Console) -> ExitCode:
             raise InputError([InputProblem("--now", None, None,
                                            f"{args.now!r} is not a time; {DATE_HINT}")])
         now = pd.Timestamp(stamp)
-    report = ingest_usage(Path(args.scenario), args.source, Path(args.file), now, args.dry_run)
-    for line in report.lines():
+    if args.demand and args.source != "kueue":
+        raise InputError([InputProblem("--demand", None, None, "is for kueue (squeue always "
+                                       "writes demand.csv; sacct holds no queue)")])
+    if args.state and args.source != "squeue":
+        raise InputError([InputProblem("--state", None, None, "is for squeue")])
+    lines = []
+    if args.source == "squeue" or args.demand:
+        from planner.ingest.queue import ingest_demand
+        from planner.tick import moved_jobs
+
+        def demand(dry_run: bool):
+            return ingest_demand(Path(args.scenario), args.source, Path(args.file), now=now,
+                                 dry_run=dry_run, forecast=args.forecast,
+                                 moved=moved_jobs(Path(args.state)) if args.state else None)
+
+        demand(True)  # the queue read (and refused) before the usage ingest writes
+    if args.source != "squeue":
+        lines += ingest_usage(Path(args.scenario), args.source, Path(args.file), now,
+                              args.dry_run).lines()
+    if args.source == "squeue" or args.demand:
+        lines += demand(args.dry_run).lines()
+    for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
+
+
+def _tick(args, console: Console, err: Console) -> ExitCode:
+    from planner.tick_run import run_tick
+
+    files = {k: Path(v) if v else None for k, v in (("squeue", args.squeue), ("qos", args.qos),
+                                                   ("workloads", args.workloads))}
+    result = run_tick(Path(args.state), dry_run=args.dry_run, **files)
+    for line in result.lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in result.failed:
+        err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+    return ExitCode.FAILURE if result.failed else ExitCode.OK
 
 
 def _trace_synthetic(args, console: Console) -> ExitCode:
@@ -705,8 +819,13 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     from planner.times import iso
 
     targets = _export_targets(args.export)
+    if args.sacct and args.kueue:
+        raise InputError([InputProblem("--sacct", None, None, "and --kueue: give one "
+                                       "accounting file (--squeue goes with --sacct)")])
     source = (("sacct", Path(args.sacct)) if args.sacct
               else ("kueue", Path(args.kueue)) if args.kueue else None)
+    queue = (("squeue", Path(args.squeue)) if args.squeue
+             else ("kueue", Path(args.kueue)) if args.kueue else None)
     state = Path(args.state)
     try:
         with err.status("planning cycle", spinner="dots") as status:
@@ -715,7 +834,7 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
                 model = with_limits(model, args.limits)
             result = run_cycle(Path(args.scenario), state, model,
                                as_of=args.as_of, source=source, targets=targets,
-                               apply=args.apply, progress=status.update)
+                               apply=args.apply, progress=status.update, queue=queue)
     except (InputError, SolverError, ApplyError) as error:
         try:
             current = current_folder(state)
@@ -724,6 +843,10 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
         kept = (f"{state / 'current'} still points at {current.name}" if current
                 else "no plan is current")
         err.print(f"cycle failed, {kept}", markup=False, highlight=False, soft_wrap=True)
+        for ledger in error.written:
+            err.print(f"{ledger} took the ingest and keeps it (a job counts once: running the "
+                      "cycle again does not count it twice)", markup=False, highlight=False,
+                      soft_wrap=True)
         if isinstance(error, ApplyError):
             err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
             return int(ExitCode.FAILURE)
@@ -733,11 +856,37 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
         say(line)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    for line in result.change_lines:
+        say(line)
     made = "unchanged (the same bytes were kept already)" if result.unchanged else "written"
     origin = f"replanned from {result.previous.name}" if result.previous else "no previous plan"
     say(f"plan as of {iso(result.as_of)}: {result.folder} {made}; {origin}")
     ran = "applied" if result.applied else "not run (--apply runs it)"
     say(f"{state / 'current'} -> {result.folder.name}; {result.folder / 'apply.sh'} {ran}")
+    return ExitCode.OK
+
+
+def _serve(args, console: Console, err: Console) -> ExitCode:
+    from planner.serve.app import serve
+    from planner.serve.state import current_name
+
+    state = Path(args.state)
+    if not state.is_dir():
+        raise InputError([InputProblem("--state", None, None,
+                                       f"{args.state!r} is not a folder; pass the state folder "
+                                       "planner cycle --state writes")])
+    if not 0 < args.port < 65536:
+        raise InputError([InputProblem("--port", None, None,
+                                       f"must be 1 to 65535, got {args.port}")])
+    if args.root_path and (not args.root_path.startswith("/") or args.root_path.endswith("/")):
+        raise InputError([InputProblem("--root-path", None, None,
+                                       f"{args.root_path!r}: give a prefix like /gpu-plan "
+                                       "(a leading /, no trailing /)")])
+    if current_name(state) is None:
+        err.print(f"warning: {state / 'current'} points at no kept plan yet; the pages say so "
+                  "until planner cycle makes one", markup=False, highlight=False)
+    serve(state, args.host, args.port, args.root_path,
+          ready=lambda text: console.print(text, markup=False, highlight=False))
     return ExitCode.OK
 
 
@@ -818,13 +967,19 @@ def main(argv: list[str] | None = None) -> int:
             return int(_status(args, console))
         if args.command == "cycle":
             return int(_cycle(args, console, err))
+        if args.command == "serve":
+            return int(_serve(args, console, err))
         if args.command == "sweep":
             return int(_sweep(args, console, err))
+        if args.command == "tick":
+            return int(_tick(args, console, err))
         return int(_validate(args, console))
     except InputError as error:
         for problem in error.problems:
             err.print(f"error: {problem}", markup=False, highlight=False, soft_wrap=True)
-        err.print(f"{len(error.problems)} problem(s); nothing written", markup=False)
+        done = (f"nothing else written (written before it: {', '.join(error.written)})"
+                if error.written else "nothing written")
+        err.print(f"{len(error.problems)} problem(s); {done}", markup=False, soft_wrap=True)
         return int(ExitCode.BAD_INPUT)
     except SolverError as error:
         err.print(f"error: {error}", markup=False, highlight=False)

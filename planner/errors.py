@@ -38,7 +38,13 @@ class InputProblem:
 
 
 class InputError(Exception):
-    """Raised when inputs are invalid; carries every problem found."""
+    """Raised when inputs are invalid; carries every problem found.
+
+    ``written``: files a command changed before it failed (a cycle's ingest into
+    ``usage.csv``), so that the CLI does not say "nothing written" of them.
+    """
+
+    written: tuple[str, ...] = ()
 
     def __init__(self, problems: list[InputProblem]):
         self.problems = sorted(
@@ -48,3 +54,5 @@ class InputError(Exception):
 
 class SolverError(Exception):
     """Raised when no valid plan can be produced (never patched up)."""
+
+    written: tuple[str, ...] = ()  # as InputError's

@@ -12,7 +12,9 @@ names each conflict, and how to proceed, before anything is solved:
 - a cluster shrunk below the nodes its running reservations hold;
 - a project whose running reservations cost more, from ``as_of`` to their ends, than
   its budget has left after its usage (rules 4 and 6 cannot both hold: usage ran over
-  what the previous plan charged, or the budget was cut).
+  what the previous plan charged, or the budget was cut);
+- grants no plan could hold (:func:`beyond_capacity`: more GPU-hours in a period than
+  the plan's own cluster has), a damaged file.
 
 Each is an :class:`~planner.errors.InputProblem` on the previous plan's file, the
 column a JSON path into it (``reservations/3/project``), so the CLI exits 2 and
@@ -84,6 +86,7 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario,
                          f"(--as-of), replan from the plan made before {iso(cfg.as_of)}, or "
                          f"{afresh}")
         return out
+    out += beyond_capacity(previous, label, afresh)
     leaves = _leaves(scenario)
     nodes = dict(zip(scenario.clusters["cluster"], scenario.clusters["nodes"], strict=True))
     held: dict[str, list[tuple[int, dict]]] = defaultdict(list)
@@ -112,6 +115,40 @@ def previous_conflicts(previous: dict, label: str, scenario: Scenario,
                     f"reservations running on it at {iso(cfg.as_of)} ({ids}) hold {total}: "
                     f"restore cluster {cluster!r} to at least {total} nodes until {until}, "
                     f"or {afresh}")
+    return out
+
+
+def beyond_capacity(previous: dict, label: str, afresh: str = AFRESH) -> list[InputProblem]:
+    """Grants of ``previous`` no plan could hold: above its own cluster's GPUs × the period.
+
+    The previous plan's grants bound the frozen periods and the churn of a replan, so a
+    damaged one (``gpu_hours`` of ``1e308``) would move the new plan by as much. Checked
+    against the previous plan's own clusters and periods (a cluster may have shrunk since,
+    which is no reason to refuse it); a number no plan holds is reported at its first
+    allocation of that cluster and period.
+    """
+    size = {c["cluster"]: (int(c["nodes"]), int(c["gpus_per_node"]))
+            for c in previous.get("clusters", [])}
+    hours = {_ts(p["start"]): (_ts(p["end"]) - _ts(p["start"])).total_seconds() / 3600
+             for p in previous.get("periods", [])}
+    granted: dict[tuple[str, pd.Timestamp], list[tuple[int, float]]] = defaultdict(list)
+    for i, a in enumerate(previous.get("allocations", [])):
+        granted[a["cluster"], _ts(a["period_start"])].append((i, float(a["gpu_hours"])))
+    out = []
+    for (cluster, start), rows in granted.items():
+        if cluster not in size:
+            continue
+        nodes, gpn = size[cluster]
+        period = hours.get(start, float(previous["period_hours"]))
+        cap = nodes * gpn * period
+        total = sum(g for _, g in rows)
+        if total > cap * (1 + 1e-6) + 1e-6:
+            out.append(InputProblem(
+                label, None, f"allocations/{rows[0][0]}/gpu_hours",
+                f"grants {total:,.6g} GPU-hours on cluster {cluster!r} in the period from "
+                f"{iso(start)}, more than it holds ({nodes * gpn:,} GPUs × {period:g} h = "
+                f"{cap:,.6g}): this plan is damaged; replan from the plan it was made from "
+                f"(or restore this one), or {afresh}"))
     return out
 
 

@@ -12,7 +12,8 @@ from planner.check import check_plan
 from planner.config import ModelConfig
 from planner.errors import InputError, InputProblem, SolverError
 from planner.inputs import Scenario
-from planner.inputs.read import read_input
+from planner.inputs.bounded import load_json
+from planner.inputs.read import read_text_file
 from planner.inputs.validate import DATE_HINT, as_of_problem, parse_datetime, to_timestamp
 from planner.model.problem import Problem, build_problem
 from planner.model.result import Solution
@@ -41,17 +42,18 @@ def plan_schema() -> dict:
 
 
 def load_previous(path: Path) -> dict:
-    """Read a previous plan; refuse one that does not match the schema."""
+    """Read a previous plan; refuse one that does not match the schema.
+
+    Read with bounds (:func:`planner.inputs.bounded.load_json`): ``NaN``, ``Infinity``
+    and a number too large to hold are refused with the path of the value, as is nesting
+    no plan has.
+    """
     label = path.name
-    data, problem = read_input(path, label)
-    if problem is not None:
-        raise InputError([problem])
-    assert data is not None
-    try:
-        body = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        line = getattr(err, "lineno", None)
-        raise InputError([InputProblem(label, line, None, f"not a JSON plan: {err}")]) from None
+    text, problems = read_text_file(path, label)
+    if text is not None:
+        body, problems = load_json(label, text, "pass a plan.json that planner run wrote")
+    if problems:  # not JSON, NaN or Infinity, too deep: no plan of ours
+        raise InputError(problems)
     import jsonschema  # only a replan reads a plan back (0.1 s of imports otherwise)
 
     errors = sorted(jsonschema.Draft202012Validator(plan_schema()).iter_errors(body),

@@ -281,3 +281,89 @@ def test_reports_keep_hostile_ids_as_text(planned):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "=HYPERLINK(&#34;http://evil.example/&#34;,&#34;click&#34;)" in html
     assert not marker.exists()
+
+
+def test_dashboard_and_metrics_keep_hostile_ids_as_text(planned, tmp_path):
+    # The planable hostile scenario through planner cycle, then every page of planner serve
+    # for every project and team: markup stays text, ids come back exact in /metrics and
+    # the API, and nothing runs.
+    from urllib.parse import quote
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.served import get, get_json, raw, served
+
+    root, marker, ids = planned
+    scenario, state = root / "scenario", tmp_path / "state"
+    assert main(["cycle", str(scenario), "--state", str(state), "--as-of", "2026-11-02",
+                 "--export", "slurm,kueue,json"]) == 0
+    with served(state) as url:
+        org = get_json(url, "/api/org")
+        nodes = {n["node"]: n["kind"] for n in org["nodes"]}
+        assert {planable(ids[p]) for p in ("p1", "p2", "p3", "p4")} <= set(nodes)
+        pages = ["/", "/cycles", "/cycles/2026-11-02T00-00-00Z"]
+        pages += [f"/{'project' if kind == 'project' else 'node'}/{quote(node, safe='')}"
+                  for node, kind in nodes.items()]
+        for page in pages:
+            code, html = get(url, page)
+            assert code == 200, page
+            assert "<script>alert(1)</script>" not in html, page
+        code, html = get(url, f"/project/{quote(planable(ids['p4']), safe='')}")
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        code, text = get(url, "/metrics")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        labels = {s.labels["project"] for s in families["gpu_planner_budget_ngh"].samples}
+        assert labels == {planable(ids[p]) for p in ("p1", "p2", "p3", "p4")}
+        body = get_json(url, f"/api/projects/{quote(ids['p1'], safe='')}")
+        assert body["line"]["node"] == ids["p1"]
+        # JSON carries the ids as they are, as data: served as JSON, never sniffed as HTML
+        code, headers, _ = raw(url, "/api/status")
+        assert headers["content-type"] == "application/json"
+        assert headers["x-content-type-options"] == "nosniff"
+    assert not marker.exists()
+
+
+def test_queue_demand_and_tick_carry_hostile_ids_inert(planned, tmp_path):
+    # planner ingest squeue: the accounts of hostile projects in the queue become their ids
+    # in demand.csv (CSV-quoted data); planner tick's moves for those projects run as argv
+    # and print quoted; nothing touches the marker
+    import subprocess
+
+    from planner.exporters.slurm import qos_name
+    from planner.ingest.squeue import SqueueJob, squeue_text
+    from planner.tick_run import run_tick
+    from tests.test_tick import Fake, state_with
+
+    root, marker, ids = planned
+    scenario = tmp_path / "scenario"
+    shutil.copytree(root / "scenario", scenario)
+    (scenario / "demand.csv").rename(scenario / "declared_demand.csv")
+    names = {p: planable(ids[p]) for p in ("p1", "p2", "p3")}
+    queue = [SqueueJob(str(10 + i), None, account(name), "h100-a", qos_name(name), "PENDING",
+                       "QOSGrpGRESMinutes", 8, 1, 3600, 0, None)
+             for i, name in enumerate(names.values())]
+    (tmp_path / "squeue.txt").write_text(squeue_text(queue))
+    assert main(["ingest", "squeue", str(tmp_path / "squeue.txt"), str(scenario),
+                 "--now", "2026-11-02T00:00:00", "--no-forecast"]) == 0
+    rows = list(csv.DictReader(io.StringIO((scenario / "demand.csv").read_text())))
+    queued = {r["project"] for r in rows if r["start"] == "2026-11-02T00:00:00Z"
+              and r["end"] == "2026-11-03T00:00:00Z" and r["gpus"] == "8"}
+    assert set(names.values()) <= queued
+    # the tick on the hostile plan: every budget spent
+    plan = json.loads((root / "hostile" / "plan.json").read_text())
+    state = state_with(tmp_path, plan, ["slurm"])
+    hostile_queue = [SqueueJob(str(20 + i), None, account(p), "h100-a", qos_name(p),
+                               "PENDING", "QOSGrpGRESMinutes", 8, 1, 3600, 0, None)
+                     for i, p in enumerate(projects(ids))]
+    fake = Fake(hostile_queue, "".join(f"QOS={qos_name(p)}(9)\n    GrpTRESMins=gres/gpu=0(0)\n"
+                                       for p in projects(ids)))
+    done = run_tick(state, runner=fake)
+    assert len(done.moves) == 4
+    for argv in fake.ran[2:]:
+        assert argv[:3] == ["scontrol", "update", argv[2]] and argv[2][6:].isdigit()
+        assert argv[3] == "QOS=gp-opportunistic"
+    printed = [line.split("  #")[0].strip() for line in done.lines if "scontrol" in line]
+    script = "scontrol() { printf '%s\\n' \"$@\"; }\n" + "\n".join(printed) + "\n"
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert "QOS=gp-opportunistic" in ran.stdout
+    assert not marker.exists() and not Path("x").exists()

@@ -342,8 +342,12 @@ DEFECTS: list[tuple[str, dict[str, str | bytes | None], tuple[str, int | None, s
     ("weight 1e-300", edit("org", "p4,language,0.5", "p4,language,1e-300"),
      ("org.csv", 8, "weight")),
     ("budget 1e300", edit("budgets", "p2,3000", "p2,1e300"), ("budgets.csv", 3, "gpu_hours")),
-    ("demand above the cluster's GPUs", append("demand", "p1,h100-a,2026-11-02,2026-11-03,33"),
+    ("demand no cluster could hold", append("demand", "p1,h100-a,2026-11-02,2026-11-03,2e9"),
      ("demand.csv", 6, "gpus")),
+    # demand above a cluster's GPUs is a backlog, planned (tests/test_backlog.py); usage
+    # above them is no job that ran
+    ("usage above the cluster's GPUs", append("usage", "j9,p1,h100-a,33,2026-10-20,2026-10-21"),
+     ("usage.csv", 5, "gpus")),
     ("demand gpus 1e300", append("demand", "p1,h100-a,2026-11-02,2026-11-03,1e300"),
      ("demand.csv", 6, "gpus")),
     ("reservation hours 1e300",

@@ -110,7 +110,8 @@ def test_a_malformed_workload_is_named_by_file_row_and_field(tmp_path: Path):
         ("wl.json", 5, "items[4].spec.podSets[0].count"),
         ("wl.json", 7, "items[6].spec.podSets[0].template.spec.nodeSelector")]
     _, problems = pending_gangs(tmp_path / "none.json", [], [])
-    assert [(p.row, p.message) for p in problems] == [(None, "no such file")]
+    assert [(p.file, p.row, p.message) for p in problems] == [
+        ("none.json", None, f"no such file ({tmp_path / 'none.json'})")]
 
 
 def _plan(tmp_path: Path, folder: Path) -> Path:
@@ -187,6 +188,8 @@ def test_bad_workloads_exit_2_and_write_nothing(tmp_path: Path, capsys):
 
 def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, capsys):
     folder = scenario(tmp_path)
+    # --kueue derives demand.csv from the Workloads too: the hand-written rows are declared
+    (folder / "demand.csv").rename(folder / "declared_demand.csv")
     state = tmp_path / "state"
     wl = write(tmp_path, ITEMS)
     usage = (folder / "usage.csv").read_bytes()
@@ -195,7 +198,9 @@ def test_cycle_widens_the_kueue_export_from_the_file_it_ingests(tmp_path: Path, 
     # a file the pending reader refuses stops the cycle before the ingest writes anything
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02",
                  "--kueue", str(write(tmp_path, bad, "bad.json")), "--export", "kueue"]) == 2
-    assert (folder / "usage.csv").read_bytes() == usage and not state.exists()
+    assert (folder / "usage.csv").read_bytes() == usage
+    # the state folder is made first (its lock), but no plan is kept and none is current
+    assert list((state / "plans").iterdir()) == [] and not (state / "current").exists()
     capsys.readouterr()
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02",
                  "--kueue", str(wl), "--export", "kueue"]) == 0
@@ -250,7 +255,7 @@ def test_export_late_refuses_what_it_cannot_read(tmp_path: Path, capsys):
     assert ("foreign.yaml, row 1, column document: not a Kueue object written by gpu-planner"
             in capsys.readouterr().err.replace("\n", ""))
     assert main([*args, "--late", str(tmp_path / "gone.yaml"), "--workloads", str(wl)]) == 2
-    assert "gone.yaml: not found" in capsys.readouterr().err.replace("\n", "")
+    assert "gone.yaml: no such file" in capsys.readouterr().err.replace("\n", "")
     assert main([*args, "--late", str(foreign)]) == 2
     assert "--late: needs --workloads" in capsys.readouterr().err
     assert not out.exists()

@@ -33,6 +33,22 @@ def safe_name(original: str, limit: int = 63) -> str:
     return f"{base}-{digest}" if base else f"x-{digest}"
 
 
+#: What a spreadsheet reads as the start of a formula (or a command, by DDE) in a CSV cell.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(text: str) -> str:
+    """A CSV cell a spreadsheet opens as text: ``'=HYPERLINK(…)`` for ``=HYPERLINK(…)``.
+
+    A cell beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a
+    formula to Excel and LibreOffice (``=HYPERLINK``, ``+cmd|' /C calc'!A0``, ``@SUM``);
+    a leading ``'`` makes them show it as the text it is. Other cells are unchanged. For
+    text columns of CSV files meant for people (ids), never for numbers or for files the
+    planner reads back.
+    """
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def quantity(value: float) -> str:
     """A Kubernetes quantity string for a weight (``2``, ``0.5``)."""
     return format(round(float(value), 6), "f").rstrip("0").rstrip(".") or "0"

@@ -56,7 +56,7 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     what borrowers hold: borrowed work — opportunistic and fill — is reclaimed first, at
     once: Kueue has no protected runtime); with Fair Sharing on (the export needs it) it
     also lets a queue beyond its nominal quota preempt the borrowed work of queues whose
-    share is higher, under the Configuration's ``preemptionStrategies`` (the README names
+    share is higher, under the Configuration's ``preemptionStrategies`` (the docs ask for
     ``[LessThanOrEqualToFinalShare]``; ``planner-kueue`` replays it);
     ``borrowWithinCohort: Never`` (classic preemption's setting, which Kueue ignores under
     Fair Sharing), ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable,
@@ -110,14 +110,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
 from planner.contract import ahead_of_pace, in_force, widens
-from planner.errors import InputProblem
 from planner.exporters import yamltext
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
@@ -440,34 +438,6 @@ def most_owed_first(plan: dict[str, Any], widest: Mapping[tuple[str, str], int]
     return [(p, c, int(g)) for (p, c), g in sorted(widest.items(),
                                                    key=lambda kv: (-owed.get(kv[0][0], 0.0),
                                                                    kv[0]))]
-
-
-def read_set(path: Path) -> tuple[list[dict[str, Any]], list[InputProblem]]:
-    """A manifest set this exporter wrote (``kueue-<period>.yaml``), for ``--late``.
-
-    Refused (problems naming the file and the document) when it is not YAML, or not a set
-    of ours: every document a Kueue object labelled ``managed-by: gpu-planner``, with one
-    root Cohort (the pool).
-    """
-    label = str(path)
-    try:
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    except FileNotFoundError:
-        return [], [InputProblem(label, None, None, "not found")]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        return [], [InputProblem(label, None, None, f"not a YAML manifest set: {error}")]
-    for n, doc in enumerate(docs, start=1):
-        labels = (doc.get("metadata") or {}).get("labels") or {} if isinstance(doc, dict) else {}
-        if (not isinstance(doc, dict) or doc.get("apiVersion") != API
-                or labels.get(MANAGED_BY[0]) != MANAGED_BY[1]):
-            return [], [InputProblem(label, n, "document",
-                                     "not a Kueue object written by gpu-planner")]
-    pools = [d for d in docs if d.get("kind") == "Cohort"
-             and "parentName" not in (d.get("spec") or {})]
-    if len(pools) != 1:
-        return [], [InputProblem(label, None, "Cohort",
-                                 f"{len(pools)} root Cohorts (a set of ours has one, the pool)")]
-    return docs, []
 
 
 def set_text(objects: list[dict[str, Any]]) -> str:

@@ -28,7 +28,7 @@ path of the field (``column``).
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +45,14 @@ from planner.ingest.records import (
     Skip,
     SourceJob,
 )
-from planner.inputs.read import decode
+from planner.inputs.bounded import load_json
+from planner.inputs.read import read_text_file
+from planner.inputs.schema import bad_characters
 from planner.inputs.validate import parse_datetime
 
 GPU = "nvidia.com/gpu"
+INT32 = 2**31 - 1  # accumulatedPastExecutionTimeSeconds is an int32 in the Workload CRD
+NAME_LENGTH = 253  # a Kubernetes object name (DNS subdomain) at most
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
 _SCALE = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -74,6 +78,8 @@ def quantity(value: object, path: str) -> float:
         if not found:
             raise _Bad(path, f"{value!r} is not a quantity (such as 1 or 500m)")
         number = float(found.group(1)) * _SCALE[found.group(2)]
+    if not math.isfinite(number):
+        raise _Bad(path, f"{value!r} is not a finite quantity")
     if number < 0:
         raise _Bad(path, f"{value!r} is negative")
     return number
@@ -88,6 +94,22 @@ def _get(obj: dict[str, Any], key: str, path: str, kind: type, required: bool = 
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise _Bad(f"{path}.{key}", f"{type(value).__name__} where Kueue writes "
                                     f"{'an object' if kind is dict else kind.__name__}")
+    return value
+
+
+def _name(meta: dict[str, Any], key: str, path: str) -> str:
+    """``metadata.<key>`` (namespace, name): text without control characters, not too long.
+
+    Kubernetes allows neither; a file that holds them was made by hand, and the id would
+    reach ``usage.csv``, the report and the terminal.
+    """
+    value = _get(meta, key, f"{path}.metadata", str)
+    if bad := bad_characters(value):
+        raise _Bad(f"{path}.metadata.{key}", f"holds control characters ({bad}), which "
+                                             "Kubernetes names never do")
+    if len(value) > NAME_LENGTH:
+        raise _Bad(f"{path}.metadata.{key}", f"is {len(value):,} characters long; a "
+                                             f"Kubernetes name is at most {NAME_LENGTH}")
     return value
 
 
@@ -172,23 +194,13 @@ def open_workload(item: Any, row: int) -> tuple[str, dict[str, Any]]:
     return path, _get(item, "metadata", path, dict)
 
 
-def workload_job(item: Any, row: int) -> SourceJob | Skip:
-    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
-    path, meta = open_workload(item, row)
-    job = (f"{_get(meta, 'namespace', f'{path}.metadata', str)}/"
-           f"{_get(meta, 'name', f'{path}.metadata', str)}")
-    spec = _get(item, "spec", path, dict)
-    status = _get(item, "status", path, dict, required=False)
-    conditions = _get(status, "conditions", f"{path}.status", list, required=False)
-    admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
-    finished = _condition(conditions, "Finished", f"{path}.status.conditions")
-    admission = _get(status, "admission", f"{path}.status", dict, required=False)
-    past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
-                required=False)
-    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
-        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
-        return Skip(NOT_ADMITTED, job, row, before)
-    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
+def admitted_gpus(spec: dict[str, Any], admission: dict[str, Any], path: str
+                  ) -> tuple[float, set[str]]:
+    """GPUs a Workload was admitted with, and the GPU flavors they were admitted on.
+
+    Per ``status.admission.podSetAssignments[]``: the pods admitted (its ``count``, else
+    the pod set's) × the pod's GPU request (:func:`pod_gpus`).
+    """
     pod_sets = {ps.name: (ps.count, ps.gpus_per_pod) for ps in pod_sets_of(spec, path)}
     gpus, flavors = 0.0, set()
     assignments = _get(admission, "podSetAssignments", f"{path}.status.admission", list)
@@ -211,6 +223,29 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
             raise _Bad(f"{where}.flavors", f"no flavor for {GPU}, which the pod set requests")
         gpus += per_pod * admitted_count
         flavors.add(flavor)
+    return gpus, flavors
+
+
+def workload_job(item: Any, row: int) -> SourceJob | Skip:
+    """One Workload as a job, or why it is skipped; raises ``_Bad`` for a malformed one."""
+    path, meta = open_workload(item, row)
+    job = f"{_name(meta, 'namespace', path)}/{_name(meta, 'name', path)}"
+    spec = _get(item, "spec", path, dict)
+    status = _get(item, "status", path, dict, required=False)
+    conditions = _get(status, "conditions", f"{path}.status", list, required=False)
+    admitted = _condition(conditions, "Admitted", f"{path}.status.conditions")
+    finished = _condition(conditions, "Finished", f"{path}.status.conditions")
+    admission = _get(status, "admission", f"{path}.status", dict, required=False)
+    past = _get(status, "accumulatedPastExecutionTimeSeconds", f"{path}.status", int,
+                required=False)
+    if not 0 <= past <= INT32:
+        raise _Bad(f"{path}.status.accumulatedPastExecutionTimeSeconds",
+                   f"{past} is not a number of seconds Kueue writes (0 to {INT32:,}, int32)")
+    if admitted is None or not admission:  # an evicted one's earlier run has no flavor now
+        before = f"ran {past} s before an eviction; counted once admitted again" if past else ""
+        return Skip(NOT_ADMITTED, job, row, before)
+    queue = _get(admission, "clusterQueue", f"{path}.status.admission", str)
+    gpus, flavors = admitted_gpus(spec, admission, path)
     if gpus <= 0:
         return Skip(NO_GPU, job, row, f"ClusterQueue {queue}")
     if len(flavors) > 1:
@@ -220,18 +255,19 @@ def workload_job(item: Any, row: int) -> SourceJob | Skip:
 
 
 def read_items(path: Path) -> tuple[list[Any] | None, list[InputProblem]]:
-    """The Workloads of a ``kubectl get workloads -A -o json`` file (None: unreadable)."""
+    """The Workloads of a ``kubectl get workloads -A -o json`` file (None: unreadable).
+
+    Read with bounds (:func:`planner.inputs.bounded.load_json`: no NaN, no nesting
+    deeper than Kubernetes writes); a problem inside ``items[N]`` names row N + 1.
+    """
     label = path.name
-    text, problems = decode(label, path.read_bytes())
+    text, problems = read_text_file(path, label)
     if text is None:
         return None, problems
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        return None, [InputProblem(
-            label, err.lineno, None,
-            f"not JSON ({err.msg} at character {err.colno}); save the output of "
-            "`kubectl get workloads -A -o json`")]
+    data, problems = load_json(label, text, "save the output of "
+                                            "`kubectl get workloads -A -o json`")
+    if problems:
+        return None, [_located(p) for p in problems]
     if isinstance(data, dict) and data.get("kind") == "Workload":
         return [data], problems
     if isinstance(data, dict) and isinstance(data.get("items"), list):
@@ -239,6 +275,14 @@ def read_items(path: Path) -> tuple[list[Any] | None, list[InputProblem]]:
     return None, [InputProblem(
         label, None, "items", "not a list of Workloads (no items array); save the output "
         "of `kubectl get workloads -A -o json`")]
+
+
+def _located(problem: InputProblem) -> InputProblem:
+    """A problem at ``items[N]...`` as row N + 1 (the Workload's place), if it is one."""
+    found = re.match(r"items\[(\d+)\]", problem.column or "")
+    if found is None:
+        return problem
+    return InputProblem(problem.file, int(found.group(1)) + 1, problem.column, problem.message)
 
 
 def parse_workloads(path: Path) -> tuple[ParsedSource, list[InputProblem]]:

@@ -10,7 +10,8 @@ So ingesting the same file twice changes nothing, a job seen running and later f
 is updated (not doubled), an older dump read after a newer one changes nothing, and any
 permutation or repetition of a batch gives the same ledger. A finished row already in
 the ledger is final: a different finished record of the same id is reported as a
-conflict and the row kept.
+conflict and the row kept. Two records of one job in one file that tell different
+stories (:func:`one_record_per_job`) are reported, and neither is written.
 
 Output order is stable: rows from elsewhere first, as they were (in their order, their
 cells unchanged), then the ingested rows by start and id. Text: the header
@@ -27,7 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from planner.ingest.records import CONFLICT, STALE, Skip
+from planner.errors import InputError
+from planner.ingest.records import CONFLICT, STALE, TWO_RECORDS, Skip
+from planner.inputs.read import MISSING, probe_file, read_input
 from planner.inputs.schema import TABLES
 from planner.inputs.validate import parse_datetime
 from planner.times import iso
@@ -55,6 +58,7 @@ class UsageRow:
     start: pd.Timestamp
     end: pd.Timestamp
     running: bool
+    row: int | None = None  # where the source file has it (for reports, not written)
 
     def cells(self) -> tuple[str, ...]:
         """The row's text, in :data:`COLUMNS` order."""
@@ -76,9 +80,13 @@ def read_ledger(path: Path) -> list[tuple[str, ...]]:
     The scenario has been validated before, so the file is readable and has the
     required columns; a missing optional column (``state``) reads as empty.
     """
-    if not path.is_file():
+    if probe_file(path) == MISSING:
         return []
-    text = path.read_bytes().decode("utf-8-sig")
+    data, problem = read_input(path, path.name)
+    if problem is not None:
+        raise InputError([problem])
+    assert data is not None
+    text = data.decode("utf-8-sig")
     records = [r for r in csv.reader(io.StringIO(text, newline="")) if "".join(r).strip()]
     if not records:
         return []
@@ -118,18 +126,41 @@ class Merge:
         return bool(self.added or self.updated)
 
 
+def one_record_per_job(incoming: Iterable[UsageRow]
+                       ) -> tuple[dict[str, tuple[str, ...]], list[Skip]]:
+    """Each job's record (the maximum under :func:`rank`), and the jobs whose records conflict.
+
+    Records of one job may differ in their end and state (a job seen running, then
+    finished); records that differ in anything else (project, cluster, GPUs, start), or
+    two finished ones with different ends, are two stories of one job: which one ran
+    cannot be told, so neither is written and the job is reported with its rows.
+    """
+    groups: dict[str, list[UsageRow]] = {}
+    for row in incoming:
+        groups.setdefault(row.job_id, []).append(row)
+    best: dict[str, tuple[str, ...]] = {}
+    skipped: list[Skip] = []
+    for job_id, rows in groups.items():
+        kinds = {r.cells()[1:5] for r in rows}  # project, cluster, gpus, start
+        ends = {r.cells()[5] for r in rows if not r.running}
+        if len(kinds) > 1 or len(ends) > 1:
+            at = sorted({r.row for r in rows if r.row is not None})
+            skipped.append(Skip(TWO_RECORDS, job_id, None,
+                                "rows " + ", ".join(map(str, at)) if at else ""))
+            continue
+        best[job_id] = max((r.cells() for r in rows), key=rank)
+    return best, skipped
+
+
 def merge(existing: Sequence[tuple[str, ...]], incoming: Iterable[UsageRow]) -> Merge:
     """Merge ``incoming`` into the ledger rows ``existing`` (see the module docstring)."""
-    best: dict[str, tuple[str, ...]] = {}
-    for row in incoming:  # one record per job: the maximum under rank()
-        cells = row.cells()
-        held = best.get(row.job_id)
-        if held is None or rank(cells) > rank(held):
-            best[row.job_id] = cells
+    best, skipped = one_record_per_job(incoming)
     ledger: dict[str, tuple[str, ...]] = {}
     for cells in existing:
         ledger.setdefault(cells[0], cells)  # the scenario's loader kept the first too
-    added, updated, unchanged, skipped = [], [], [], []
+    added: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
     for job_id in sorted(best):
         cells, held = best[job_id], ledger.get(job_id)
         if held is None:

@@ -43,6 +43,7 @@ from planner.ingest.kueue import (
     read_items,
 )
 from planner.ingest.names import invert, kueue_cluster_queue
+from planner.ingest.workloads import selector_cluster
 
 GANG = priority_class(allocated=True, whole_nodes=True)
 HELD = ("QuotaReserved", "Admitted", "Finished")
@@ -76,19 +77,6 @@ def _held(status: dict[str, Any], path: str) -> bool:
                for kind in HELD)
 
 
-def _cluster(selectors: list[dict[str, Any]], clusters: Mapping[str, dict[str, str]],
-             only: str | None) -> str | None:
-    """The one cluster every GPU pod set selects (None: none, or several)."""
-    found = set()
-    for chosen in selectors:
-        hits = [c for c, labels in clusters.items()
-                if all(chosen.get(k) == v for k, v in labels.items())]
-        found.add(hits[0] if len(hits) == 1 else None)
-    if found == {None} and only is not None:
-        return only
-    return found.pop() if len(found) == 1 else None
-
-
 def _gang(item: Any, row: int, queues: Mapping[str, str],
           clusters: Mapping[str, dict[str, str]], allowed: Mapping[str, tuple[str, ...]],
           gpn: Mapping[str, int]) -> tuple[str, str, int] | str:
@@ -111,7 +99,9 @@ def _gang(item: Any, row: int, queues: Mapping[str, str],
             selectors.append(_get(pod_spec, "nodeSelector", f"{ps.path}.template.spec", dict,
                                   required=False))
     mine = allowed.get(project, tuple(clusters))
-    cluster = _cluster(selectors, clusters, mine[0] if len(mine) == 1 else None)
+    picked = tuple(tuple(sorted((str(k), str(v)) for k, v in chosen.items()))
+                   for chosen in selectors)
+    cluster = selector_cluster(picked, clusters, mine[0] if len(mine) == 1 else None)
     if cluster is None or cluster not in mine:
         return NO_CLUSTER
     if gpus < gpn[cluster]:
@@ -129,8 +119,6 @@ def pending_gangs(path: Path, clusters: Iterable[Mapping[str, Any]], projects: I
     ``projects``: the scenario's; ``allowed``: project -> the clusters it may run on
     (budgets.csv; missing: every cluster).
     """
-    if not path.is_file():
-        return PendingGangs(), [InputProblem(str(path), None, None, "no such file")]
     items, problems = read_items(path)
     if items is None:
         return PendingGangs(), problems

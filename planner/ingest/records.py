@@ -25,8 +25,9 @@ NO_TIME = "ran no time"
 OUTSIDE = "outside the quarter"
 STALE = "older than its row in usage.csv"
 CONFLICT = "differs from its finished row in usage.csv"
+TWO_RECORDS = "two different records in the file (which one ran cannot be told)"
 REASONS = (PENDING, NOT_ADMITTED, STEP, NO_GPU, OPPORTUNISTIC, SEVERAL_FLAVORS, UNKNOWN_PROJECT,
-           UNKNOWN_CLUSTER, NO_TIME, OUTSIDE, STALE, CONFLICT)
+           UNKNOWN_CLUSTER, NO_TIME, OUTSIDE, TWO_RECORDS, STALE, CONFLICT)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ The steps, each its own module: parse the file in the executor's names
 (:mod:`~planner.ingest.sacct`, :mod:`~planner.ingest.kueue`); map the names back onto
 projects and clusters through the exporters' naming (:mod:`~planner.ingest.names`);
 clip to the quarter (:func:`place`); merge into the ledger
-(:mod:`~planner.ingest.ledger`); write atomically. Malformed input raises
-:class:`~planner.errors.InputError` before anything is written.
+(:mod:`~planner.ingest.ledger`) under the ledger's lock; write atomically. Malformed
+input raises :class:`~planner.errors.InputError` before anything is written, and so does
+a row ``usage.csv`` would refuse (checked by the scenario's own rules,
+:func:`planner.inputs.rows.row_problems`: GPUs beyond the cluster, an id with control
+characters, a time out of range …), naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ import pandas as pd
 
 from planner.errors import InputError, InputProblem
 from planner.ingest.kueue import parse_workloads
-from planner.ingest.ledger import LEDGER_FILE, Merge, UsageRow, merge, read_ledger, render
+from planner.ingest.ledger import (
+    COLUMNS,
+    LEDGER_FILE,
+    Merge,
+    UsageRow,
+    merge,
+    read_ledger,
+    render,
+)
 from planner.ingest.names import Names, names_for
 from planner.ingest.records import (
     NO_TIME,
@@ -36,11 +47,26 @@ from planner.ingest.records import (
 from planner.ingest.sacct import parse_sacct
 from planner.inputs import ScenarioConfig
 from planner.inputs.load import load_scenario
+from planner.inputs.rows import row_problems
+from planner.locks import hold
 from planner.plan.write import write_files
 from planner.times import iso
 
 Source = Literal["sacct", "kueue"]
 SOURCES: tuple[str, ...] = ("sacct", "kueue")
+#: Seconds an ingest waits for another one writing the same ``usage.csv`` (then exit 2).
+LEDGER_WAIT = 600.0
+#: Per source, the field of its file each ``usage.csv`` column comes from (for problems).
+FIELDS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "sacct": MappingProxyType({"job_id": "JobIDRaw", "project": "Account",
+                               "cluster": "Partition", "gpus": "AllocTRES", "start": "Start",
+                               "end": "End"}),
+    "kueue": MappingProxyType({"job_id": "metadata.name",
+                               "project": "status.admission.clusterQueue",
+                               "cluster": "status.admission.podSetAssignments",
+                               "gpus": "spec.podSets", "start": "status.conditions",
+                               "end": "status.conditions"}),
+})
 _SHOWN = 20  # ids listed in the report for added and updated
 _SHOWN_SKIPPED = 50  # jobs named per reason skipped (all are in IngestReport.skipped)
 
@@ -143,7 +169,8 @@ def place(jobs: tuple[SourceJob, ...], names: Names, config: ScenarioConfig,
             continue
         if (start, stop) != (begin, end):
             clipped.append(f"{job_id} ({iso(begin)} to {iso(end)})")
-        rows.append(UsageRow(job_id, project, cluster, job.gpus, start, stop, job.end is None))
+        rows.append(UsageRow(job_id, project, cluster, job.gpus, start, stop, job.end is None,
+                             job.row))
     return rows, skipped, clipped
 
 
@@ -164,6 +191,24 @@ def _scenario_folder(scenario_dir: Path) -> None:
                                        "no such scenario folder")])
 
 
+def merge_into(ledger: Path, rows: list[UsageRow]) -> tuple[Merge, bool]:
+    """Merge ``rows`` into the ``usage.csv`` at ``ledger``; whether it was rewritten.
+
+    The read-modify-write holds the ledger's lock (:func:`planner.locks.hold`), queueing
+    up to :data:`LEDGER_WAIT` seconds behind another ingest of the same ledger (two at once
+    both land, one after the other: no row is lost), and the file is replaced in one
+    rename (:func:`~planner.plan.write.write_files`): a reader sees the old or the new
+    ledger, never half of one.
+    """
+    with hold(ledger, "an ingest into this usage.csv", wait=LEDGER_WAIT):
+        result = merge(read_ledger(ledger), rows)
+        if not result.changed:
+            return result, False
+        write_files(ledger.parent, {ledger.name: render(result.rows)},
+                    remedy="fix the permissions of the scenario folder or free some space")
+    return result, True
+
+
 def ingest_usage(scenario_dir: Path, source: Source, path: Path,
                  now: pd.Timestamp | None = None, dry_run: bool = False) -> IngestReport:
     """Append the jobs of an accounting file to the scenario folder's ``usage.csv``.
@@ -180,8 +225,6 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
                                        f"{source!r}; choose from {', '.join(SOURCES)}")])
     _scenario_folder(scenario_dir)
     scenario = load_scenario(scenario_dir)
-    if not path.is_file():
-        raise InputError([InputProblem(str(path), None, None, "no such file")])
     stamp = _now(now)
     parsed: ParsedSource
     parsed, problems = parse_sacct(path) if source == "sacct" else parse_workloads(path)
@@ -189,12 +232,16 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
         raise InputError(problems)
     rows, skipped, clipped = place(parsed.jobs, names_for(scenario, source), scenario.config,
                                    stamp, source)
+    problems = row_problems(scenario, "usage", path.name,
+                            [(r.row or 0, dict(zip(COLUMNS, r.cells(), strict=True)))
+                             for r in rows], FIELDS[source])
+    if problems:  # a row usage.csv would refuse is never written (every later run would stop)
+        raise InputError(problems)
     ledger = scenario_dir / LEDGER_FILE
-    result: Merge = merge(read_ledger(ledger), rows)
-    written = False
-    if result.changed and not dry_run:
-        write_files(scenario_dir, {LEDGER_FILE: render(result.rows)})
-        written = True
+    if dry_run:
+        result, written = merge(read_ledger(ledger), rows), False
+    else:
+        result, written = merge_into(ledger, rows)
     by_reason: dict[str, list[str]] = {}
     for skip in sorted([*parsed.skipped, *skipped, *result.skipped],
                        key=lambda s: (REASONS.index(s.reason), s.row or 0, s.job)):

@@ -51,7 +51,7 @@ from planner.ingest.records import (
     Skip,
     SourceJob,
 )
-from planner.inputs.read import decode
+from planner.inputs.read import read_text_file
 from planner.inputs.validate import DATE_HINT, parse_datetime
 
 FIELDS = ("JobIDRaw", "Account", "Partition", "AllocTRES", "Start", "End", "State")
@@ -61,6 +61,7 @@ COMMAND = ("sacct --parsable2 --noheader --allocations "
 _JOB = re.compile(r"[0-9]+")
 _STEP = re.compile(r"[0-9]+\.[A-Za-z0-9_+-]+")
 _COUNT = re.compile(r"[0-9]+")
+_DIGITS = 15  # a GPU count longer than this is no cluster's (and is not read as a number)
 NOT_STARTED = ("unknown", "none", "")
 RUNNING_END = ("unknown", "none")
 
@@ -83,6 +84,9 @@ def parse_tres(text: str) -> tuple[int | None, str | None]:
             continue
         if not _COUNT.fullmatch(value.strip()):
             return None, f"{item!r}: the GPU count is not a whole number"
+        if len(value.strip()) > _DIGITS:
+            return None, (f"{item[:40]!r}…: a GPU count of {len(value.strip()):,} digits, "
+                          "more GPUs than any cluster holds")
         if key == "gres/gpu":
             untyped = int(value)
         else:
@@ -98,7 +102,7 @@ def _time(text: str) -> pd.Timestamp | None:
 def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
     """The jobs of a ``sacct`` output file, the lines skipped, and every problem found."""
     label = path.name
-    text, problems = decode(label, path.read_bytes())
+    text, problems = read_text_file(path, label)
     if text is None:
         return ParsedSource((), ()), problems
     jobs: list[SourceJob] = []

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, InputProblem
-from planner.inputs.read import read_scenario
+from planner.inputs.read import RawTable, read_scenario
 from planner.inputs.scenario import Scenario, ScenarioConfig
 from planner.inputs.schema import DTYPES, TABLES, TableSchema
 from planner.inputs.validate import (
@@ -217,3 +217,39 @@ def load_scenario(path: str | os.PathLike[str], targets: tuple[str, ...] = ()) -
     if scenario is None:
         raise InputError(problems)
     return scenario
+
+
+def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """``declared_demand.csv`` of the scenario folder ``path``, checked as ``demand.csv`` is.
+
+    The rows a project lead declares (:data:`~planner.inputs.schema.DECLARED_DEMAND_FILE`,
+    the columns of ``demand.csv``): every rule of ``demand.csv`` applies, against the
+    folder's other tables, and problems name the file. An absent file gives an empty
+    ``demand`` table. Raises :class:`~planner.errors.InputError`.
+    """
+    from planner.inputs.read import decode, read_input, split_csv
+    from planner.inputs.schema import DECLARED_DEMAND_FILE
+
+    folder = Path(path)
+    file = folder / DECLARED_DEMAND_FILE
+    schema = TABLES["demand"]
+    raw = read_scenario(folder)
+    if not file.exists():
+        raw.tables["demand"] = RawTable(DECLARED_DEMAND_FILE, schema.columns, ())
+    else:
+        data, problem = read_input(file, DECLARED_DEMAND_FILE)
+        if problem is not None:
+            raise InputError([problem])
+        text, problems = decode(DECLARED_DEMAND_FILE, data or b"")
+        if text is None:
+            raise InputError(problems)
+        raw.tables["demand"], more = split_csv(DECLARED_DEMAND_FILE, schema, text)
+        if more or raw.tables["demand"] is None:
+            raise InputError(problems + more)
+    checked = check_tables(raw.tables)
+    mine = [p for p in checked.problems if p.file == DECLARED_DEMAND_FILE]
+    if mine:
+        raise InputError(mine)
+    parsed = checked.tables["demand"]
+    assert parsed is not None
+    return _frame(schema, canonical(parsed))

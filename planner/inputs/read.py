@@ -15,9 +15,11 @@ are read with ``openpyxl`` and ``data_only=False``, so a formula cell gives its 
 except a formula that is a plain reference to one cell (``='Next quarter'!B12``), which
 gives that cell's value, as a spreadsheet shows it. The report's *Next quarter* sheet is
 where next quarter's budgets and project weights are edited: the ``budgets`` and ``org``
-sheets it writes refer to it, and a workbook whose input cells disagree with its table is
-refused, naming both cells (:func:`next_quarter_problems`). A text cell is never read as a
-formula, so an id such as ``=SUM(A1)`` stays verbatim.
+sheets it writes refer to it, matched by project id (:func:`linked_by_id`: a row inserted
+on either sheet shifts nothing; a row with a budget but no project is refused), and a
+workbook whose input cells disagree with its table is refused, naming both cells
+(:func:`next_quarter_problems`). A text cell is never read as a formula, so an id such
+as ``=SUM(A1)`` stays verbatim.
 """
 
 from __future__ import annotations
@@ -35,11 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputProblem
+from planner.inputs.bounded import load_toml
 from planner.inputs.schema import (
     CONFIG_FIELDS,
     CONFIG_FILE,
     CONFIG_SHEET,
+    DECLARED_DEMAND_FILE,
     NEXT_QUARTER_COLUMNS,
+    NEXT_QUARTER_LINKS,
     NEXT_QUARTER_SHEET,
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
@@ -149,20 +154,43 @@ def probe_file(path: Path) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+def _not_regular(path: Path, label: str, what: str) -> InputProblem:
+    return InputProblem(label, None, None,
+                        f"is {what} ({path}), not a regular file; pass a file "
+                        "(or remove it where the file is optional)")
+
+
 def read_input(path: Path, label: str) -> tuple[bytes | None, InputProblem | None]:
-    """The bytes of an input file, or the problem: missing, not a regular file, unreadable."""
+    """The bytes of an input file, or the problem: missing, not a regular file, unreadable.
+
+    Every file a user names is read through here (the stat-before-open rule): ``stat``
+    first (:func:`probe_file`), so that a FIFO, a device or a folder is refused by name
+    without being opened; then the file is opened without blocking and checked again on
+    the open descriptor (``fstat``), so that a FIFO swapped in between the two is refused
+    too, never waited on (a FIFO) or read without end (``/dev/zero``).
+    """
     what = probe_file(path)
     if what == MISSING:
         return None, InputProblem(label, None, None, f"no such file ({path})")
     if what is not None:
-        return None, InputProblem(label, None, None,
-                                  f"is {what} ({path}), not a regular file; pass a file "
-                                  "(or remove it where the file is optional)")
+        return None, _not_regular(path, label, what)
     try:
-        return path.read_bytes(), None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as err:
         return None, InputProblem(label, None, None,
                                   f"cannot be read ({err.strerror}); check its permissions")
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((w for test, w in _KINDS if test(mode)), "not a regular file")
+            return None, _not_regular(path, label, kind)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(), None
+    except OSError as err:
+        return None, InputProblem(label, None, None,
+                                  f"cannot be read ({err.strerror}); check its permissions")
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- text
@@ -180,6 +208,15 @@ def decode(label: str, data: bytes) -> tuple[str | None, list[InputProblem]]:
         return None, [InputProblem(label, row, None,
                                    f"not UTF-8 text (byte 0x{bad} cannot be decoded); save the "
                                    "file with UTF-8 encoding")]
+
+
+def read_text_file(path: Path, label: str) -> tuple[str | None, list[InputProblem]]:
+    """The UTF-8 text of a file a user names (:func:`read_input`, then :func:`decode`)."""
+    data, problem = read_input(path, label)
+    if problem is not None:
+        return None, [problem]
+    assert data is not None
+    return decode(label, data)
 
 
 def split_csv(label: str, table: TableSchema,
@@ -254,12 +291,9 @@ def toml_error_line(err: tomllib.TOMLDecodeError) -> int | None:
 
 def parse_toml(label: str, text: str) -> tuple[RawConfig | None, list[InputProblem]]:
     """The entries of ``scenario.toml``; rates flattened to ``gpu_rates.<type>``."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(err))
-        return None, [InputProblem(label, toml_error_line(err), None,
-                                   f"not valid TOML: {reason}; fix the syntax")]
+    data, problems = load_toml(label, text, toml_error_line)  # syntax, nesting too deep
+    if data is None:
+        return None, problems
     lines = toml_key_lines(text)
     entries = []
     for key, value in data.items():
@@ -277,7 +311,8 @@ def read_folder(path: Path) -> RawScenario:
     raw = RawScenario()
     known = {t.filename for t in TABLES.values()}
     for extra in sorted(p.name for p in path.glob("*.csv")
-                        if probe_file(p) != MISSING and p.name not in known):
+                        if probe_file(p) != MISSING and p.name not in known
+                        and p.name != DECLARED_DEMAND_FILE):
         raw.problems.append(InputProblem(
             extra, None, None,
             f"unknown file; the tables are {', '.join(sorted(known))}: rename it or move it "
@@ -382,6 +417,11 @@ def read_workbook(path: Path) -> RawScenario:
             f"{path.name}[{CONFIG_SHEET}]", None, None,
             f"missing sheet; add a sheet {CONFIG_SHEET!r} with the header key,value and a row "
             f"per key ({', '.join(k for k, f in CONFIG_FIELDS.items() if f.required)}, …)"))
+    planned = None  # the Next quarter table, read first: the linked cells are read from it
+    if NEXT_QUARTER_SHEET in book.sheetnames:
+        planned, problems = next_quarter_table(book[NEXT_QUARTER_SHEET],
+                                               f"{path.name}[{NEXT_QUARTER_SHEET}]")
+        raw.problems += problems
     for table in TABLES.values():
         label = f"{path.name}[{table.name}]"
         if table.name not in book.sheetnames:
@@ -394,14 +434,17 @@ def read_workbook(path: Path) -> RawScenario:
             else:
                 raw.tables[table.name] = _empty(table, label)
             continue
-        rows = [(number, [cell_text(resolve_reference(book, cell)) for cell in cells])
-                for number, cells in enumerate(book[table.name].iter_rows(min_row=1), start=1)]
+        cells = list(book[table.name].iter_rows(min_row=1))
+        rows = [(number, [cell_text(resolve_reference(book, cell)) for cell in row])
+                for number, row in enumerate(cells, start=1)]
+        if planned is not None and table.name in NEXT_QUARTER_LINKS:
+            raw.problems += linked_by_id(label, table.name, cells, rows, planned)
         if not rows:
             rows = [(1, [])]
         raw.tables[table.name], problems = table_from_rows(label, table, rows)
         raw.problems += problems
-    if NEXT_QUARTER_SHEET in book.sheetnames:
-        raw.problems += next_quarter_problems(path.name, book[NEXT_QUARTER_SHEET], raw.tables)
+    if planned is not None:
+        raw.problems += next_quarter_problems(path.name, planned, raw.tables)
     return raw
 
 
@@ -438,13 +481,18 @@ def _same(a: str, b: str) -> bool:
         return a.strip() == b.strip()
 
 
-def next_quarter_table(sheet: Any) -> dict[str, tuple[int, str, str]]:
-    """The *Next quarter* table: project → (row, budget text, weight text).
+def next_quarter_table(sheet: Any, label: str
+                       ) -> tuple[dict[str, tuple[int, str, str]], list[InputProblem]]:
+    """The *Next quarter* table: project → (row, budget text, weight text); its problems.
 
-    The table starts below the header :data:`NEXT_QUARTER_COLUMNS` in columns A to C;
-    it ends at the first row without a project. No header: no table (``{}``).
+    The table starts below the header :data:`NEXT_QUARTER_COLUMNS` in columns A to C and
+    runs to the sheet's last row; blank rows are skipped. A row with a budget or a weight
+    but no project is refused naming its cell (a row inserted into the table: which
+    project it is for cannot be told), and so is a project given twice. No header: no
+    table (``{}``).
     """
     table: dict[str, tuple[int, str, str]] = {}
+    problems: list[InputProblem] = []
     inside = False
     for number, values in enumerate(sheet.iter_rows(min_row=1, max_col=3, values_only=True),
                                     start=1):
@@ -453,21 +501,77 @@ def next_quarter_table(sheet: Any) -> dict[str, tuple[int, str, str]]:
             inside = tuple(c.strip() for c in cells) == NEXT_QUARTER_COLUMNS
             continue
         if not cells[0].strip():
-            break
-        table.setdefault(cells[0], (number, cells[1], cells[2]))
-    return table
+            if any(c.strip() for c in cells[1:]):
+                problems.append(InputProblem(
+                    label, number, NEXT_QUARTER_COLUMNS[0],
+                    f"'{NEXT_QUARTER_SHEET}'!A{number} is empty, but the row holds a budget or "
+                    "weight: rows are matched to projects by their id, never by position; "
+                    "write the project id in column A, or delete the row"))
+            continue
+        if cells[0] in table:
+            problems.append(InputProblem(
+                label, number, NEXT_QUARTER_COLUMNS[0],
+                f"{cells[0]} is also in row {table[cells[0]][0]}; give each project one row"))
+            continue
+        table[cells[0]] = (number, cells[1], cells[2])
+    return table, problems
 
 
-def next_quarter_problems(book_name: str, sheet: Any,
+_LINK = re.compile(r"=\s*(?:'((?:[^']|'')+)'|([A-Za-z_][A-Za-z0-9_.]*))!")
+
+
+def _refers_to_next_quarter(cell: Any) -> bool:
+    """Whether a cell is a formula whose first reference is to the *Next quarter* sheet."""
+    if cell.data_type != "f" or not isinstance(cell.value, str):
+        return False
+    found = _LINK.match(cell.value)
+    sheet = found and ((found.group(1) or "").replace("''", "'") or found.group(2))
+    return sheet == NEXT_QUARTER_SHEET
+
+
+def linked_by_id(label: str, name: str, cells: list[Any], rows: list[tuple[int, list[str]]],
+                 planned: dict[str, tuple[int, str, str]]) -> list[InputProblem]:
+    """Give the cells of table ``name`` that refer to *Next quarter* its row's value, by id.
+
+    A ``budgets`` ``gpu_hours`` (``org`` ``weight``) cell that is a formula on *Next
+    quarter* reads the budget (weight) of *its own row's* project there, whatever cell the
+    formula names: a row inserted or a table re-sorted on either sheet moves no budget to
+    another project. Such a cell of a project without a *Next quarter* row is refused.
+    Changes ``rows`` (text cells) in place; returns the problems.
+    """
+    if not rows:
+        return []
+    key, column, source, what = NEXT_QUARTER_LINKS[name]
+    header = [h.strip() for h in rows[0][1]]
+    if key not in header or column not in header:
+        return []
+    k, c = header.index(key), header.index(column)
+    at = 1 if source == "B" else 2
+    problems = []
+    for (number, text), row in zip(rows[1:], cells[1:], strict=True):
+        if c >= len(row) or not _refers_to_next_quarter(row[c]):
+            continue
+        project = text[k].strip() if k < len(text) else ""
+        if project in planned:
+            text[c] = planned[project][at]
+        else:
+            problems.append(InputProblem(
+                label, number, column,
+                f"{row[c].value} reads next quarter's {what} of {project or 'no project'}, but "
+                f"{NEXT_QUARTER_SHEET} has no row for it; add one there, or type the {what} "
+                "here"))
+    return problems
+
+
+def next_quarter_problems(book_name: str, planned: dict[str, tuple[int, str, str]],
                           tables: dict[str, RawTable | None]) -> list[InputProblem]:
     """Input cells that disagree with the *Next quarter* table, naming both cells.
 
     The cells compared are ``budgets`` ``gpu_hours`` and a project's ``weight`` in ``org``.
     Unedited, or edited on *Next quarter* only, they agree (the report writes them as
-    references to it). A cell overwritten on an input sheet, or a table re-sorted under
-    its references, disagrees: which one was meant cannot be known, so it is refused.
+    references to it, read by id: :func:`linked_by_id`). A cell overwritten on an input
+    sheet disagrees: which one was meant cannot be known, so it is refused.
     """
-    planned = next_quarter_table(sheet)
     if not planned:
         return []
     problems = []
@@ -482,11 +586,11 @@ def next_quarter_problems(book_name: str, sheet: Any,
                     f"{project} is not in the budgets sheet, so this row would not be "
                     "planned; add the project to the sheets org and budgets (unhide them), "
                     "or delete the row"))
-    for name, key, column, at, what in (("budgets", "project", "gpu_hours", 1, "budget"),
-                                        ("org", "id", "weight", 2, "weight")):
+    for name, (key, column, letter, what) in NEXT_QUARTER_LINKS.items():
         raw = tables.get(name)
         if raw is None or key not in raw.header or column not in raw.header:
             continue
+        at = 1 if letter == "B" else 2
         k, c = raw.header.index(key), raw.header.index(column)
         for number, cells in raw.rows:
             project = cells[k] if k < len(cells) else ""
@@ -495,7 +599,7 @@ def next_quarter_problems(book_name: str, sheet: Any,
             value = cells[c] if c < len(cells) else ""
             row, *wanted = planned[project]
             if value.strip() and not _same(value, wanted[at - 1]):
-                cell = f"'{NEXT_QUARTER_SHEET}'!{'ABC'[at]}{row}"
+                cell = f"'{NEXT_QUARTER_SHEET}'!{letter}{row}"
                 problems.append(InputProblem(
                     f"{book_name}[{name}]", number, column,
                     f"{value} differs from {cell} ({wanted[at - 1] or 'empty'}), next "

@@ -64,6 +64,11 @@ LIMITS: Mapping[str, float] = MappingProxyType({
     # normal, contended case, and the plan caps it by capacity.
     "gpus": 1e9,
     "reservation_hours": 366 * 24,  # a year
+    # the shortest reservation: below it a length is a typo (1e-300 h), not a gang job
+    "reservation_hours_min": 0.01,
+    # characters of an id or a name: above any executor's (a Kubernetes name is at most
+    # 253, a Slurm name far less) and far below a spreadsheet cell's 32,767
+    "id_length": 1024,
     "period_hours_min": 1,
     "period_hours_max": 168,  # a week
     "lookback_days": 366,
@@ -185,6 +190,7 @@ class TableSchema:
     intervals: tuple[Interval, ...] = ()
     min_rows: int = 0  # rows a valid file needs
     allowed_cluster: bool = False  # the row's cluster must be one its project may use
+    within_capacity: bool = False  # the row's gpus are at most its cluster's (what ran)
     order: tuple[str, ...] = ()  # the loaded table is sorted by these columns: row order
     # in the file never matters (shuffled rows plan to the same bytes)
 
@@ -214,7 +220,8 @@ class TableSchema:
 CLUSTERS = TableSchema(
     "clusters", True, "Pools of identical nodes: one GPU type, N nodes, G GPUs a node.",
     (
-        Field("cluster", "id", "", True, "Cluster id, unique."),
+        Field("cluster", "id", "", True,
+              "Cluster id, unique; without `;` (it separates the clusters of budgets.csv)."),
         Field("gpu_type", "str", "", True,
               "GPU type (`H100`, `A100`, …); its NGH rate comes from `gpu_rates`."),
         Field("nodes", "int", "nodes", True, "Nodes in the cluster.", bound=Bound.POSITIVE,
@@ -291,7 +298,7 @@ RESERVATIONS = TableSchema(
         Field("nodes", "int", "nodes", True, "Whole nodes needed.", bound=Bound.POSITIVE,
               maximum=LIMITS["nodes"]),
         Field("hours", "float", "h", True, "Contiguous run time.", bound=Bound.POSITIVE,
-              maximum=LIMITS["reservation_hours"]),
+              minimum=LIMITS["reservation_hours_min"], maximum=LIMITS["reservation_hours"]),
         Field("earliest_start", "datetime", "UTC", True, "Earliest start."),
         Field("deadline", "datetime", "UTC", True,
               "Latest end; after `earliest_start`."),
@@ -308,8 +315,9 @@ USAGE = TableSchema(
         Field("job_id", "id", "", True, "Job id from the executor."),
         Field("project", "id", "", True, "Project id.", ref=Ref.PROJECT),
         Field("cluster", "id", "", True, "Cluster id.", ref=Ref.CLUSTER),
-        Field("gpus", "float", "GPUs", True, "GPUs the job held.", bound=Bound.POSITIVE,
-              maximum=LIMITS["gpus"]),
+        Field("gpus", "float", "GPUs", True,
+              "GPUs the job held; at most its cluster's (nodes × gpus_per_node).",
+              bound=Bound.POSITIVE, maximum=LIMITS["gpus"]),
         Field("start", "datetime", "UTC", True, "Start of the job."),
         Field("end", "datetime", "UTC", True, "End of the job; after `start`."),
         Field("state", "str", "", False,
@@ -317,7 +325,7 @@ USAGE = TableSchema(
               "is then the ingest time, and a later ingest updates the row); empty for a "
               "finished job.", default=""),
     ),
-    intervals=(Interval("start", "end"),), order=("job_id",),
+    intervals=(Interval("start", "end"),), order=("job_id",), within_capacity=True,
 )
 
 #: Every input table, in loading order.
@@ -325,6 +333,10 @@ TABLES: Mapping[str, TableSchema] = MappingProxyType(
     {t.name: t for t in (CLUSTERS, ORG, BUDGETS, DEMAND, RESERVATIONS, USAGE)})
 
 CONFIG_FILE = "scenario.toml"
+#: rows a project lead writes, the columns of demand.csv: kept by ``planner ingest
+#: squeue|kueue --demand`` for the periods the queue asks nothing for (planner.demand);
+#: not a table of the plan, but a file a scenario folder may hold
+DECLARED_DEMAND_FILE = "declared_demand.csv"
 CONFIG_SHEET = "scenario"  # in a workbook: rows of key, value
 
 #: ``scenario.toml`` keys (in a workbook's ``scenario`` sheet, ``gpu_rates.H100`` etc.).
@@ -369,6 +381,12 @@ REPORT_SHEETS = ("Summary", "Budget tree", "Pacing", "Cluster use", "Reservation
 #: with it is refused, naming both cells.
 NEXT_QUARTER_SHEET = "Next quarter"
 NEXT_QUARTER_COLUMNS = ("project", "budget NGH next quarter", "weight next quarter")
+#: The input cells *Next quarter* feeds: table → (its key column, the column, the *Next
+#: quarter* column it is read from, what it is). Matched by the key (the project id) on
+#: both sheets, never by position: a row inserted in either sheet moves nothing.
+NEXT_QUARTER_LINKS: Mapping[str, tuple[str, str, str, str]] = MappingProxyType({
+    "budgets": ("project", "gpu_hours", "B", "budget"),
+    "org": ("id", "weight", "C", "weight")})
 
 
 def _default_text(f: Field) -> str:
@@ -402,11 +420,14 @@ def schema_markdown() -> str:
            "The sheets of a `planner report` workbook "
            f"({', '.join(REPORT_SHEETS)}) are skipped, so that report is a scenario too, "
            "with one exception: a cell of an input sheet that is a formula referring to one "
-           "cell (the report writes `budgets` `gpu_hours` and project `weight` in `org` as "
-           f"`='{NEXT_QUARTER_SHEET}'!B12`) reads that cell's value, so next quarter's "
-           f"budgets and weights are edited on *{NEXT_QUARTER_SHEET}*; a workbook whose "
-           f"`budgets` or `org` cells differ from its *{NEXT_QUARTER_SHEET}* table is refused, "
-           "naming both cells.",
+           "cell reads that cell's value; the report writes `budgets` `gpu_hours` and project "
+           f"`weight` in `org` as `='{NEXT_QUARTER_SHEET}'!B12`, and those read the row of "
+           f"their own project on *{NEXT_QUARTER_SHEET}* (matched by id, never by position: "
+           "a row inserted or sorted moves no budget), so next quarter's budgets and weights "
+           f"are edited on *{NEXT_QUARTER_SHEET}*; a row there with a budget but no project, "
+           f"or a workbook whose `budgets` or `org` cells differ from its "
+           f"*{NEXT_QUARTER_SHEET}* table, is refused, naming the cells. Ids and names are at "
+           f"most {LIMITS['id_length']:,g} characters, without control characters.",
            "", f"## `{CONFIG_FILE}`", ""]
     out += _table_markdown(CONFIG, "key")
     for table in TABLES.values():

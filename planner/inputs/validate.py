@@ -79,6 +79,17 @@ def iso(stamp: dt.datetime) -> str:
     return stamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+ID_LENGTH = int(LIMITS["id_length"])
+
+
+def length_problem(text: str) -> str | None:
+    """What is wrong with an id or name longer than ``LIMITS["id_length"]``, or ``None``."""
+    if len(text) <= ID_LENGTH:
+        return None
+    return (f"is {len(text):,} characters long; ids and names are at most {ID_LENGTH:,} "
+            "(a spreadsheet cell would cut it): shorten it")
+
+
 def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
     """The value of one cell of column ``f`` and ``None``, or ``None`` and what is wrong."""
     if not text.strip():
@@ -89,10 +100,11 @@ def parse_cell(f: Field, text: str) -> tuple[object, str | None]:
         return None, (f"holds control characters ({bad}); ids and names are printed into "
                       "shell scripts, YAML and spreadsheets: delete them")
     if f.kind in ("id", "str"):
-        return text, None
+        return (text, None) if (error := length_problem(text)) is None else (None, error)
     if f.kind == "list":
-        items = (item.strip() for item in text.split(LIST_SEPARATOR))
-        return tuple(dict.fromkeys(item for item in items if item)), None
+        items = tuple(dict.fromkeys(i for i in map(str.strip, text.split(LIST_SEPARATOR)) if i))
+        long = next((error for item in items if (error := length_problem(item))), None)
+        return (items, None) if long is None else (None, long)
     if f.kind == "labels":
         return parse_labels(text)
     if f.kind == "datetime":
@@ -124,6 +136,7 @@ def parse_column(f: Field, texts: Sequence[str]) -> tuple[list[object], list[tup
     codes, uniques = pd.factorize(np.asarray(texts, dtype=object))
     distinct: list[str] = uniques.tolist()
     if (f.kind in ("id", "str") and all(map(str.strip, distinct))
+            and max(map(len, distinct)) <= ID_LENGTH
             and not has_bad_characters("\x20".join(distinct))):
         return list(texts), []
     parsed = [parse_cell(f, text) for text in distinct]
@@ -520,6 +533,56 @@ def check_allowed_clusters(table: Parsed, allowed: Mapping[str, tuple[str, ...]]
     return problems
 
 
+def cluster_gpus(clusters: Parsed) -> dict[str, tuple[int, int]]:
+    """Each cluster's (nodes, GPUs a node), from its first row; none whose size is wrong."""
+    out: dict[str, tuple[int, int]] = {}
+    fields = [clusters.schema.field(n) for n in ("nodes", "gpus_per_node")]
+    for i, (_, record) in enumerate(clusters.records()):
+        name, nodes, gpn = record["cluster"], record["nodes"], record["gpus_per_node"]
+        if (i not in clusters.bad and isinstance(nodes, int) and isinstance(gpn, int)
+                and not any(f.range_problem(v) for f, v in zip(fields, (nodes, gpn),
+                                                                strict=True))):
+            out.setdefault(str(name), (nodes, gpn))
+    return out
+
+
+def check_capacity(table: Parsed, sizes: Mapping[str, tuple[int, int]],
+                   clusters_label: str) -> list[InputProblem]:
+    """What ran held at most its cluster's GPUs (``within_capacity`` tables: usage).
+
+    A job on more GPUs than its cluster has did not run as recorded (a typo, or another
+    cluster's job): charged, it would spend a budget many times over and drop its
+    project's plan to nothing. Demand is not checked: a backlog may exceed a cluster.
+    """
+    if not table.schema.within_capacity:
+        return []
+    problems = []
+    field = table.schema.field("gpus")
+    for row, cluster, gpus in zip(table.rows, table.values["cluster"], table.values["gpus"],
+                                  strict=True):
+        if (cluster not in sizes or not isinstance(gpus, (int, float))
+                or field.range_problem(gpus) is not None):  # out of range: said already
+            continue
+        nodes, gpn = sizes[str(cluster)]
+        if gpus > nodes * gpn:
+            problems.append(InputProblem(
+                table.label, row, "gpus",
+                f"{gpus:,g} GPUs, but cluster {cluster!r} has {nodes * gpn:,} ({nodes:,} nodes "
+                f"× {gpn}): no job holds more GPUs than its cluster; correct the job's GPUs, "
+                f"or the cluster's nodes in {clusters_label}"))
+    return problems
+
+
+def check_separator(clusters: Parsed, budgets_label: str) -> list[InputProblem]:
+    """No cluster id holds ``;``, which separates the clusters of budgets' ``clusters``."""
+    return [InputProblem(clusters.label, row, "cluster",
+                         f"{name!r} holds {LIST_SEPARATOR!r}, which separates the clusters a "
+                         f"project may use in {budgets_label}: no list could name it; rename "
+                         "the cluster")
+            for row, name in zip(clusters.rows, clusters.values["cluster"], strict=True)
+            if isinstance(name, str) and LIST_SEPARATOR in name]
+
+
 def check_usage_repeats(usage: Parsed) -> list[InputProblem]:
     """A repeated ``job_id`` must repeat the same job; the later, different row is reported.
 
@@ -639,9 +702,12 @@ def check_tables(raw: Mapping[str, RawTable | None],
                 if clusters_table is not None else None)
     clusters_label = clusters_table.label if clusters_table is not None else "clusters.csv"
     index = org_index(org) if org is not None else None
+    budgets_label = budgets.label if budgets is not None else "budgets.csv"
+    sizes = cluster_gpus(clusters_table) if clusters_table is not None else {}
     if clusters_table is not None:
         problems += check_node_selectors(clusters_table)
         problems += check_target_ids(clusters_table, targets)
+        problems += check_separator(clusters_table, budgets_label)
     if org is not None:
         problems += check_org_self_parent(org)
         cycles = check_org_cycles(org)
@@ -651,6 +717,7 @@ def check_tables(raw: Mapping[str, RawTable | None],
     allowed = allowed_clusters(budgets) if budgets is not None else {}
     for table in readable:
         problems += check_references(table, clusters, index, clusters_label)
+        problems += check_capacity(table, sizes, clusters_label)
         if budgets is not None:
             problems += check_allowed_clusters(table, allowed, clusters, budgets.label)
     if tables["usage"] is not None:
@@ -669,6 +736,8 @@ def _config_value(f: Field, entry: ConfigEntry, from_sheet: bool) -> tuple[objec
             text = value if isinstance(value, str) else str(value)
             if bad := bad_characters(text):
                 return None, f"holds control characters ({bad}); delete them"
+            if long := length_problem(text):
+                return None, long
             return (text, None) if text.strip() else (None, "is empty; give the scenario a name")
         return None, f"must be text, got {value!r}; write it in quotes"
     if f.kind == "datetime":

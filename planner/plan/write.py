@@ -111,7 +111,11 @@ def _cleanup(staged: list[Path], created: list[Path]) -> None:
             folder.rmdir()
 
 
-def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
+#: What a refused write tells the user to do, where the folder is an ``--out``.
+OUT_REMEDY = "free some space, fix the permissions or choose another --out"
+
+
+def write_files(out_dir: Path, files: dict[str, bytes], remedy: str = OUT_REMEDY) -> list[Path]:
     """Write each file to a temporary sibling first, then rename all into place.
 
     A name may hold one folder level (``kueue/index.yaml``): the folder is made inside
@@ -126,7 +130,8 @@ def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     reason, so the CLI prints one line and exits 2 (the ``--out`` given cannot take the
     files). Every file is complete on disk before the first rename, so a full disk or a
     read-only mount leaves ``out_dir`` as it was; should a rename itself fail, the
-    message lists the files already replaced.
+    message lists the files already replaced. ``remedy`` ends the message: what to do,
+    where the folder is not an ``--out`` (a scenario's ``usage.csv``, a cycle's state).
     """
     targets = {name: out_dir / name for name in files}
     created: list[Path] = []
@@ -164,8 +169,7 @@ def write_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
                 f"already replaced: {', '.join(str(w) for w in written)}")
         raise InputError([InputProblem(
             str(target), None, None,
-            f"cannot write ({reason}); {done}: free some space, fix the permissions or "
-            "choose another --out")]) from None
+            f"cannot write ({reason}); {done}: {remedy}")]) from None
     except BaseException:
         _cleanup(staged, created if not written else [])
         raise

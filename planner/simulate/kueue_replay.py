@@ -35,7 +35,7 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   priority and then submit order, that fits; a higher-priority head that does not fit
   first tries to preempt its own queue's lower-priority work, below; ``StrictFIFO``: only
   the first); between queues, with fair
-  sharing on (the export needs it, see the README), the tournament of hierarchical
+  sharing on (the export needs it, docs/explanation/kueue.md), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
   resource share wins, share = what the node borrows ÷ what its parent could lend ÷
   weight (weight 0: infinite), computed with the workload admitted, both summed over
@@ -74,7 +74,7 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   their lowest common Cohort; ``LessThanInitialShare`` (Kueue's default second strategy,
   ``strategies=STRATEGIES``) takes one more candidate per queue whose share is strictly
   above the preemptor's new one. Targets stop once the workload fits (quota and nodes)
-  and are minimised in reverse. The README's configuration, replayed by default, names
+  and are minimised in reverse. The configuration the docs ask for, replayed by default, names
   the first strategy alone. (``borrowWithinCohort`` belongs to classic preemption; Kueue
   ignores it under Fair Sharing.) A job preempted in a scheduling pass preempts nobody
   in that pass, and one whose attempt failed is not retried in it;
@@ -118,6 +118,7 @@ Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
@@ -126,6 +127,7 @@ from typing import Any
 import pandas as pd
 
 from planner.config import ModelConfig
+from planner.demand import QueuedJob
 from planner.exporters.kueue import (
     GPU,
     PRIORITY_CLASSES,
@@ -135,9 +137,12 @@ from planner.exporters.kueue import (
     object_id,
     period_objects,
     priority_class,
-    widen_late,
 )
-from planner.simulate.planner_policy import PlannerPolicy
+from planner.ingest.queue import workload_jobs
+from planner.ingest.workloads import queue_items
+from planner.simulate.planner_policy import DemandSource, PlannerPolicy
+from planner.simulate.queue_render import workload_items
+from planner.tick import late_step
 
 NOMINAL, BORROWED = "nominal", "borrowed"
 #: the same below the top priority class (unallocated work, with the export's classes):
@@ -434,14 +439,14 @@ class KueueReplayPolicy(PlannerPolicy):
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
                  priorities: bool = True, takes_back: bool = True,
-                 widens: bool = True, late: bool = True) -> None:
+                 widens: bool = True, late: bool = True,
+                 demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
-        # fits on the nodes. Measured on the 8,000-job synthetic quarter: occupancy 0.831
-        # with requests after one period (``None``), 0.947 without (README).
+        # fits on the nodes: requests cost occupancy, so they are off unless asked.
         super().__init__(model=model, check_every=check_every,
-                         gang_wait_hours=gang_wait_hours)
+                         gang_wait_hours=gang_wait_hours, demand=demand)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
         #: Fair Sharing's own preemption (``preemptionStrategies``
         #: [LessThanOrEqualToFinalShare, LessThanInitialShare]): a pending workload beyond
@@ -454,10 +459,8 @@ class KueueReplayPolicy(PlannerPolicy):
             raise ValueError(f"preemptionStrategies {strategies!r}: [{STRATEGIES[0]}] or "
                              f"{list(STRATEGIES)} (Kueue's default)")
         #: the Kueue Configuration's ``fairSharing.preemptionStrategies`` replayed: the
-        #: README's configuration, [LessThanOrEqualToFinalShare] alone (Kueue's default
-        #: adds LessThanInitialShare: on the 8,000-job quarter, in the README's diagnostic
-        #: runs, 28,182 preemptions against 18,055, weekly 0.933 against 0.936, worst team
-        #: 0.859 against 0.870)
+        #: configuration the docs ask for, [LessThanOrEqualToFinalShare] alone (Kueue's
+        #: default adds LessThanInitialShare, which preempts more for no gain)
         self.strategies = tuple(strategies)
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)
@@ -562,9 +565,10 @@ class KueueReplayPolicy(PlannerPolicy):
     def refresh(self, sim, now: float) -> bool:
         """The planner's replan at period boundaries; every other hour, rule 7's widening.
 
-        Between replans the waiting gangs (allocated, at least a node's GPUs), in the
-        engine's order, go to :func:`widen_late` on the objects in force, as an hourly
-        ``planner export --late`` applies them; True when it served one (quotas changed).
+        Between replans the widest waiting gang (allocated, at least a node's GPUs) of each
+        project and cluster goes to :func:`planner.tick.late_step` on the objects in force,
+        the projects most owed first, as ``planner tick`` applies it each minute; True when
+        it served one (quotas changed).
         """
         if super().refresh(sim, now):
             return True
@@ -574,12 +578,21 @@ class KueueReplayPolicy(PlannerPolicy):
         """Rule 7 on the objects in force: True when a waiting gang was given quota."""
         if not self.late or self.body is None:
             return False
-        gangs = self._waiting_gangs(sim)
-        if not gangs or not widen_late(self.body, self.objects, gangs):
+        widest = self._pending_gangs(sim)
+        if not widest or not late_step(self.body, self.objects, widest):
             return False
         self._read_objects(sim)
         self._reclass(sim)
         return True
+
+    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+        """The queue as Workloads JSON, read back by ``planner ingest kueue --demand``'s code."""
+        items = workload_items(sim, self.hours_left, as_of, asked)
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        queued, _, problems = queue_items("workloads.json", json.loads(text)["items"], as_of)
+        if problems:
+            raise RuntimeError(f"the replay's Workloads do not read back: {problems[:3]}")
+        return workload_jobs(queued, sim.scenario)[0]
 
     def _pending_gangs(self, sim) -> dict[tuple[str, str], int]:
         """(project, cluster) -> GPUs of the widest waiting gang (allocated, ≥ a node).

@@ -8,15 +8,20 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
   the lookback window (the last ``lookback_days``) and everything before it,
   each as its average GPUs (exact totals, so the budget used and the first
   period's lookback offset are exact; the later periods see the window evenly);
-- ``demand`` = the outstanding work of *allocated* jobs (waiting or running) per
-  project and cluster, profiled as if each started now: a job of g GPUs with r
-  hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
-  (the executor enforces GPUs, so a period's grant is asked in GPUs, not averaged). No future
-  submissions are known (the replay does not peek at the trace);
+- ``demand`` = built by :mod:`planner.demand`, the code ``planner ingest squeue|kueue
+  --demand`` runs (:class:`DemandSource` says what the replan reads): the outstanding
+  work of *allocated* jobs (waiting or running) per project and cluster, profiled as if
+  each started now: a job of g GPUs with r hours left asks g GPUs from ``as_of`` for r
+  rounded up to whole periods (the executor enforces GPUs, so a period's grant is asked
+  in GPUs, not averaged), r its work left (``sees="trace"``, the default) or its time
+  limit left (``sees="queue"``, what a site reads); plus the arrival forecast, one row
+  per project and cluster to quarter end: the GPU-hours of the allocated jobs submitted
+  in the lookback window (``"trace"``) or run in it (``"queue"``, the usage ledger) ÷ its
+  hours. No future submissions are known (the replay does not peek at the trace);
 - **reservation requests for the gang jobs that waited**, when asked for
   (:meth:`PlannerPolicy.gang_requests`; off by default, ``gang_wait_hours`` = ∞: measured
   on Philly and two synthetic quarters, the requests and the drains they bring cost more
-  delivery and occupancy than they win, see the README): every waiting allocated job of
+  delivery and occupancy than they win): every waiting allocated job of
   at least one node's GPUs that has waited ``gang_wait_hours`` (``None``: one period: it
   went through a whole plan without getting in, so the elastic grant alone does not
   seat it) is a request of
@@ -99,7 +104,7 @@ pace, one that waited 96 h with projects at half their pace. An unallocated job
 that waited at least ``age_hours`` is protected for the fill slice once started
 (a fresh one, as before, may be preempted at once).
 
-The executor's other rules are the measured best of the variants the README lists (paced
+The executor's other rules are the measured best of the variants tried (paced
 up to the pace every hour, not only while behind it; over-budget work filling by pace
 with the rest, not last; the pace of idle projects shared; a replan every
 ``period_hours``, not more often): the others are gone. Its three parameters are the
@@ -111,13 +116,23 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig, load_model
 from planner.contract import PREEMPTS, JobClass, in_force, preemptible_protection
+from planner.demand import (
+    DemandGrid,
+    QueuedJob,
+    arrival_forecast,
+    declared_only,
+    demand_frame,
+    forecast_from_usage,
+    merge_declared,
+    queue_cells,
+)
 from planner.fairshare import water_fill
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
@@ -126,6 +141,35 @@ GUARANTEED, PACED, OPPORTUNISTIC, FILL, UNALLOCATED, RESERVED = (
     JobClass.GUARANTEED, JobClass.PACED, JobClass.OPPORTUNISTIC, JobClass.FILL,
     JobClass.UNALLOCATED, JobClass.RESERVED)
 _HOUR = pd.Timedelta(hours=1)
+SEES = ("trace", "queue")
+
+
+@dataclass(frozen=True)
+class DemandSource:
+    """Where a replan's demand comes from (:mod:`planner.demand` builds it either way).
+
+    ``sees``: ``"trace"`` (the figures of record): a job asks for the work it really has
+    left and the forecast counts the whole work of the jobs submitted in the lookback
+    window, both known to the replay only; ``"queue"``: what a site reads, a job's time
+    limit less the time it has run (``squeue``, Workloads) and the forecast from the usage
+    ledger (what ran in the window). ``forecast``: the arrival forecast rows (False:
+    none). ``queue``: the queue's rows (False: ``declared`` alone, what a hand-written
+    ``demand.csv`` amounts to). ``declared``: a lead's rows (``declared_demand.csv``),
+    merged where the queue asks nothing. ``via_text``: the replay renders its queue as the
+    executor prints it (``squeue`` text, Workloads JSON) and reads it back with the
+    ingest's parser each replan (``planner-slurm``, ``planner-kueue``; the shipped path).
+    """
+
+    sees: str = "trace"
+    forecast: bool = True
+    queue: bool = True
+    declared: pd.DataFrame | None = None
+    via_text: bool = False
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown ``sees``."""
+        if self.sees not in SEES:
+            raise ValueError(f"sees must be one of {SEES}, not {self.sees!r}")
 
 
 class PlannerPolicy(AdmissionPolicy):
@@ -135,8 +179,9 @@ class PlannerPolicy(AdmissionPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  gang_wait_hours: float | None = math.inf, gang_slack_periods: int = 7,
-                 age_hours: float = 48.0) -> None:
+                 age_hours: float = 48.0, demand: DemandSource | None = None) -> None:
         model = model or load_model("default")
+        self.source = demand or DemandSource()
         self.gang_wait_hours = gang_wait_hours  # None: one period
         self.gang_slack_periods = gang_slack_periods
         self.age_hours = age_hours
@@ -150,12 +195,14 @@ class PlannerPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """The scenario without its own demand, reservations and usage; no plan yet."""
         scenario = sim.scenario
+        self.own_demand = scenario.demand  # a hand-written demand.csv (DemandSource.queue)
         self.base = replace(scenario, demand=scenario.demand.iloc[0:0],
                             reservations=scenario.reservations.iloc[0:0],
                             usage=scenario.usage.iloc[0:0])
         self.period = float(scenario.config.period_hours)
         days = self.model.lookback.window_days or scenario.config.lookback_days
         self.window_hours = int(round(days * 24))
+        self.grid = DemandGrid.of(scenario, self.model.lookback.window_days)
         n_p, n_k = len(sim.projects), len(sim.cluster_ids)
         self.guaranteed = np.zeros((n_p, n_k))  # whole GPUs in force: ⌊g⌋
         self.opportunistic = np.zeros((n_p, n_k))  # whole headroom: ⌊g + o⌋ − ⌊g⌋
@@ -173,6 +220,10 @@ class PlannerPolicy(AdmissionPolicy):
         self.project = np.array(jobs.project, dtype=np.int64)
         self.cluster = np.array(jobs.cluster, dtype=np.int64)
         self.work = np.array(jobs.gpus, dtype=float) * np.array(jobs.duration)
+        # the arrivals the trace forecast counts: allocated jobs, each with its whole work
+        alloc = self.allocated
+        self.arrivals = (self.project[alloc], self.cluster[alloc], self.submit[alloc],
+                         self.work[alloc])
         self.previous: dict | None = None
         self.next_plan = 0.0
         self.fill_slice = float(self.model.contract.fill_slice_hours)
@@ -200,9 +251,10 @@ class PlannerPolicy(AdmissionPolicy):
 
         requests = self.gang_requests(sim, as_of)
         asked = set(self.request_job.values())
-        scenario = replace(self.base, config=replace(cfg, as_of=as_of),
-                           usage=self._usage(sim, now),
-                           demand=self._demand(sim, as_of, asked), reservations=requests)
+        usage = self._usage(sim, now)
+        scenario = replace(self.base, config=replace(cfg, as_of=as_of), usage=usage,
+                           demand=self._demand(sim, as_of, asked, usage),
+                           reservations=requests)
         began = time.perf_counter()
         check = sim.replans % self.check_every == 0
         body = plan_scenario(scenario, self.model, self.previous, check=check).plan.body
@@ -335,43 +387,59 @@ class PlannerPolicy(AdmissionPolicy):
         """(P, K, H) GPU-hours the executor's accounting reports: everything that ran."""
         return sim.used
 
-    def _demand(self, sim, as_of: pd.Timestamp, asked: set[int] = frozenset()
-                ) -> pd.DataFrame:
+    def _demand(self, sim, as_of: pd.Timestamp, asked: set[int] = frozenset(),
+                usage: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The replan's demand rows, built by :mod:`planner.demand` (:class:`DemandSource`)."""
+        source = self.source
+        if not source.queue:  # declared rows only (default: the scenario's demand.csv)
+            declared = source.declared if source.declared is not None else self.own_demand
+            return declared_only(declared, as_of)
+        jobs = self.read_back(sim, asked, as_of) if source.via_text else self.queued_jobs(
+            sim, asked)
+        cells, _ = queue_cells(jobs, self.grid, as_of)
+        forecast = None
+        if source.forecast and source.sees == "trace":
+            forecast = self._forecast(sim)
+        elif source.forecast:
+            forecast = forecast_from_usage(usage if usage is not None else self._usage(
+                sim, sim.now), as_of, self.grid)
+        frame = demand_frame(cells, forecast, self.grid, as_of)
+        if source.declared is not None:
+            frame = merge_declared(frame, source.declared, self.grid, as_of)
+        return frame
+
+    def queued_jobs(self, sim, asked: set[int] = frozenset()) -> list[QueuedJob]:
+        """The allocated jobs waiting or running, as a site's queue shows them.
+
+        Jobs asked as reservation requests this replan (``asked``) are left out (asked
+        once). Their time left: :meth:`hours_left`.
+        """
         jobs = sim.jobs
-        rows: dict[tuple[int, int, float], float] = {}
-        for job in sim.outstanding_jobs():
-            if not jobs.allocated[job] or not self.allowed[jobs.project[job], jobs.cluster[job]]:
-                continue
-            if job in asked:  # a reservation request of this replan
-                continue
-            left = sim.work_left(job)
-            # whole periods: the executor enforces GPUs, so ask for GPUs over each period
-            left = float(np.ceil(max(left, 1e-6) / self.period) * self.period)
-            key = (jobs.project[job], jobs.cluster[job], left)
-            rows[key] = rows.get(key, 0) + jobs.gpus[job]
-        forecast = self._forecast(sim)
-        for p, k in zip(*np.nonzero(forecast > 1e-9), strict=True):
-            rows[(int(p), int(k), -1.0)] = float(forecast[p, k])
-        keys = sorted(rows)
-        quarter = sim.hours - sim.now
-        return pd.DataFrame({
-            "project": [sim.projects[p] for p, _, _ in keys],
-            "cluster": [sim.cluster_ids[k] for _, k, _ in keys],
-            "start": pd.Series([as_of] * len(keys), dtype="datetime64[ns, UTC]"),
-            "end": pd.Series([as_of + (h if h > 0 else quarter) * _HOUR for _, _, h in keys],
-                             dtype="datetime64[ns, UTC]"),
-            "gpus": np.array([rows[k] for k in keys], dtype=float),
-        }).astype({"project": object, "cluster": object})
+        return [QueuedJob(jobs.ids[job], sim.projects[jobs.project[job]],
+                          sim.cluster_ids[jobs.cluster[job]], jobs.gpus[job],
+                          self.hours_left(sim, job), True, sim.is_running(job))
+                for job in sim.outstanding_jobs()
+                if jobs.allocated[job] and job not in asked]
+
+    def hours_left(self, sim, job: int) -> float:
+        """What ``job`` asks for: its work left (``sees="trace"``) or its time limit left."""
+        if self.source.sees == "trace":
+            return sim.work_left(job)
+        if sim.is_running(job):
+            return sim.expected_end(job) - sim.now
+        return sim.requested_hours(job)
+
+    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+        """The queue rendered as an executor prints it and read back (``via_text``).
+
+        The ``planner`` policy has no executor: the replays of one override it.
+        """
+        raise ValueError(f"{self.name}: via_text needs an executor's replay "
+                         "(planner-slurm or planner-kueue)")
 
     def _forecast(self, sim) -> np.ndarray:
         """(P, K) GPUs: allocated GPU-hours submitted in the lookback window ÷ its hours."""
-        window = min(sim.now, float(self.window_hours))
-        if window <= 0:
-            return np.zeros((len(sim.projects), len(sim.cluster_ids)))
-        recent = (self.submit >= sim.now - window) & (self.submit < sim.now) & self.allocated
-        out = np.zeros((len(sim.projects), len(sim.cluster_ids)))
-        np.add.at(out, (self.project[recent], self.cluster[recent]), self.work[recent])
-        return out / window * self.allowed
+        return arrival_forecast(*self.arrivals, sim.now, self.grid)
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """What the plan puts in force at ``first``, read through the executor contract."""

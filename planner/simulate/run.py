@@ -12,12 +12,14 @@ import io
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from planner.config import MAX_RANDOM_SEED, ModelConfig, is_seed, load_model, with_seed
 from planner.errors import InputError, InputProblem
+from planner.exporters.common import spreadsheet_text
 from planner.inputs import Scenario
 from planner.simulate.engine import ReplayResult, replay
 from planner.simulate.kueue_replay import KueueReplayPolicy
@@ -43,6 +45,7 @@ class PolicyRun:
     result: ReplayResult
     metrics: PolicyMetrics
     seconds: float
+    cpu_seconds: float = 0.0  # this process's CPU time over the replay (HiGHS's threads too)
 
 
 def parse_policies(text: str) -> list[str]:
@@ -109,10 +112,11 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
     for label, name, planning in jobs:
         if progress:
             progress(f"replaying under {label}")
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         result = replay(scenario, trace, make_policy(name, planning))
-        seconds = time.perf_counter() - began
-        runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds))
+        seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+        runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds,
+                              cpu))
     return runs
 
 
@@ -135,7 +139,9 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     """Per job: first start, finish, wait, preemptions, lost GPU-hours (hours from start).
 
     A job that never started has an empty ``first_start``, ``never_started`` true and
-    its wait counted to the end of the replay (as the metrics count it).
+    its wait counted to the end of the replay (as the metrics count it). The file is for
+    people and their spreadsheets: an id that a spreadsheet would run as a formula is
+    written as text (:func:`planner.exporters.common.spreadsheet_text`).
     """
     start = scenario.config.quarter_start
     hour = pd.Timedelta(hours=1)
@@ -144,10 +150,13 @@ def jobs_csv(scenario: Scenario, trace: pd.DataFrame, result: ReplayResult) -> b
     def stamp(values: np.ndarray) -> list[str]:
         return ["" if np.isnan(v) else iso(start + v * hour) for v in values]
 
+    def text(column: str) -> list[str]:  # ids stay text in a spreadsheet (=HYPERLINK, @SUM)
+        return [spreadsheet_text(str(v)) for v in trace[column].tolist()]
+
     first = result.first_start
     frame = pd.DataFrame({
-        "job_id": trace["job_id"].to_numpy(), "project": trace["project"].to_numpy(),
-        "cluster": trace["cluster"].to_numpy(), "gpus": trace["gpus"].to_numpy(),
+        "job_id": text("job_id"), "project": text("project"),
+        "cluster": text("cluster"), "gpus": trace["gpus"].to_numpy(),
         "submit": stamp(submit), "first_start": stamp(first), "finish": stamp(result.finish),
         "wait_hours": np.round(np.where(np.isnan(first), result.hours, first) - submit, 6),
         "never_started": np.where(np.isnan(first), "true", "false"),
@@ -196,7 +205,7 @@ COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of dem
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
-    """The terminal/README table: a header and one row per policy."""
+    """The terminal table: a header and one row per policy."""
     header = ["policy"] + [label for _, label in COLUMNS] + (["seconds"] if seconds else [])
     rows = []
     for r in runs:
@@ -209,3 +218,61 @@ def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], 
             row.append(f"{r.seconds:.1f}")
         rows.append(row)
     return header, rows
+
+
+#: (metrics key, label, better): the figures of a replay's result file (``planner.results``).
+RESULT_FIGURES = (
+    ("occupancy", "occupancy", "higher"),
+    ("occupancy_of_demand", "occupancy of demand", "higher"),
+    ("delivered_over_owed_daily", "delivered ÷ owed, daily", "higher"),
+    ("delivered_over_owed_weekly", "delivered ÷ owed, weekly", "higher"),
+    ("delivered_over_owed_quarter", "delivered ÷ owed, quarter", "higher"),
+    ("worst_team_delivered_over_owed", "worst team (weekly)", "higher"),
+    ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %", "higher"),
+    ("budget_error_mean", "budget error mean", "lower"),
+    ("budget_error_floor_mean", "budget error floor (demand alone)", None),
+    ("budget_error_max", "budget error max", "lower"),
+    ("jain", "Jain (teams, weekly)", "higher"),
+    ("wait_p50_hours", "wait p50 h", "lower"),
+    ("wait_p90_hours", "wait p90 h", "lower"),
+    ("small_wait_p90_hours", "small (≤ 1 GPU) wait p90 h", "lower"),
+    ("preemptions", "preemptions", "lower"),
+    ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption", "lower"),
+    ("jobs_never_started", "jobs never started", "lower"),
+)
+
+
+def write_replay_result(path: Path, runs: list[PolicyRun], scenario: Scenario,
+                        trace: pd.DataFrame, described: str, command: str | None = None,
+                        load_before: float | None = None) -> Path:
+    """The replays as a result file ``path`` (``<folder>/<name>.json``), with provenance.
+
+    One row per policy (column ``NAME@seedK`` per seed), one column per figure of
+    :data:`RESULT_FIGURES` with the direction that is better, and the wall and CPU
+    seconds of each replay; the notes hold the figures of the trace alone.
+    """
+    from planner.results import write_result
+
+    def rounded(value):  # ratios and hours to three decimals, as the terminal shows them
+        return round(value, 3) if isinstance(value, float) else value
+
+    rows = [{"policy": r.name,
+             **{key: rounded(r.metrics.summary[key]) for key, _, _ in RESULT_FIGURES},
+             "cpu_s": round(r.cpu_seconds, 1), "wall_s": round(r.seconds, 1)} for r in runs]
+    columns = [{"key": "policy", "label": "policy"}]
+    columns += [{"key": key, "label": label, **({"better": better} if better else {})}
+                for key, label, better in RESULT_FIGURES]
+    columns += [{"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
+                {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"}]
+    figures = trace_figures(scenario, trace)
+    return write_result(
+        path.stem, title=f"Replay: {described.split(' (')[0]}", columns=columns, rows=rows,
+        command=command, load_before=load_before, folder=path.parent,
+        what=f"Each policy replays {described} on `{scenario.config.name}` "
+             f"({len(trace):,} jobs), scored by `planner.simulate.metrics` (the definitions: "
+             "the Explanation page on replays). The figures are deterministic for the same "
+             "code, trace and HiGHS version; the seconds move with the machine's load.",
+        notes=[f"Of the trace alone, the same for every policy: owed {figures['owed_ngh']:,.0f} "
+               f"NGH, offered load {figures['offered_load']} × capacity, ideal occupancy "
+               f"{figures['ideal_occupancy']}, budget error floor (mean) "
+               f"{figures['budget_error_floor_mean']}."])

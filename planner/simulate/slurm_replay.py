@@ -28,7 +28,7 @@ with that state.
 **Scheduling** (Slurm 22.05, ``priority/multifactor``, ``preempt/qos``, the slurm.conf
 lines the script's header asks for):
 
-- *QOS of a job* (the user behaviour assumed, written in the README): an allocated job is
+- *QOS of a job* (the user behaviour assumed, docs/explanation/slurm.md): an allocated job is
   submitted under its account's ``DefaultQOS``, the project's budget QOS. It may start
   there only while the QOS's GPU-minutes — usage accrued plus what
   Slurm reserves for its running jobs (GPUs × time limit left) plus this job's GPUs × its
@@ -80,7 +80,7 @@ lines the script's header asks for):
   As Slurm's backfill with its default ``bf_window`` (1440 minutes;
   ``bf_window_hours``), no reservation is made for a job whose expected start lies
   beyond the window ("starts too far in the future to worry about").
-  ``reserve_each=False`` replays the earlier model, measured in the README: one
+  ``reserve_each=False`` replays the earlier model: one
   reservation, for the first blocked job only (as ``fairtree``), and no preemption in
   backfill.
 - *reservations*: a job of the reservation's account runs inside it (the wrapper adds
@@ -90,7 +90,7 @@ lines the script's header asks for):
 
 The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
 ``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``,
-``opportunistic_usage`` and ``floor`` replay the variants the README measures against it,
+``opportunistic_usage`` and ``floor`` replay the variants it was compared with (CHANGELOG),
 and ``bf_window_hours`` the site's backfill window (Slurm's default, a day).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
@@ -105,9 +105,14 @@ import math
 import numpy as np
 import pandas as pd
 
+from planner.demand import QueuedJob
 from planner.exporters.slurm import SlurmReservation, SlurmState, slurm_state
-from planner.simulate.planner_policy import PlannerPolicy
+from planner.ingest.queue import squeue_jobs
+from planner.ingest.squeue import parse_squeue_text, squeue_text
+from planner.simulate.planner_policy import DemandSource, PlannerPolicy
 from planner.simulate.policies import HOURS_PER_WEEK, FairTreePolicy, fair_tree_ranks
+from planner.simulate.queue_render import squeue_rows
+from planner.tick import budget_admits
 
 BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic"
 _EPS = 1e-9
@@ -135,22 +140,21 @@ class SlurmReplayPolicy(PlannerPolicy):
                  opportunistic_usage: float = 1.0, floor: str = "node",
                  bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
                  reserve_each: bool = True, takes_back: bool = True,
-                 widens: bool = True) -> None:
+                 widens: bool = True, demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
         # then cannot end inside it and never starts there, while every job whose limit
-        # reaches a future reservation stays off its nodes. Measured on an 8,000-job
-        # synthetic quarter: occupancy 0.205 with requests after a day, 0.946 without.
+        # reaches a future reservation stays off its nodes, so requests idle whole nodes.
         super().__init__(model=model, check_every=check_every,
-                         gang_wait_hours=gang_wait_hours)
+                         gang_wait_hours=gang_wait_hours, demand=demand)
         # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
         self.half_life = half_life_hours
         self.decay = _hourly_decay(half_life_hours)
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
         # what slurm_state exports (the defaults are what `planner export` ships; other
-        # values replay the variants measured in the README)
+        # values replay the variants it was compared with)
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
         self.pace_floor = floor
@@ -353,16 +357,36 @@ class SlurmReplayPolicy(PlannerPolicy):
 
         ``GrpTRESMins`` (usage and running jobs' limits left, plus this job's GPUs × time
         limit) and ``GrpTRES`` (the GPUs the QOS's running jobs hold, plus this job's);
-        otherwise the wrapper's ``gp-opportunistic``.
+        otherwise the wrapper's ``gp-opportunistic``: :func:`planner.tick.budget_admits`,
+        the decision ``planner tick`` makes on a real Slurm's pending jobs.
         """
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
             return OPPORTUNISTIC
         g = sim.jobs.gpus[job]
-        if self.run_gpus[p] + g > self.cap_gpus[p] + 1e-6:
+        if self.run_gpus[p] + g > self.cap_gpus[p] + 1e-6:  # (the cheap test first)
             return OPPORTUNISTIC
-        ask = g * sim.requested_hours(job)
-        return BUDGET if self.committed_hours(sim, p) + ask <= limit + 1e-6 else OPPORTUNISTIC
+        admits = budget_admits(g, sim.requested_hours(job), limit, self.committed_hours(sim, p),
+                               self.cap_gpus[p], self.run_gpus[p])
+        return BUDGET if admits else OPPORTUNISTIC
+
+    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+        """The queue as ``squeue`` lines, read back by ``planner ingest squeue``'s code.
+
+        A running job shows the QOS it runs under, a waiting one the QOS the wrapper rule
+        gives it now (:meth:`qos_of`); allocated work under ``gp-opportunistic`` is what
+        ``planner tick`` recorded as moved (:mod:`planner.simulate.queue_render`).
+        """
+        rows, moved = squeue_rows(sim, self.hours_left, self._under_budget, asked)
+        parsed, problems = parse_squeue_text("squeue", squeue_text(rows))
+        if problems:
+            raise RuntimeError(f"the replay's squeue text does not read back: {problems[:3]}")
+        return squeue_jobs(parsed, sim.scenario, moved)[0]
+
+    def _under_budget(self, sim, job: int) -> bool:
+        if sim.is_running(job):
+            return sim.tag_of(job) == BUDGET
+        return self.qos_of(sim, sim.jobs.project[job], job) == BUDGET
 
     def _end_exemptions(self, sim) -> None:
         """Opportunistic jobs past ``PreemptExemptTime`` become preemptable."""

@@ -181,11 +181,11 @@ def prepare(spec: SweepSpec, progress=None) -> list[CellInput]:
     """
     from planner.inputs.load import load_scenario
     from planner.simulate.run import POLICIES
-    from planner.sweep.spec import _line
+    from planner.sweep.spec import _line, _read_text
 
     say = progress or (lambda _text: None)
     label = spec.path.name
-    text = spec.path.read_text(encoding="utf-8")
+    text = _read_text(spec.path)  # the stat-before-open rule, as load_spec read it
     axes_line = _line(text, "[axes]") or 0
 
     def at(key: str) -> InputProblem:

@@ -247,6 +247,9 @@ def load_spec(path: str | Path) -> SweepSpec:
     except tomllib.TOMLDecodeError as err:
         raise InputError([InputProblem(label, toml_error_line(err), None,
                                        f"not valid TOML: {err}")]) from None
+    except RecursionError:
+        raise InputError([InputProblem(label, None, None, "not valid TOML: nested deeper "
+                                                          "than a sweep spec holds")]) from None
     check = _Checker(label, text)
     for key in sorted(set(raw) - set(TOP_KEYS)):
         check.add(key, f"unknown key (known: {', '.join(TOP_KEYS)})")

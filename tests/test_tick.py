@@ -1,0 +1,328 @@
+"""``planner tick``: the wrapper rule and rule 7 between cycles, by hand and on a real Slurm."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from planner.cli import main
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, export_slurm
+from planner.ingest.squeue import SqueueJob, squeue_text
+from planner.locks import hold
+from planner.simulate.engine import replay
+from planner.simulate.slurm_replay import SlurmReplayPolicy
+from planner.tick import (
+    BudgetUse,
+    budget_admits,
+    moved_after,
+    parse_assoc_mgr,
+    slurm_moves,
+)
+from planner.tick_run import ASSOC_MGR, KUBECTL_WORKLOADS, SQUEUE, run_tick
+from tests import test_export_slurm
+from tests.export_fixtures import ORG, PLAN
+
+# `scontrol show assoc_mgr flags=qos` of Slurm 22.05 (the CI's), trimmed to two QOS
+ASSOC_MGR_TEXT = """\
+Current Association Manager state
+
+QOS Records
+
+QOS=normal(1)
+    UsageRaw=0.000000
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=N(0) GrpWall=N(0.00)
+    GrpTRES=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),gres/gpu=N(0)
+    GrpTRESMins=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),gres/gpu=N(0)
+    GrpTRESRunMins=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),gres/gpu=N(0)
+QOS=gp-p1(2)
+    UsageRaw=2396.547531
+    GrpJobs=N(1) GrpJobsAccrue=N(0) GrpSubmitJobs=N(1) GrpWall=N(29.96)
+    GrpTRES=cpu=N(1),mem=N(0),energy=N(0),node=N(1),billing=N(1),gres/gpu=16(2)
+    GrpTRESMins=cpu=N(39),mem=N(0),node=N(39),billing=N(39),gres/gpu=100(69)
+    GrpTRESRunMins=cpu=N(30),mem=N(0),node=N(30),billing=N(30),gres/gpu=N(60)
+    Account Limits
+      p1
+        MaxTRESPA=cpu=N(1),mem=N(0),node=N(1),billing=N(1),gres/gpu=N(2)
+"""
+
+
+def test_scontrol_assoc_mgr_is_read_per_qos():
+    # gp-p1: GrpTRESMins 100 GPU-minutes, 69 used, 60 held by running jobs' limits left:
+    # committed (69 + 60) / 60 = 2.15 GPU-hours of a 100 / 60 limit; GrpTRES cap 16, 2 held
+    use, problems = parse_assoc_mgr("assoc_mgr", ASSOC_MGR_TEXT)
+    assert problems == []
+    assert use["gp-p1"] == BudgetUse("gp-p1", 100 / 60, 129 / 60, 16.0, 2.0)
+    assert use["normal"] == BudgetUse("normal", None, 0.0, math.inf, 0.0)
+
+
+def test_a_budget_admits_a_job_while_its_minutes_and_its_cap_hold_it():
+    # 10 GPU-hours of budget, 6 committed: a 2-GPU job of 2 h (4) fits exactly, 2 h 1 s
+    # does not; under a cap of 8 GPUs with 6 held, 2 GPUs fit and 3 do not
+    assert budget_admits(2, 2.0, 10.0, 6.0, math.inf, 0.0)
+    assert not budget_admits(2, 2.0 + 1 / 3600, 10.0, 6.0, math.inf, 0.0)
+    assert budget_admits(2, 1.0, 10.0, 0.0, 8.0, 6.0)
+    assert not budget_admits(3, 1.0, 10.0, 0.0, 8.0, 6.0)
+
+
+def sq(job_id: str, qos: str, state: str = "PENDING", reason: str = "Priority",
+       gpus: int = 1, limit: int | None = 3600, account: str = "p1") -> SqueueJob:
+    return SqueueJob(job_id, None, account, "c1", qos, state, reason, gpus, 1, limit, 0, None)
+
+
+def test_the_wrapper_rule_by_hand():
+    # gp-p1 has 1 GPU-hour left (committed 9 of 10); gp-p2 has none (a spent budget)
+    use = {"gp-p1": BudgetUse("gp-p1", 10.0, 9.0, math.inf, 0.0),
+           "gp-p2": BudgetUse("gp-p2", 0.0, 0.0, math.inf, 0.0)}
+    budget_of = {"p1": "gp-p1", "p2": "gp-p2"}
+    jobs = [
+        sq("1", "gp-p1"),                                   # 1 GPU-h: fits, stays
+        sq("2", "gp-p1", gpus=2),                           # 2 GPU-h > 1 left: out
+        sq("3", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),  # Slurm says so: out
+        sq("4", "gp-p1", state="RUNNING", gpus=8),          # running: never touched
+        sq("5", OPPORTUNISTIC_QOS),                         # the user's own choice: stays
+        sq("6", OPPORTUNISTIC_QOS),                         # moved before, fits now: back
+        sq("7", OPPORTUNISTIC_QOS, gpus=4),                 # moved before, 4 > 1: stays
+        sq("8", "gp-x", account="x"),                       # no budget QOS in the plan
+    ]
+    moved = {"6": "gp-p1", "7": "gp-p1", "9": "gp-p1"}  # 9 has left the queue
+    moves = slurm_moves(jobs, budget_of, use, moved)
+    assert [(m.job_id, m.source, m.target) for m in moves] == [
+        ("2", "gp-p1", OPPORTUNISTIC_QOS), ("3", "gp-p2", OPPORTUNISTIC_QOS),
+        ("6", OPPORTUNISTIC_QOS, "gp-p1")]
+    assert moves[0].command() == "scontrol update JobId=2 QOS=gp-opportunistic"
+    assert moved_after(moved, moves, jobs) == {"2": "gp-p1", "3": "gp-p2", "7": "gp-p1"}
+
+
+def test_the_slurm_replay_decides_with_the_ticks_function(monkeypatch):
+    # no second copy: planner-slurm's wrapper rule is planner.tick.budget_admits
+    from planner.simulate import slurm_replay
+    from tests.test_simulate import trace, two_teams
+
+    calls = []
+
+    def counting(*args):
+        calls.append(args)
+        return budget_admits(*args)
+
+    monkeypatch.setattr(slurm_replay, "budget_admits", counting)
+    sc = two_teams(days=2, budgets=(("a", 40.0), ("b", 0.0)))
+    replay(sc, trace([("a1", "a", 0, 4, 8.0, 8.0), ("a2", "a", 0, 1, 8.0, 8.0)]),
+           SlurmReplayPolicy(pace="none"))
+    assert calls
+
+
+# -- run_tick on a state folder, with the commands faked -------------------------------------
+
+
+def _inputs(folder: Path) -> None:
+    """The scenario of :data:`ORG` and :data:`PLAN`'s clusters, as a cycle keeps it."""
+    from tests.scenario_factory import SCENARIO_TOML, write_scenario
+
+    org = "id,parent,weight\n" + "".join(f"{r.id},{r.parent},{r.weight}\n"
+                                         for r in ORG.itertuples())
+    write_scenario(folder, scenario=SCENARIO_TOML.replace("A100 = 0.55", "A100 = 0.5"),
+                   clusters="cluster,gpu_type,nodes,gpus_per_node\nc1,H100,4,8\nc2,A100,2,8\n",
+                   org=org, budgets="project,gpu_hours\np1,2000\np2,1500\n=P 3,500\n",
+                   demand="project,cluster,start,end,gpus\n", reservations=None, usage=None)
+
+
+def state_with(tmp_path: Path, plan: dict, exports: list[str], name: str = "p1") -> Path:
+    """A state folder whose current plan is ``plan`` (as planner cycle leaves it)."""
+    state = tmp_path / "state"
+    folder = state / "plans" / name
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text(json.dumps(plan))
+    (folder / "cycle.json").write_text(json.dumps({"as_of": plan["as_of"], "previous": None,
+                                                   "exports": exports}))
+    _inputs(folder / "inputs")
+    link = state / "current"
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(f"plans/{name}")
+    return state
+
+
+class Fake:
+    """Runs nothing: answers squeue and scontrol show from text, records every command."""
+
+    def __init__(self, queue: list[SqueueJob], assoc: str = ASSOC_MGR_TEXT):
+        self.queue, self.assoc, self.ran = queue, assoc, []
+
+    def __call__(self, argv):
+        self.ran.append(list(argv))
+        out = ""
+        if tuple(argv) == SQUEUE:
+            out = squeue_text(self.queue)
+        elif tuple(argv) == ASSOC_MGR:
+            out = self.assoc
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+
+def test_a_tick_moves_runs_and_records_and_a_dry_run_changes_nothing(tmp_path):
+    state = state_with(tmp_path, PLAN, ["slurm"])
+    spent = ASSOC_MGR_TEXT + "QOS=gp-p2(3)\n    GrpTRESMins=gres/gpu=0(0)\n"
+    fake = Fake([sq("11", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),
+                 sq("12", "gp-p1", state="RUNNING")], spent)
+    dry = run_tick(state, dry_run=True, runner=fake)
+    assert [m.job_id for m in dry.moves] == ["11"]
+    assert [a[0] for a in fake.ran] == ["squeue", "scontrol"]  # reads only
+    assert not (state / "tick.json").exists()
+    done = run_tick(state, runner=fake)
+    assert fake.ran[-1] == ["scontrol", "update", "JobId=11", "QOS=gp-opportunistic"]
+    assert json.loads((state / "tick.json").read_text())["moved"] == {"11": "gp-p2"}
+    assert "scontrol update JobId=11 QOS=gp-opportunistic  # job of p2: pends on " \
+           "QOSGrpGRESMinutes" in "\n".join(done.lines)
+
+
+def test_a_tick_refuses_a_hostile_queue_and_runs_nothing(tmp_path, capsys):
+    state = state_with(tmp_path, PLAN, ["slurm"])
+    bad = tmp_path / "squeue.txt"
+    bad.write_text(squeue_text([sq("11", "gp-p2", account="p2")]).replace(
+        "11|", "$(touch x)|", 1))
+    qos = tmp_path / "qos.txt"
+    qos.write_text(ASSOC_MGR_TEXT)
+    assert main(["tick", "--state", str(state), "--squeue", str(bad), "--qos", str(qos)]) == 2
+    err = capsys.readouterr().err
+    assert "squeue.txt, row 1, column JobID: '$(touch x)' is not a Slurm job id" in err
+    assert not (state / "tick.json").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_tick_while_a_cycle_holds_the_state_exits_2_naming_it(tmp_path, capsys):
+    state = state_with(tmp_path, PLAN, ["slurm"])
+    with hold(state, "a planning cycle"):
+        assert main(["tick", "--state", str(state), "--dry-run"]) == 2
+    assert f"a planning cycle is in progress by pid {os.getpid()}" in capsys.readouterr().err
+
+
+def test_a_tick_gives_late_kueue_gangs_their_quota_in_the_set_in_force(tmp_path):
+    # PLAN with p2 granted 8 GPUs on c1 in the first period: the pool Cohort holds the
+    # 32 − 10 (p1) − 8 (p2) = 14 GPUs nobody holds. p1 pends an 8-GPU gang on c1, where the
+    # plan gives it quota already; =P 3 one where it has none: rule 7 serves =P 3 only,
+    # and a 16-GPU gang would not fit in the pool
+    from planner.exporters.files import export_files
+    from planner.exporters.kueue import cluster_selector
+    from tests.test_pending import workload
+
+    plan = json.loads(json.dumps(PLAN))
+    for a in plan["allocations"]:
+        if (a["project"], a["cluster"], a["period_start"]) == ("p2", "c1", PLAN["as_of"]):
+            a.update(gpus=8.0, gpu_hours=192.0)
+    state = state_with(tmp_path, plan, ["kueue"])
+    files = export_files(plan, "kueue", ORG, 1)
+    for name, data in files.items():
+        (state / "current" / "kueue").mkdir(exist_ok=True)
+        (state / "current" / "kueue" / name).write_bytes(data)
+    items = [workload("p1", 1, 8, name="a"), workload("p-3-8aff7f51", 1, 8, name="b")]
+    for item in items:
+        item["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = cluster_selector(
+            {"cluster": "c1", "gpu_type": "H100"})
+    wl = tmp_path / "wl.json"
+    wl.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    fake = Fake([])
+    done = run_tick(state, workloads=wl, runner=fake)
+    assert done.late == (("=P 3", "c1", 8),)
+    (name,) = [n for n in files if n.startswith("kueue-")]
+    assert fake.ran == [["kubectl", "apply", "-f", str(state / "tick" / name)]]
+    widened = list(yaml.safe_load_all((state / "tick" / name).read_text()))
+    again = run_tick(state, workloads=wl, runner=Fake([]))
+    assert again.late == ()  # served already: its quota stands in the tick's set
+    assert list(yaml.safe_load_all((state / "tick" / name).read_text())) == widened
+    assert KUBECTL_WORKLOADS[0] == "kubectl"
+
+
+# -- the real Slurm ---------------------------------------------------------------------------
+
+
+real_slurm = test_export_slurm.real_slurm  # the same fixture: a Slurm 22.05 for this module
+
+
+def _jobs(slurm, *ids: str) -> dict[str, dict[str, str]]:
+    from tests.real_slurm import parse_records
+
+    out = {}
+    for job_id in ids:
+        out[job_id] = parse_records(slurm.run("scontrol", "show", "job", "-o", job_id).stdout)[0]
+    return out
+
+
+def test_real_slurm_tick_moves_a_job_off_a_spent_budget_and_back_after_a_replan(
+        real_slurm, tmp_path):
+    """The wrapper rule on Slurm 22.05: ``planner tick`` runs squeue and scontrol itself.
+
+    p2 has spent its budget (``GrpTRESMins=gres/gpu=0``). A p1 budget job holds all of
+    c1n4 (8 GPUs, ``sleep 300``). p2 submits ``small`` (1 GPU) and ``wide`` (8 GPUs on
+    c1n4) under its budget QOS: both pend on ``QOSGrpGRESMinutes``. The tick moves both to
+    ``gp-opportunistic``: ``small`` runs on idle GPUs; ``wide`` still waits for c1n4 (an
+    opportunistic job cannot take a budget job's node). A replan gives p2 its budget back
+    (used 0): the next tick returns ``wide`` to gp-p2, leaves the running ``small`` and
+    p1's job as they were.
+    """
+    from tests.test_export_slurm import _allow_root, _sbatch, future_plan
+
+    plan = future_plan()
+    p2 = next(b for b in plan["budgets"] if b["project"] == "p2")
+    p2["used"] = p2["budget"]
+    real_slurm.bash(export_slurm(plan, ORG))
+    _allow_root(real_slurm, "p1", "p2")
+    state = state_with(tmp_path, plan, ["slurm"], "first")
+    runner = lambda argv: real_slurm.run(*argv, check=False)  # noqa: E731
+    jobs: list[str] = []
+    try:
+        busy = _sbatch(real_slurm, "-A", "p1", "-w", "c1n4", "--gres=gpu:8", "--wrap",
+                       "sleep 300")
+        jobs.append(busy)
+        until_state(real_slurm, busy, "RUNNING")
+        small = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        wide = _sbatch(real_slurm, "-A", "p2", "-w", "c1n4", "--gres=gpu:8", "--wrap", "true")
+        jobs += [small, wide]
+        for job_id in (small, wide):
+            until_reason(real_slurm, job_id, "QOSGrpGRESMinutes")
+        first = run_tick(state, runner=runner)
+        assert sorted((m.job_id, m.target) for m in first.moves) == sorted(
+            [(small, OPPORTUNISTIC_QOS), (wide, OPPORTUNISTIC_QOS)])
+        until_state(real_slurm, small, "RUNNING")
+        now = _jobs(real_slurm, busy, small, wide)
+        assert now[small]["QOS"] == OPPORTUNISTIC_QOS and now[wide]["QOS"] == OPPORTUNISTIC_QOS
+        assert (now[wide]["JobState"], now[busy]["QOS"]) == ("PENDING", "gp-p1")
+        # the replan: p2 has its budget back
+        again = json.loads(json.dumps(plan))
+        next(b for b in again["budgets"] if b["project"] == "p2")["used"] = 0.0
+        real_slurm.bash(export_slurm(again, ORG, previous=plan))
+        state_with(tmp_path, again, ["slurm"], "second")
+        second = run_tick(state, runner=runner)
+        assert [(m.job_id, m.target) for m in second.moves] == [(wide, "gp-p2")]
+        after = _jobs(real_slurm, busy, small, wide)
+        assert after[wide]["QOS"] == "gp-p2" and after[wide]["JobState"] == "PENDING"
+        assert after[small]["QOS"] == OPPORTUNISTIC_QOS  # running: never touched
+        assert after[small]["JobState"] == "RUNNING"
+        assert after[busy]["QOS"] == "gp-p1" and after[busy]["JobState"] == "RUNNING"
+        assert json.loads((state / "tick.json").read_text())["moved"] == {small: "gp-p2"}
+        # a third tick has nothing to do
+        assert run_tick(state, runner=runner).moves == ()
+    finally:
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def until_state(slurm, job_id: str, state: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _jobs(slurm, job_id)[job_id]["JobState"] == state:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} not {state} within {timeout} s: {_jobs(slurm, job_id)}")
+
+
+def until_reason(slurm, job_id: str, reason: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _jobs(slurm, job_id)[job_id].get("Reason") == reason:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} not pending on {reason}: {_jobs(slurm, job_id)}")
