@@ -377,7 +377,8 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
     """The water-filling of cluster ``k`` in the context's period, root → ``node``."""
     tree = ctx.problem.tree
     node_demand = tree.subtree_sum(ctx.capped[:, k])
-    node_asked = tree.subtree_sum(ctx.problem.dem[:, k, ctx.t] * ctx.problem.rate[k])
+    everyone = np.arange(ctx.problem.shape[0])
+    node_asked = tree.subtree_sum(ctx.problem.dem[everyone, k, ctx.t] * ctx.problem.rate[k])
     node_usage = tree.subtree_sum(ctx.offset)
     capacity = float(ctx.available[k, ctx.t] * ctx.problem.rate[k])
     levels = []
