@@ -65,7 +65,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -876,8 +876,12 @@ class Replay:
 
     # -- the event loop ------------------------------------------------------------------
 
-    def run(self) -> ReplayResult:
-        """Replay the whole trace under the policy, to quarter end."""
+    def run(self, on_hour: Callable[[float, float], None] | None = None) -> ReplayResult:
+        """Replay the whole trace under the policy, to quarter end.
+
+        ``on_hour(now, hours)``: called at every whole hour once the policy's refresh ran
+        (progress reports; it must not touch the replay).
+        """
         jobs = self.jobs
         policy = self.policy
         order = sorted(range(jobs.n), key=lambda j: (jobs.submit[j], j))
@@ -924,6 +928,8 @@ class Replay:
                 if policy.refresh(self, now):
                     dirty.update(range(len(self.cluster_ids)))
                 tick += 1.0
+                if on_hour is not None:
+                    on_hour(now, end)
             for c in sorted(dirty):
                 if self.n_waiting[c]:
                     policy.schedule(self, c)
@@ -945,6 +951,10 @@ class Replay:
             self.outstanding[p, c] += sign * g
 
 
-def replay(scenario: Scenario, trace: pd.DataFrame, policy) -> ReplayResult:
-    """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns)."""
-    return Replay(scenario, trace, policy).run()
+def replay(scenario: Scenario, trace: pd.DataFrame, policy,
+           on_hour: Callable[[float, float], None] | None = None) -> ReplayResult:
+    """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns).
+
+    ``on_hour(now, hours)``: progress, at every whole hour of the replay.
+    """
+    return Replay(scenario, trace, policy).run(on_hour)
