@@ -298,6 +298,7 @@ COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("budget_error_max", "budget error max", "lower"),
     ("budget_error_floor_mean", "budget error floor mean", None),
     ("budget_error_floor_max", "budget error floor max", None),
+    ("charged_over_budget_max", "charged ÷ budget max", "lower"),
     ("jain", "Jain", "higher"), ("wait_p50_hours", "wait p50 h", "lower"),
     ("wait_p90_hours", "wait p90 h", "lower"),
     ("small_wait_p50_hours", "small wait p50 h", "lower"),
