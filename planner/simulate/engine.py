@@ -331,6 +331,9 @@ class Replay:
         # running jobs past their min runtime, per cluster → (project, tag) → victim group
         self.expired: list[dict[tuple[int, str], VictimGroup]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
+        #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
+        #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
+        self.versions = [0] * n_k
         # outstanding (waiting or running) GPUs per project and cluster, allocated jobs only
         self.outstanding = np.zeros((n_p, n_k), dtype=np.int64)
         self.outstanding_all = np.zeros((n_p, n_k), dtype=np.int64)
@@ -492,6 +495,23 @@ class Replay:
                 out.extend(group.order())
         return out
 
+    def version(self, c: int) -> int:
+        """A counter of changes to cluster ``c``'s running work (starts, stops, expiries, tags).
+
+        Two reads that give the same number saw the same running jobs, tags, victim
+        groups (and their order) and free GPUs on ``c``: a policy may reuse what it
+        computed from them.
+        """
+        return self.versions[c]
+
+    def nodes_of(self, job: int) -> tuple[int, ...]:
+        """The nodes a running job holds (whole ones for a gang)."""
+        return self.placed[job]
+
+    def free_gpus(self, c: int) -> list[int]:
+        """Free GPUs of each node of cluster ``c`` (a copy)."""
+        return list(self.free[c])
+
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
         return zip(range(self.nodes[c]), self.free[c], self.node_jobs[c], strict=True)
@@ -591,6 +611,7 @@ class Replay:
         if math.isnan(self.first_start[job]):
             self.first_start[job] = now
         self.running[c][job] = None
+        self.versions[c] += 1
         held = per_node * len(nodes)
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
         self.held_project[p, c] += held
@@ -610,6 +631,7 @@ class Replay:
 
     def _expire(self, job: int) -> None:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
+        self.versions[c] += 1
         group = self.expired[c].get((p, self.tag[job]))
         if group is None:
             group = self.expired[c][(p, self.tag[job])] = VictimGroup()
@@ -623,6 +645,7 @@ class Replay:
         if old == tag:
             return
         c, p = self.jobs.cluster[job], self.jobs.project[job]
+        self.versions[c] += 1
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
@@ -674,6 +697,7 @@ class Replay:
             self._give(c, node, per_node, job)
         self.placed[job] = ()
         del self.running[c][job]
+        self.versions[c] += 1
         tag = self.tag[job]
         self.held_by[c][(p, tag)] -= held
         self.held_project[p, c] -= held
