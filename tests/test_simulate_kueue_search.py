@@ -3,9 +3,12 @@
 ``KueueReplayPolicy._fair_targets`` skips a search that failed before while nothing it
 reads changed (the engine's per-cluster version, the trees, the other flavors'
 borrowing), keeps the nodes' room as a running what-if (:class:`NodeRoom`) and reads a
-target's share without a candidate without shifting the tree. :class:`Walked` below is
-the search as it was written first: every attempt walks the tree and the nodes afresh.
-Replays of random traces under both must agree on every run segment.
+target's share without a candidate without shifting the tree; a project is retagged
+only when its running work changed, a job that found no room in its own queue does not
+look again until the cluster changed, and the engine keeps each cluster's running order.
+:class:`Walked` on :class:`Plain` below is the replay as it was written first: every
+attempt walks the tree and the nodes afresh. Replays of random traces under both must
+agree on every run segment.
 """
 
 from __future__ import annotations
@@ -20,8 +23,27 @@ from tests.test_simulate import trace
 from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
 
 
+class Plain(Replay):
+    """The engine without its memo of each cluster's running order."""
+
+    def running_jobs(self, c):
+        return sorted(self.running[c], key=lambda j: (self.run_start[j], j))
+
+
 class Walked(FixedPlan):
-    """The plain search: no memory of failed searches, every check walks the nodes."""
+    """The plain search: no memory of failed searches, every check walks the nodes.
+
+    Nor the other memos: every project is retagged when asked, and a job that found no
+    room among its own queue's lower-priority work looks again.
+    """
+
+    def _retag(self, sim, c, projects):
+        self._tagged[c].clear()
+        super()._retag(sim, c, projects)
+
+    def _within_queue(self, sim, c, p, job, tree):
+        self._no_room[c] = (None, set())
+        return super()._within_queue(sim, c, p, job, tree)
 
     def _fair_targets(self, sim, c, tree, q, job):
         need, gpus = sim.held(job), sim.jobs.gpus[job]
@@ -158,7 +180,7 @@ def test_the_fast_search_replays_as_the_plain_walk(jobs, grants, second):
     sc = tiny(ORG, nodes=3)
     strategies = STRATEGIES if second else STRATEGIES[:1]
     fast = Replay(sc, tr, FixedPlan(plan, strategies=strategies)).run()
-    walked = Replay(sc, tr, Walked(plan, strategies=strategies)).run()
+    walked = Plain(sc, tr, Walked(plan, strategies=strategies)).run()
     assert fast.segments == walked.segments
     assert np.array_equal(fast.first_start, walked.first_start, equal_nan=True)
     assert np.array_equal(fast.finish, walked.finish, equal_nan=True)

@@ -334,6 +334,10 @@ class Replay:
         #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
         #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
         self.versions = [0] * n_k
+        #: the same per (cluster, project): bumped by the changes to that project's jobs
+        self.project_versions = [[0] * n_p for _ in range(n_k)]
+        #: per cluster, (version, its running jobs in :meth:`running_jobs`' order)
+        self._running_order: list[tuple[int, list[int]]] = [(-1, [])] * n_k
         # outstanding (waiting or running) GPUs per project and cluster, allocated jobs only
         self.outstanding = np.zeros((n_p, n_k), dtype=np.int64)
         self.outstanding_all = np.zeros((n_p, n_k), dtype=np.int64)
@@ -456,9 +460,13 @@ class Replay:
         return left
 
     def running_jobs(self, c: int) -> list[int]:
-        """Jobs running on cluster ``c``, oldest run first (run start, then job)."""
-        run_start = self.run_start
-        return sorted(self.running[c], key=lambda j: (run_start[j], j))
+        """Jobs running on cluster ``c``, oldest run first (run start, then job): a new list."""
+        version, order = self._running_order[c]
+        if version != self.versions[c]:
+            run_start = self.run_start
+            order = sorted(self.running[c], key=lambda j: (run_start[j], j))
+            self._running_order[c] = (self.versions[c], order)
+        return list(order)
 
     def outstanding_jobs(self) -> list[int]:
         """Waiting and running jobs of every cluster, in job order."""
@@ -503,6 +511,10 @@ class Replay:
         computed from them.
         """
         return self.versions[c]
+
+    def project_version(self, c: int, p: int) -> int:
+        """:meth:`version` of project ``p``'s running work on ``c`` alone."""
+        return self.project_versions[c][p]
 
     def nodes_of(self, job: int) -> tuple[int, ...]:
         """The nodes a running job holds (whole ones for a gang)."""
@@ -612,6 +624,7 @@ class Replay:
             self.first_start[job] = now
         self.running[c][job] = None
         self.versions[c] += 1
+        self.project_versions[c][p] += 1
         held = per_node * len(nodes)
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
         self.held_project[p, c] += held
@@ -632,6 +645,7 @@ class Replay:
     def _expire(self, job: int) -> None:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
         self.versions[c] += 1
+        self.project_versions[c][p] += 1
         group = self.expired[c].get((p, self.tag[job]))
         if group is None:
             group = self.expired[c][(p, self.tag[job])] = VictimGroup()
@@ -646,6 +660,7 @@ class Replay:
             return
         c, p = self.jobs.cluster[job], self.jobs.project[job]
         self.versions[c] += 1
+        self.project_versions[c][p] += 1
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
@@ -698,6 +713,7 @@ class Replay:
         self.placed[job] = ()
         del self.running[c][job]
         self.versions[c] += 1
+        self.project_versions[c][p] += 1
         tag = self.tag[job]
         self.held_by[c][(p, tag)] -= held
         self.held_project[p, c] -= held

@@ -599,6 +599,11 @@ class KueueReplayPolicy(PlannerPolicy):
         #: (:meth:`_fair_targets`)
         self._hopeless: dict[int, tuple[tuple, set[tuple[str, int, int]]]] = {}
         self._generation = 0
+        #: per cluster, project → (generation, its project version) when last retagged
+        self._tagged: list[dict[int, tuple[int, int]]] = []
+        #: per cluster, ((generation, version), the jobs :meth:`_within_queue` found
+        #: no room for then): the same again finds none again
+        self._no_room: list[tuple[tuple[int, int] | None, set[int]]] = []
         self._elsewhere: frozenset = frozenset()
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
@@ -640,6 +645,8 @@ class KueueReplayPolicy(PlannerPolicy):
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
+        self._tagged = [{} for _ in sim.cluster_ids]
+        self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
@@ -707,6 +714,13 @@ class KueueReplayPolicy(PlannerPolicy):
         :data:`BORROWED_GANG`), then most recently admitted.
         """
         tree = self.trees[c]
+        # a project's tags follow from its own running work on ``c`` and the trees alone:
+        # one retagged since neither changed keeps them
+        done = self._tagged[c]
+        projects = {p for p in projects
+                    if done.get(p) != (self._generation, sim.project_version(c, p))}
+        if not projects:
+            return
         taken: dict[int, int] = {}
         running = sim.running_jobs(c)  # oldest run first
         if self.priorities:
@@ -719,6 +733,8 @@ class KueueReplayPolicy(PlannerPolicy):
             q = self.queue[p]
             nominal = tree.nodes[q].nominal if tree is not None and q is not None else 0
             sim.retag(job, self._tag(sim, job, taken[p] <= nominal))
+        for p in projects:
+            done[p] = (self._generation, sim.project_version(c, p))
 
     def _tag(self, sim, job: int, within: bool) -> str:
         """``job``'s tag: within its queue's nominal quota or borrowed, by its priority."""
@@ -941,6 +957,11 @@ class KueueReplayPolicy(PlannerPolicy):
                 or job in self._no_within or job in self._preempted
                 or not self._low_held(sim, c, p, mine)):
             return False
+        now = (self._generation, sim.version(c))
+        seen, no_room = self._no_room[c]
+        if seen == now and job in no_room:
+            self._no_within.add(job)
+            return False
         cands = [v for v in sim.running_jobs(c)
                  if sim.jobs.project[v] == p and self._priority(sim, v) < mine]
         need, gpus = sim.held(job), sim.jobs.gpus[job]
@@ -960,6 +981,10 @@ class KueueReplayPolicy(PlannerPolicy):
                 tree.shift(q, -sim.held(v))
             if not targets or not fits():
                 self._no_within.add(job)
+                if seen != now:  # what the memo knew is stale
+                    no_room = set()
+                    self._no_room[c] = (now, no_room)
+                no_room.add(job)
                 return False
             self._drop_spare(sim, tree, targets, fits, room)
         finally:
@@ -1207,10 +1232,16 @@ class KueueReplayPolicy(PlannerPolicy):
 
         ``holds``: the nodes on the paths of ``queues`` (the root among them).
         """
-        top = next(n for n in holds if tree.nodes[n].parent is None)
+        nodes, share = tree.nodes, tree.share
+        top = next(n for n in holds if nodes[n].parent is None)
         while top not in queues:
-            kids = [k for k in tree.nodes[top].children if k in holds]
-            top = max(kids, key=lambda k: (tree.share(k), k))
+            best: tuple[float, str] | None = None
+            for k in nodes[top].children:
+                if k in holds:
+                    key = (share(k), k)
+                    if best is None or key > best:
+                        best = key
+            top = best[1]  # a candidate lies below ``top``: some child is on its path
         return top
 
     def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
