@@ -566,15 +566,20 @@ class Replay:
         top = queue.head() if queue else None
         return None if top is None else top[1]
 
-    def head_fit(self, c: int, p: int, blocked: frozenset[int] = frozenset()) -> int | None:
-        """Project ``p``'s first waiting job on ``c`` (by key) that fits now, or None."""
+    def head_fit(self, c: int, p: int, blocked: frozenset[int] = frozenset(),
+                 fits: Callable[[int], bool] | None = None) -> int | None:
+        """Project ``p``'s first waiting job on ``c`` (by key) that fits now, or None.
+
+        ``fits``: the caller's ``fits(c, size)`` for these nodes (say, remembered per size
+        between starts); the engine's own otherwise.
+        """
         queue = self.queues[c].get(p)
         if not queue or not queue.count:
             return None
         if blocked:
             top = queue.head_fit(lambda g: self._place(c, g, blocked) is not None)
         else:
-            top = queue.head_fit(lambda g: self.fits(c, g))
+            top = queue.head_fit(fits or (lambda g: self.fits(c, g)))
         return None if top is None else top[1]
 
     # -- starting and stopping -----------------------------------------------------------
