@@ -14,18 +14,19 @@ project's budget left, and cycle 12 of the first chain failed rule 4).
 
 Every cycle must exit 0: the cycle re-checks each plan against rules 1-6 (with the previous
 plan for rule 6) before it keeps it, so an exit 0 is a valid plan. Prints one line per
-cycle and the median and maximum seconds; ``--out`` writes them as Markdown.
+cycle and the median and maximum seconds, and writes them (wall and CPU seconds of each
+cycle's process) to ``benchmarks/results/cycle.json`` (``planner.results``).
 
 Usage: ``python benchmarks/cycle_chain.py [--scale 10] [--cycles 30] [--work DIR]
-[--export slurm,kueue,json] [--out benchmarks/cycle_results.md]``; ``--resume [--log
-FILE]`` continues a chain in ``--work`` after its current plan (with the earlier cycles'
-table lines from the first run's output).
+[--export slurm,kueue,json]``; ``--resume`` continues a chain in ``--work`` after its
+current plan (the result file then holds the cycles of this run only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,17 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.results import load_now, table_markdown, write_result  # noqa: E402
+
+COLUMNS = [
+    {"key": "cycle", "label": "cycle"}, {"key": "as_of", "label": "as_of"},
+    {"key": "fed", "label": "usage rows fed"}, {"key": "allocations", "label": "allocations"},
+    {"key": "reservations", "label": "reservations"}, {"key": "status", "label": "status"},
+    {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"},
+    {"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
+]
 
 
 def usage_rows(plan: dict, clusters: pd.DataFrame) -> list[str]:
@@ -86,24 +98,17 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/gpu-planner-cycle-chain"))
     parser.add_argument("--export", default="slurm,kueue,json")
     parser.add_argument("--model", default="default")
-    parser.add_argument("--out", type=Path, help="write the figures as Markdown here")
     parser.add_argument("--resume", action="store_true",
                         help="continue the chain in --work after its current plan")
-    parser.add_argument("--log", type=Path,
-                        help="earlier cycles' table lines (a resumed chain's first part)")
     args = parser.parse_args()
     scenario, state = args.work / "scenario", args.work / "state"
     as_of = pd.Timestamp("2026-11-16", tz="UTC")
-    seconds: list[float] = []
-    lines = []
+    rows: list[dict] = []
     first = 0
+    load = load_now()
     if args.resume:
         current = json.loads((state / "current" / "plan.json").read_text())
         first = (pd.Timestamp(current["as_of"]) - as_of).days + 1
-        if args.log:
-            lines = [x for x in args.log.read_text().splitlines() if x.startswith("| ")]
-            lines = [x for x in lines if int(x.split("|")[1]) <= first]
-            seconds = [float(x.split("|")[-2]) for x in lines]
     elif args.work.exists():
         raise SystemExit(f"{args.work} exists; give a fresh --work folder (or --resume)")
     else:
@@ -117,34 +122,40 @@ def main() -> None:
         if i:
             fed = feed_back(scenario, json.loads((state / "current" / "plan.json").read_text()))
         started = time.perf_counter()
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([str(planner), "cycle", str(scenario), "--state", str(state),
                                "--as-of", day.strftime("%Y-%m-%d"), "--export", args.export,
                                "--model", args.model], capture_output=True, text=True)
         took = time.perf_counter() - started
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             print(done.stdout, done.stderr, sep="\n")
             raise SystemExit(f"cycle {i + 1} ({day.date()}) exited {done.returncode}")
         plan = json.loads((state / "current" / "plan.json").read_text())
-        seconds.append(took)
-        line = (f"| {i + 1} | {day.date()} | {fed} | {len(plan['allocations'])} | "
-                f"{len(plan['reservations'])} | {plan['solver']['status']} | {took:.1f} |")
-        lines.append(line)
-        print(line, flush=True)
-    summary = (f"{args.cycles} daily cycles at {args.scale}x (--export {args.export}): every "
-               f"plan valid; median {statistics.median(seconds):.1f} s, max "
-               f"{max(seconds):.1f} s per cycle")
-    print(summary)
-    if args.out:
-        head = ["# Daily planning cycles", "",
-                f"`python benchmarks/cycle_chain.py --scale {args.scale} --cycles "
-                f"{args.cycles} --export {args.export}`: each cycle a fresh `planner cycle` "
-                "process (load, plan, check, export, apply.sh); usage fed back from the "
-                "previous plan's first period. 2-core machine shared with other work.", "",
-                summary, "",
-                "| cycle | as_of | usage rows fed | allocations | reservations | status | s |",
-                "|---|---|---|---|---|---|---|"]
-        args.out.write_text("\n".join(head + lines) + "\n", encoding="utf-8")
-
+        rows.append({"cycle": i + 1, "as_of": str(day.date()), "fed": fed,
+                     "allocations": len(plan["allocations"]),
+                     "reservations": len(plan["reservations"]),
+                     "status": plan["solver"]["status"], "wall_s": round(took, 1),
+                     "cpu_s": round(cpu_after.ru_utime + cpu_after.ru_stime
+                                    - cpu_before.ru_utime - cpu_before.ru_stime, 1)})
+        print(rows[-1], flush=True)
+    wall = [r["wall_s"] for r in rows]
+    cpu = [r["cpu_s"] for r in rows]
+    summary = (f"{len(rows)} daily cycles at {args.scale}× (--export {args.export}): every "
+               f"plan valid; median {statistics.median(wall):.1f} s wall "
+               f"({statistics.median(cpu):.1f} s CPU), max {max(wall):.1f} s wall per cycle")
+    path = write_result(
+        "cycle", title=f"A month of daily planning cycles at {args.scale}×", columns=COLUMNS,
+        rows=rows, load_before=load,
+        what=f"`planner cycle … --export {args.export}` on the sample at {args.scale}×, "
+             f"{len(rows)} consecutive days from 2026-11-16, each cycle a fresh process "
+             "(ingest, plan from the previous plan, check rules 1–6, export, apply.sh). "
+             "Between cycles the previous plan's first period is fed back as usage rows, "
+             "as if the executor had run it (guaranteed grants and reservations: what the "
+             "plan charges to budgets). *CPU* is the cycle process's user + system seconds.",
+        notes=[summary, "Every cycle exited 0: the cycle re-checks each plan against rules "
+               "1–6 before it keeps it, so each plan in the table is valid."])
+    print(table_markdown(COLUMNS, rows), summary, f"wrote {path}", sep="\n")
 
 if __name__ == "__main__":
     main()

@@ -26,7 +26,9 @@ figures (``metrics.json``'s entry), CPU seconds and the load average in ``--cach
 
 ``write`` turns the cached runs into ``benchmarks/results/queue_demand_shipped.json``
 (the runs through the shipped paths against the replays before this change, whose
-``metrics.json`` folders ``--baseline trace:policy=DIR`` name) and
+``metrics.json`` folders ``--baseline trace:policy=DIR`` name; ``trace:policy:order=DIR``
+names the replay before this change with its one changed line applied, rule 7's order,
+to attribute a difference) and
 ``benchmarks/results/queue_demand_future.json`` (the cost of not knowing the future).
 """
 
@@ -152,12 +154,13 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
 def write(args: argparse.Namespace) -> None:
     """The two result files from the cached runs."""
     runs = _runs(Path(args.cache))
-    baselines = {}
+    baselines, patched = {}, {}
     for item in args.baseline or []:
         key, folder = item.split("=", 1)
-        trace, policy = key.split(":", 1)
+        trace, policy, *kind = key.split(":")
         body = json.loads((Path(folder) / "metrics.json").read_text())
-        baselines[(trace, policy)] = body["policies"][policy]
+        (patched if kind == ["order"] else baselines)[(trace, policy)] = \
+            body["policies"][policy]
     load = load_now()
     columns = [{"key": "trace", "label": "trace"}, {"key": "policy", "label": "policy"},
                {"key": "run", "label": "run"},
@@ -166,7 +169,8 @@ def write(args: argparse.Namespace) -> None:
                {"key": "quarter", "label": "delivered ÷ owed, quarter", "better": "higher"},
                {"key": "occupancy", "label": "occupancy", "better": "higher"},
                {"key": "preemptions", "label": "preemptions", "better": "lower"},
-               {"key": "same", "label": "every figure the same as before"},
+               {"key": "same", "label": "every figure the same as the reference"},
+               {"key": "reference", "label": "reference"},
                {"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"}]
     rows, notes = [], []
     for trace in TRACES:
@@ -180,13 +184,23 @@ def write(args: argparse.Namespace) -> None:
                     continue
                 diff = _differences(before, record["metrics"]) if before else None
                 rows.append(_row(trace, policy, TITLES[config], record["metrics"],
-                                 record["cpu_s"], None if diff is None else not diff))
-                notes.append(f"{trace} {policy} {config}: code {record['code']}, "
-                             f"{record['cpu_s']} CPU s, load {record['load_before']}–"
-                             f"{record['load_after']}")
+                                 record["cpu_s"], None if diff is None else not diff,
+                                 "before this change" if before else ""))
+            order, text = patched.get((trace, policy)), runs.get((trace, policy, "record-text"))
+            if order is not None and text is not None:
+                same = not _differences(order, text["metrics"])
+                rows.append(_row(trace, policy, "before this change, rule 7 served as "
+                                 "late_step serves it (the one line that changed)", order, None,
+                                 same, TITLES["record-text"]))
+                notes.append(_provenance(record))
                 if diff:
                     notes.append(f"{trace} {policy} {config} differs from before in "
                                  f"{len(diff)} figures, first: {'; '.join(diff[:6])}")
+    if baselines or patched:
+        notes.insert(0, f"before this change: planner simulate ... --policy NAME at code "
+                        f"{args.baseline_code} (CPU s not measured here); rule 7's order alone: "
+                        "that code with KueueReplayPolicy._widen_late serving "
+                        "most_owed_first(plan, widest) as planner.tick.late_step does")
     if rows:
         write_result("queue_demand_shipped", title="The planner replays through the shipped "
                      "demand and tick paths", what=(
@@ -207,9 +221,7 @@ def write(args: argparse.Namespace) -> None:
                     continue
                 rows.append(_row(trace, policy, TITLES[config], record["metrics"],
                                  record["cpu_s"], None))
-                notes.append(f"{trace} {policy} {config}: code {record['code']}, "
-                             f"{record['cpu_s']} CPU s, load {record['load_before']}–"
-                             f"{record['load_after']}")
+                notes.append(_provenance(record))
     if rows:
         write_result("queue_demand_future", title="The cost of not knowing the future",
                      what=("planner-slurm and planner-kueue replayed with the demand a replan "
@@ -217,14 +229,22 @@ def write(args: argparse.Namespace) -> None:
                            "recent arrivals), what squeue / Workloads and the usage ledger "
                            "say (time limits, GPU-hours run), the same without the arrival "
                            "forecast, and declared rows only (a lead's flat quarter totals)"),
-                     columns=[c for c in columns if c["key"] != "same"], rows=[
-                         {k: v for k, v in r.items() if k != "same"} for r in rows],
+                     columns=[c for c in columns if c["key"] not in ("same", "reference")],
+                     rows=[{k: v for k, v in r.items() if k not in ("same", "reference")}
+                           for r in rows],
                      notes=notes, load_before=load, folder=Path(args.results))
 
 
+def _provenance(record: dict) -> str:
+    load = "–".join(f"{x:.2f}" for x in (record["load_before"], record["load_after"])
+                    if x is not None)
+    return (f"{record['trace']} {record['policy']} {record['config']}: code "
+            f"{record['code']}, {record['cpu_s']} CPU s, load average {load}")
+
+
 def _row(trace: str, policy: str, run_name: str, m: dict, cpu: float | None,
-         same: bool | None) -> dict:
-    return {"trace": trace, "policy": policy, "run": run_name,
+         same: bool | None, reference: str = "") -> dict:
+    return {"trace": trace, "policy": policy, "run": run_name, "reference": reference,
             "weekly": m["delivered_over_owed_weekly"],
             "worst_team": m["worst_team_delivered_over_owed"],
             "quarter": m["delivered_over_owed_quarter"], "occupancy": m["occupancy"],
@@ -244,7 +264,10 @@ def main() -> None:
     both = sub.add_parser("write")
     both.add_argument("--cache", default=str(ROOT / "benchmarks" / "out" / "queue_demand"))
     both.add_argument("--baseline", action="append",
-                      help="trace:policy=DIR: the metrics.json of that replay before")
+                      help="trace:policy=DIR: the metrics.json of that replay before; "
+                           "trace:policy:order=DIR: before, with rule 7's new order alone")
+    both.add_argument("--baseline-code", default="?",
+                      help="the commit the --baseline replays ran at")
     both.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     (run if args.command == "run" else write)(args)

@@ -12,7 +12,8 @@ this shared machine can give a benchmark; the ``planner`` policy is slower still
 Each measurement is the wall time of one fresh ``planner sweep`` process into an empty
 folder: ``--serial`` (one by one, in the process) and on a local Ray (``--cpus``; Ray's
 start-up and shut-down included). Serial and Ray alternate; the two tables must be the
-same bytes. Prints the medians and the load average before each run (``uptime``).
+same bytes. Prints the medians and the load average before each run (``uptime``), and
+writes them to ``benchmarks/results/sweep.json`` (``planner.results``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.results import load_now, table_markdown, write_result  # noqa: E402
+
 WORK = ROOT / "benchmarks" / "out" / "sweep"
 PLANNER = Path(sys.executable).with_name("planner")
 POLICIES = ("priority", "fairtree", "quota", "lookback")
@@ -88,9 +93,12 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     spec = write_spec(WORK, sub_traces(philly_trace(WORK), args.fraction))
     times: dict[str, list[float]] = {"serial": [], "ray": []}
+    first_load, loads = load_now(), []
     for run in range(args.runs):
         for engine in ("serial", "ray"):
             before = load()
+            if engine == "serial":
+                loads.append(before)
             seconds = one_sweep(spec, WORK / engine, engine == "serial", args.cpus)
             times[engine].append(seconds)
             print(f"run {run + 1} {engine}: {seconds:.1f} s (load average before: {before})",
@@ -104,7 +112,26 @@ def main() -> None:
     serial, ray = (statistics.median(times[e]) for e in ("serial", "ray"))
     print(f"{cells} cells: one by one median {serial:.1f} s, on Ray ({args.cpus} CPUs) "
           f"median {ray:.1f} s, speed-up {serial / ray:.2f}x; load average now {load()}")
-
+    columns = [{"key": "run", "label": "run"},
+               {"key": "serial_s", "label": "one by one (--serial) s", "unit": "s",
+                "better": "lower"},
+               {"key": "ray_s", "label": f"local Ray, --cpus {args.cpus}, s", "unit": "s",
+                "better": "lower"},
+               {"key": "load", "label": "load average before (1, 5, 15 min)"}]
+    rows = [{"run": str(i + 1), "serial_s": round(times["serial"][i], 1),
+             "ray_s": round(times["ray"][i], 1), "load": loads[i]} for i in range(args.runs)]
+    rows.append({"run": "median", "serial_s": round(serial, 1), "ray_s": round(ray, 1),
+                 "load": f"speed-up {serial / ray:.2f}×"})
+    path = write_result(
+        "sweep", title=f"{cells} replays: one by one against a local Ray", columns=columns,
+        rows=rows, load_before=first_load,
+        what=f"Wall seconds of one fresh `planner sweep` process into an empty folder: the "
+             f"Philly quarter split into {args.fraction} interleaved sub-traces × the four "
+             "baseline policies (priority, fairtree, quota, lookback). Serial and Ray runs "
+             "alternate; the two `sweep.csv` were the same bytes in every run.",
+        notes=["Ray's start-up and shut-down are in the Ray figures; on a machine whose "
+               "cores are busy with other work two workers get little more than one."])
+    print(table_markdown(columns, rows), f"wrote {path}", sep="\n")
 
 if __name__ == "__main__":
     main()

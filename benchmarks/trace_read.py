@@ -2,7 +2,8 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/trace_read.py [--runs 5]
 
-Prints the median wall and CPU seconds of ``read_trace`` (the README quotes them).
+Prints the median wall and CPU seconds of ``read_trace`` and writes them to
+``benchmarks/results/trace-read.json`` (``planner.results``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from planner.inputs.load import load_scenario
+from planner.results import load_now, table_markdown, write_result
 from planner.simulate.philly import PHILLY_CSV, PHILLY_SCENARIO, convert_philly
 from planner.simulate.trace import read_trace, write_trace
 from tests.test_trace import tiny
@@ -52,18 +54,30 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    load = load_now()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = write_trace(_synthetic(80_000), Path(tmp) / "big.csv")
         wall, cpu = _time(path, tiny(), args.runs)
-        print(f"80,000 synthetic rows: median {wall:.2f} s wall, {cpu:.2f} s CPU "
-              f"({args.runs} runs)")
+        rows.append({"trace": "80,000 synthetic rows", "cpu_s": round(cpu, 2),
+                     "wall_s": round(wall, 2), "runs": args.runs})
         if PHILLY_CSV.is_file():
             scenario = load_scenario(PHILLY_SCENARIO)
-            path = write_trace(convert_philly(PHILLY_CSV, scenario), Path(tmp) / "philly.csv")
+            frame = convert_philly(PHILLY_CSV, scenario)
+            path = write_trace(frame, Path(tmp) / "philly.csv")
             wall, cpu = _time(path, scenario, args.runs)
-            print(f"Philly quarter (82,247 rows): median {wall:.2f} s wall, {cpu:.2f} s CPU "
-                  f"({args.runs} runs)")
-
+            rows.append({"trace": f"the Philly quarter ({len(frame):,} rows)",
+                         "cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "runs": args.runs})
+    columns = [{"key": "trace", "label": "trace"},
+               {"key": "cpu_s", "label": "CPU s (median)", "unit": "s", "better": "lower"},
+               {"key": "wall_s", "label": "wall s (median)", "unit": "s", "better": "lower"},
+               {"key": "runs", "label": "runs"}]
+    out = write_result("trace-read", title="Reading a trace", columns=columns, rows=rows,
+                       load_before=load,
+                       what="`planner.simulate.trace.read_trace` on a trace file: parsing, "
+                            "checking every row against the scenario, sorting. Medians of "
+                            "the runs in one process.")
+    print(table_markdown(columns, rows), f"wrote {out}", sep="\n")
 
 if __name__ == "__main__":
     main()

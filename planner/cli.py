@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "are always placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
-                          "-names.csv (see models/README.md)")
+                          "-names.csv (see docs/explanation/model.md)")
     validate = sub.add_parser("validate", help="check a scenario's inputs; change nothing")
     validate.add_argument("scenario", help="scenario folder or .xlsx workbook")
     validate.add_argument("--for", dest="targets", metavar="TARGETS",
@@ -180,6 +180,10 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--end", default=None,
                           help="replay only to this whole hour (UTC), exclusive; see --start "
                                "(default: quarter end)")
+    simulate.add_argument("--result", metavar="FILE.json",
+                          help="also write the figures as a result file (benchmarks/results/"
+                               "NAME.json: date, machine, commit and command recorded), "
+                               "which the docs' Results pages render")
     trace = sub.add_parser("trace", help="make job traces to replay (planner simulate)")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
     philly = trace_sub.add_parser("philly", help="convert the Philly trace onto a scenario")
@@ -214,10 +218,11 @@ def _parser() -> argparse.ArgumentParser:
                              "docs/how-to/demand-from-the-queue.md), demand.csv only")
     ingest.add_argument("file", help="the saved output")
     ingest.add_argument("scenario", nargs="?", default=str(SAMPLE),
-                        help="scenario folder whose usage.csv to update (default: the bundled "
-                             "sample)")
-    ingest.add_argument("--now", help="end jobs still running here (default: the current UTC "
-                                      "time)")
+                        help="scenario folder whose usage.csv (and demand.csv) to update "
+                             "(default: the bundled sample)")
+    ingest.add_argument("--now", help="when the file was saved: jobs still running end here "
+                                      "(usage), demand rows start here (default: the current "
+                                      "UTC time)")
     ingest.add_argument("--dry-run", dest="dry_run", action="store_true",
                         help="report what would change; write nothing")
     ingest.add_argument("--demand", action="store_true",
@@ -263,6 +268,17 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
+    serve = sub.add_parser("serve", help="a read-only web dashboard and Prometheus /metrics "
+                                         "over a planner cycle state folder")
+    serve.add_argument("--state", required=True, metavar="DIR",
+                       help="the state folder planner cycle writes (DIR/plans, DIR/current)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only; put "
+                            "a site's auth proxy in front to share it)")
+    serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    serve.add_argument("--root-path", dest="root_path", default="",
+                       help="URL prefix a reverse proxy serves it under (e.g. /gpu-plan); "
+                            "links are made under it")
     tick = sub.add_parser("tick", help="between cycles, act on the queue as the plan in force "
                                        "says: Slurm jobs pending on a spent budget to "
                                        "gp-opportunistic and back; Kueue's late gangs "
@@ -283,7 +299,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
                                           "as Ray tasks; one table of results")
-    sweep.add_argument("spec", metavar="SPEC.toml", help="the grid (README, \"Sweeps on Ray\")")
+    sweep.add_argument("spec", metavar="SPEC.toml",
+                       help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")
@@ -574,6 +591,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.plan.write import write_files
+    from planner.results import load_now
     from planner.simulate.run import (
         POLICY_NAMES,
         output_files,
@@ -583,6 +601,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         simulate,
         table_rows,
         windowed,
+        write_replay_result,
     )
     from planner.simulate.trace import read_trace
 
@@ -595,6 +614,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
     if window is not None:
         scenario, trace = windowed(scenario, trace, *window)
+    load = load_now()
     with err.status("replaying", spinner="dots") as status:
         def progress(step) -> None:  # a spinner on a terminal; a line a week into a log
             if err.is_terminal:
@@ -616,6 +636,20 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         table.add_row(name, *(row[i] for row in rows))
     console.print(table)
     console.print(f"wrote {len(written)} files into {args.out}", markup=False, highlight=False)
+    if args.result:
+        import shlex
+
+        # the command as given (the same whether run as a process or in-process)
+        command = shlex.join(["planner", "simulate", *([args.scenario] if args.scenario else []),
+                              "--trace", args.trace,
+                              *(["--policy", args.policy] if args.policy else []),
+                              *(["--seeds", args.seeds] if args.seeds else []),
+                              "--model", args.model, "--out", args.out,
+                              "--result", args.result])
+        path = write_replay_result(Path(args.result), runs, scenario, trace,
+                                   f"the trace `{Path(args.trace).name}`", command=command,
+                                   load_before=load)
+        console.print(f"wrote {path}", markup=False, highlight=False)
     return ExitCode.OK
 
 
@@ -663,7 +697,7 @@ def _explain(args, console: Console) -> ExitCode:
 def _status(args, console: Console) -> ExitCode:
     from rich.text import Text
 
-    from planner.status import OVERRUN, UNUSED, plan_status, status_lines
+    from planner.status import OPPORTUNISTIC, OVERRUN, UNUSED, plan_status, status_lines
 
     plan, scenario, _ = _plan_for(args)
     status = plan_status(plan, scenario)
@@ -673,7 +707,8 @@ def _status(args, console: Console) -> ExitCode:
     lines = status_lines(status)
     styles = {2: "bold"}  # the header; a row's colour follows its risk flag
     for i, row in enumerate(status.rows, start=3):
-        styles[i] = "red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags else ""
+        styles[i] = ("red" if OVERRUN in row.flags else "yellow" if UNUSED in row.flags
+                     else "magenta" if OPPORTUNISTIC in row.flags else "")
     for i, line in enumerate(lines):  # colour only on a terminal: rich drops it when piped
         console.print(Text(line, style=styles.get(i, "")), soft_wrap=True)
     return ExitCode.OK
@@ -832,6 +867,30 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     return ExitCode.OK
 
 
+def _serve(args, console: Console, err: Console) -> ExitCode:
+    from planner.serve.app import serve
+    from planner.serve.state import current_name
+
+    state = Path(args.state)
+    if not state.is_dir():
+        raise InputError([InputProblem("--state", None, None,
+                                       f"{args.state!r} is not a folder; pass the state folder "
+                                       "planner cycle --state writes")])
+    if not 0 < args.port < 65536:
+        raise InputError([InputProblem("--port", None, None,
+                                       f"must be 1 to 65535, got {args.port}")])
+    if args.root_path and (not args.root_path.startswith("/") or args.root_path.endswith("/")):
+        raise InputError([InputProblem("--root-path", None, None,
+                                       f"{args.root_path!r}: give a prefix like /gpu-plan "
+                                       "(a leading /, no trailing /)")])
+    if current_name(state) is None:
+        err.print(f"warning: {state / 'current'} points at no kept plan yet; the pages say so "
+                  "until planner cycle makes one", markup=False, highlight=False)
+    serve(state, args.host, args.port, args.root_path,
+          ready=lambda text: console.print(text, markup=False, highlight=False))
+    return ExitCode.OK
+
+
 def _sweep(args, console: Console, err: Console) -> ExitCode:
     import os
 
@@ -905,6 +964,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(_status(args, console))
         if args.command == "cycle":
             return int(_cycle(args, console, err))
+        if args.command == "serve":
+            return int(_serve(args, console, err))
         if args.command == "sweep":
             return int(_sweep(args, console, err))
         if args.command == "tick":

@@ -6,7 +6,7 @@ installed anywhere finds them; ``--model FILE.toml`` reads a file of your own.
 A planning model holds the objective weights, the lookback kind, the time-slicing
 contract terms the executor must honour, and solver options. Unknown keys are an
 error, as are weights that would let a soft goal override a hard rule (see
-``models/README.md``, "Why the weights are ordered").
+``docs/explanation/model.md``, "Why the weights are ordered").
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ class ContractTerms:
 class SolverOptions:
     """Time limit, gap and threads for the solvers."""
 
-    time_limit_seconds: float = 60.0
-    mip_gap: float = 0.005
-    threads: int = 2
+    time_limit_seconds: float = 60.0  # wall-clock seconds for the whole solve (--time-limit)
+    mip_gap: float = 0.005  # relative gap at which reservation placement stops (--mip-gap)
+    threads: int = 2  # solver threads
     reservation_time_share: float = 0.5  # part of the time limit given to reservation placement
-    random_seed: int = 0
+    random_seed: int = 0  # HiGHS's random_seed: picks among equally optimal LP vertices
     lp_solver: str = "highs"  # the LP/MIP stages' solver: highs, or any PuLP reaches (cbc, …)
     # the planning grid: "" the uniform grid of the scenario's period_hours; else tiers of
     # "HOURSh*COUNT", the last one "HOURSh" repeated to quarter end (parse_period_grid)
@@ -84,8 +84,8 @@ class SolverOptions:
 class ModelConfig:
     """A whole planning model."""
 
-    name: str = "default"
-    description: str = ""
+    name: str = "default"  # the model's name, written into plan.json's model
+    description: str = ""  # one line, for people
     objective: ObjectiveWeights = ObjectiveWeights()
     lookback: LookbackOptions = LookbackOptions()
     contract: ContractTerms = ContractTerms()
@@ -160,7 +160,7 @@ def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
 
 
 def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
-    """Soft goals must never outweigh a hard rule (models/README.md, ordering)."""
+    """Soft goals must never outweigh a hard rule (docs/explanation/model.md, ordering)."""
     w = config.objective
     problems = []
     if w.opportunistic <= w.churn:

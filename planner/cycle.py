@@ -11,8 +11,18 @@ history in a state folder ``DIR``::
                      /apply.sh         applies the exports (kubectl apply --prune ...)
                      /cycle.json       what the cycle was: as_of, previous, model, exports
                      /changes.json     per project, what changed since the plan in force
+                     /inputs/          the scenario the plan was made from, byte for byte
+                                       (scenario.toml and the CSVs, or the .xlsx workbook)
     DIR/current -> plans/<as_of>      the plan in force (a symlink, swapped atomically)
+    DIR/cycles.jsonl                  one line per cycle run: when it started and ended
+                                      (wall clock), its status, as_of, folder, warnings
     DIR/tick.json, DIR/tick/          what ``planner tick`` did between cycles
+
+With ``inputs/`` a kept folder explains itself: ``planner status``, ``explain``, the
+reports, ``planner serve`` and ``planner tick`` recompute every figure of any past plan
+from the state folder alone (:func:`cycle_scenario`). ``cycles.jsonl`` is the only file a
+re-run with the same inputs adds to (it records runs, not plans), and the only place the
+wall clock is written.
 
 Demand: with a queue file (``queue``: ``squeue`` output, or Workloads JSON, the same file
 as the usage ingest's) the scenario's ``demand.csv`` is derived from the queue first
@@ -49,9 +59,11 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -67,7 +79,7 @@ from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
 from planner.inputs.load import load_scenario
-from planner.inputs.read import read_text_file
+from planner.inputs.read import read_scenario, read_text_file
 from planner.inputs.validate import parse_datetime
 from planner.locks import hold
 from planner.plan.write import plan_bytes, write_files
@@ -81,6 +93,8 @@ PLANS = "plans"
 CURRENT = "current"
 MANIFEST = "cycle.json"
 APPLY = "apply.sh"
+INPUTS = "inputs"
+LOG = "cycles.jsonl"
 AFRESH = ("move {current} aside to start afresh (the history in plans/ stays; the next cycle "
           "plans without a previous plan, and its running reservations are not kept)")
 
@@ -228,11 +242,13 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                 targets: list[str], model: ModelConfig,
                 demand: dict[tuple[str, str], float],
                 pending: dict[tuple[str, str], int] | None = None,
-                scenario_dir: Path | None = None) -> dict[str, dict[str, bytes]]:
+                inputs: dict[str, bytes] | None = None
+                ) -> dict[str, dict[str, bytes]]:
     """Subfolder ('' for the top) → file name → bytes of one cycle's folder.
 
     ``pending``: the gangs waiting in Kueue (:func:`pending_gangs`), which the Kueue
-    export's nominal quotas widen to.
+    export's nominal quotas widen to. ``inputs``: the scenario's files as read (kept in
+    ``inputs/``).
     """
     plan = run.plan.body
     org = run.problem.scenario.org
@@ -242,14 +258,12 @@ def cycle_files(run: PlanRun, previous: dict | None, previous_name: str | None,
                for t in targets}
     record = {"scenario": plan["scenario"], "as_of": plan["as_of"],
               "previous": previous_name, "model": model.name, "exports": targets}
-    if scenario_dir is not None:  # where planner tick finds the scenario
-        record["scenario_dir"] = os.path.abspath(scenario_dir)
     changes = plan_changes(previous, plan, org, previous_name)
     top = {"plan.json": plan_bytes(run.plan), CHANGES_FILE: changes_bytes(changes),
            "summary.txt": summary_text(plan, org, demand).encode(),
            APPLY: apply_script(plan, exports).encode(),
            MANIFEST: (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode()}
-    return {"": top, **exports}
+    return {"": top, **exports, **({INPUTS: dict(inputs)} if inputs else {})}
 
 
 def _same(folder: Path, files: dict[str, dict[str, bytes]]) -> bool:
@@ -365,6 +379,96 @@ def run_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
               now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
               progress: Callable[[str], None] | None = None,
               queue: tuple[str, Path] | None = None) -> CycleResult:
+    """One planning cycle into ``state`` (:func:`plan_cycle`), recorded in ``cycles.jsonl``.
+
+    The record (:func:`log_run`) is written whether the cycle succeeded or failed, once the
+    state folder exists; the error is raised on.
+    """
+    started = time.time()
+    cpu = time.process_time()
+    try:
+        result = plan_cycle(scenario_dir, state, model, as_of=as_of, source=source,
+                            targets=targets, apply=apply, now=now, progress=progress,
+                            queue=queue)
+    except (InputError, ApplyError, SolverError) as error:
+        log_run(Path(state), started, cpu, None, error)
+        raise
+    log_run(Path(state), started, cpu, result, None)
+    return result
+
+
+def log_run(state: Path, started: float, cpu: float, result: CycleResult | None,
+            error: Exception | None) -> None:
+    """Append one line to ``DIR/cycles.jsonl`` (nothing when ``state`` does not exist).
+
+    Fields: ``started`` and ``finished`` (UTC, ISO 8601), ``seconds`` (wall) and
+    ``cpu_seconds`` of the run, ``status`` (``succeeded`` or ``failed``), ``as_of``,
+    ``folder`` (the plan's folder name), ``unchanged``, ``applied``, ``warnings``,
+    ``error`` (the first lines of what failed).
+    """
+    if not state.is_dir():
+        return
+    finished = time.time()
+    record: dict[str, Any] = {
+        "started": iso(pd.Timestamp(started, unit="s", tz="UTC").floor("s")),
+        "finished": iso(pd.Timestamp(finished, unit="s", tz="UTC").floor("s")),
+        "seconds": round(finished - started, 3),
+        "cpu_seconds": round(time.process_time() - cpu, 3),
+        "status": "succeeded" if error is None else "failed"}
+    if result is not None:
+        record.update(as_of=iso(result.as_of), folder=result.folder.name,
+                      unchanged=result.unchanged, applied=result.applied,
+                      warnings=list(result.warnings))
+    else:
+        text = "; ".join(str(p) for p in error.problems) if isinstance(error, InputError) \
+            else str(error)
+        record["error"] = text[:2000]
+    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    fd = os.open(state / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)  # one write of one line: appends do not interleave
+    finally:
+        os.close(fd)
+
+
+def read_log(state: Path) -> list[dict[str, Any]]:
+    """The records of ``DIR/cycles.jsonl``, oldest first (lines that do not parse skipped)."""
+    path = state / LOG
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def cycle_scenario(folder: Path) -> Scenario | None:
+    """The scenario a kept cycle's plan was made from (its ``inputs/``), or ``None``.
+
+    ``None`` for a folder kept before cycles kept their inputs. The scenario is at the
+    plan's ``as_of``; raises :class:`InputError` when the inputs do not load.
+    """
+    inputs = folder / INPUTS
+    if not inputs.is_dir():
+        return None
+    books = sorted(inputs.glob("*.xlsx"))
+    scenario = load_scenario(books[0] if books and not (inputs / "scenario.toml").exists()
+                             else inputs)
+    plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+    return scenario.with_as_of(pd.Timestamp(plan["as_of"]))
+
+
+def plan_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
+               as_of: str | None = None, source: tuple[str, Path] | None = None,
+               targets: list[str] | tuple[str, ...] = (), apply: bool = False,
+               now: Callable[[], pd.Timestamp] = lambda: pd.Timestamp.now(tz="UTC"),
+               progress: Callable[[str], None] | None = None,
+               queue: tuple[str, Path] | None = None) -> CycleResult:
     """One planning cycle into ``state``; ``current`` moves only when every step succeeded.
 
     Raises :class:`InputError` (bad input, a conflict with the previous plan, another
@@ -394,7 +498,7 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
            source: tuple[str, Path] | None, targets: list[str], apply: bool,
            now: Callable[[], pd.Timestamp], step: Callable[[str], None],
            queue: tuple[str, Path] | None) -> CycleResult:
-    """The cycle's steps (:func:`run_cycle`, which holds the state's lock around them)."""
+    """The cycle's steps (:func:`plan_cycle`, which holds the state's lock around them)."""
     scenario = load_scenario(scenario_dir)
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
                 else parse_as_of(iso(floor_to_grid(now(), scenario)), scenario))
@@ -430,17 +534,18 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         warnings.append(origin)
     if source is not None or queue is not None:
         scenario = load_scenario(scenario_dir)
+    inputs = read_scenario(scenario_dir).files  # the bytes just loaded, kept with the plan
     try:
-        return _plan_and_keep(scenario.with_as_of(stamp_at), scenario_dir, state, model,
-                              targets, apply, step, gangs, ingest_lines, warnings)
+        return _plan_and_keep(scenario.with_as_of(stamp_at), state, model, targets, apply, step,
+                              gangs, ingest_lines, inputs, warnings)
     except (InputError, SolverError, ApplyError) as error:
         error.written = written  # the ingest stays: said, not "nothing written"
         raise
 
 
-def _plan_and_keep(scenario: Scenario, scenario_dir: Path, state: Path, model: ModelConfig,
-                   targets: list[str], apply: bool, step: Callable[[str], None],
-                   gangs: PendingGangs | None, ingest_lines: tuple[str, ...],
+def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets: list[str],
+                   apply: bool, step: Callable[[str], None], gangs: PendingGangs | None,
+                   ingest_lines: tuple[str, ...], inputs: dict[str, bytes],
                    warnings: list[str]) -> CycleResult:
     """Plan from the previous plan, keep the folder, apply, move ``current``."""
     stamp_at = scenario.config.as_of
@@ -462,7 +567,7 @@ def _plan_and_keep(scenario: Scenario, scenario_dir: Path, state: Path, model: M
     run = plan_scenario(scenario, model, previous, step)
     files = cycle_files(run, previous, previous_dir.name if previous_dir else None, targets,
                         model, demand_by_cell(run), gangs.widest if gangs is not None else None,
-                        scenario_dir)
+                        inputs)
     step("writing the cycle")
     folder, unchanged = _keep(state, stamp_at, files)
     applied = False

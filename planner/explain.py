@@ -53,6 +53,7 @@ from planner.inputs import Scenario
 from planner.model.problem import Problem, build_problem
 from planner.plan.build import num
 from planner.times import iso
+from planner.words import NGH_DEFINITION, number, percent, water_level_words
 
 EPS = 1e-6  # GPU-hours / NGH below which two figures are equal
 KINDS = ("demand", "budget", "reservation", "fair share", "capacity", "none")
@@ -71,6 +72,12 @@ class Sibling:
     usage: float  # U_i: the subtree's lookback usage (offset)
     grant: float  # min(D_i, max(0, λ·w_i − U_i))
     on_path: bool  # the node on the way to the explained one
+    asked: float = 0.0  # the subtree's demand before the budget cap
+
+    @property
+    def waiting(self) -> float:
+        """NGH it asked for and does not get in this fill (0 when all of it fits)."""
+        return max(self.asked - self.grant, 0.0)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,16 @@ class Level:
     capacity: float  # the parent's grant (root: the cluster's elastic capacity), NGH
     lam: float | None  # the water level; None when every sibling's demand fits
     siblings: tuple[Sibling, ...]
+
+    @property
+    def waiting(self) -> float:
+        """NGH of demand that waits in this group: asked and not granted."""
+        return float(sum(s.waiting for s in self.siblings))
+
+    @property
+    def contended(self) -> bool:
+        """Whether some demand waits here: the only case the word *contended* is used."""
+        return self.waiting > EPS
 
 
 @dataclass(frozen=True)
@@ -351,6 +368,7 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
     """The water-filling of cluster ``k`` in the context's period, root → ``node``."""
     tree = ctx.problem.tree
     node_demand = tree.subtree_sum(ctx.capped[:, k])
+    node_asked = tree.subtree_sum(ctx.problem.dem[:, k, ctx.t] * ctx.problem.rate[k])
     node_usage = tree.subtree_sum(ctx.offset)
     capacity = float(ctx.available[k, ctx.t] * ctx.problem.rate[k])
     levels = []
@@ -358,16 +376,16 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
     for step in tree.path(node):
         group = tree.top if not parent else tree.children(tree.index[parent])
         group = np.array(group, dtype=np.int64)
-        demand, usage = node_demand[group], node_usage[group]
+        demand, usage, asked = node_demand[group], node_usage[group], node_asked[group]
         weight = tree.weight[group]
         grant = water_fill(capacity, demand, weight, usage)
         levels.append(Level(parent, num(capacity),
                             None if (lam := water_level(capacity, demand, weight, usage,
                                                         grant)) is None else num(lam),
                             tuple(Sibling(tree.ids[i], float(w), num(d), num(u), num(x),
-                                          tree.ids[i] == step)
-                                  for i, w, d, u, x in zip(group, weight, demand, usage, grant,
-                                                           strict=True))))
+                                          tree.ids[i] == step, num(a))
+                                  for i, w, d, u, x, a in zip(group, weight, demand, usage,
+                                                              grant, asked, strict=True))))
         capacity = float(grant[list(group).index(tree.index[step])])
         parent = step
     return tuple(levels)
@@ -388,33 +406,33 @@ def _binding(ctx: Context, p: int, k: int, why: dict[str, Any]) -> Binding:
     wanted_all = float(problem.dem[:, k, t].sum())
     cluster = problem.clusters[k]
     left = why["budget"] - why["used"] - why["planned"]
+    n = number
+    full_text = (f"{cluster} is full ({n(granted_all + reserved, 1)} of {n(cap, 1)} GPU-hours"
+                 + (f", {n(reserved, 1)} reserved" if reserved > EPS else "") + ")")
     if g + o >= demand - EPS:
-        kind, detail = "demand", (f"granted all it asked for: {g + o:,.1f} of {demand:,.1f} "
-                                  f"GPU-hours")
+        kind, detail = "demand", (f"granted all it asked for: {n(g + o, 1)} of "
+                                  f"{n(demand, 1)} GPU-hours")
     elif left <= max(EPS, 1e-9 * why["budget"]) or why["marginal_value"] > EPS:
         kind = "budget"
-        detail = (f"budget binds: {max(left, 0.0):,.1f} NGH left, marginal value "
-                  f"{why['marginal_value']:g}; guaranteed {g:,.1f} GPU-hours, the rest of its "
-                  f"{demand:,.1f} only as opportunistic ({o:,.1f}) where nobody within budget "
-                  f"wants the GPUs")
+        detail = (f"budget binds: {n(max(left, 0.0), 1)} NGH left, marginal value "
+                  f"{why['marginal_value']:g}; guaranteed {n(g, 1)} GPU-hours, the rest of "
+                  f"its {n(demand, 1)} only as opportunistic ({n(o, 1)}) where nobody within "
+                  f"budget wants the GPUs")
     elif full and reserved > EPS and wanted_all <= cap + EPS:
         kind = "reservation"
-        detail = (f"{cluster} is full: reservations hold {reserved:,.1f} of its {cap:,.1f} "
-                  f"GPU-hours; without them every demand ({wanted_all:,.1f}) would fit")
+        detail = (f"{cluster} is full: reservations hold {n(reserved, 1)} of its "
+                  f"{n(cap, 1)} GPU-hours; without them every demand ({n(wanted_all, 1)}) "
+                  f"would fit")
     elif full and g + o >= target - EPS:
         kind = "fair share"
-        detail = (f"{cluster} is full ({granted_all + reserved:,.1f} of {cap:,.1f} GPU-hours"
-                  + (f", {reserved:,.1f} reserved" if reserved > EPS else "")
-                  + f"); it got its fair-share target {target:,.1f} (granted {g + o:,.1f} of "
-                  f"{demand:,.1f} asked)")
+        detail = (f"{full_text}; it got its fair-share target {n(target, 1)} (granted "
+                  f"{n(g + o, 1)} of {n(demand, 1)} asked)")
     elif full:
         kind = "capacity"
-        detail = (f"{cluster} is full ({granted_all + reserved:,.1f} of {cap:,.1f} GPU-hours"
-                  + (f", {reserved:,.1f} reserved" if reserved > EPS else "")
-                  + f"); granted {g + o:,.1f} is below its fair-share target {target:,.1f}: "
-                  f"the plan traded the target against pacing or churn")
+        detail = (f"{full_text}; granted {n(g + o, 1)} is below its fair-share target "
+                  f"{n(target, 1)}: the plan traded the target against pacing or churn")
     else:
-        kind, detail = "none", (f"granted {g + o:,.1f} of {demand:,.1f} GPU-hours with "
+        kind, detail = "none", (f"granted {n(g + o, 1)} of {n(demand, 1)} GPU-hours with "
                                 f"{cluster} not full and budget left")
     return Binding(cluster, kind, detail, num(demand), num(target), num(g), num(o), num(cap),
                    num(reserved), num(granted_all), fill_path(ctx, problem.projects[p], k))
@@ -454,7 +472,8 @@ def _unplaced(ctx: Context, project: str) -> tuple[Unplaced, ...]:
 def _pace(ctx: Context, budget: float) -> float:
     plan = ctx.plan
     start, end = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["quarter_end"])
-    return budget * (pd.Timestamp(plan["as_of"]) - start) / (end - start)
+    # the share first: budget × a Timedelta overflows int64 above ~5 M NGH
+    return budget * ((pd.Timestamp(plan["as_of"]) - start) / (end - start))
 
 
 def explain_project(ctx: Context, project: str) -> ProjectWhy:
@@ -543,52 +562,82 @@ def explain(ctx: Context, node: str) -> Explanation:
 # --------------------------------------------------------------------------- text
 
 
+def level_words(level: Level) -> str:
+    """Whether demand waits in a sibling group, and its water level in words.
+
+    *Contended* is said only where some demand waits; λ only with what it means
+    (:func:`planner.words.water_level_words`).
+    """
+    if not level.contended:
+        return "not contended: every demand fits, nobody waits"
+    waits = f"{number(level.waiting, 1)} NGH of demand waits"
+    if level.capacity <= EPS:
+        return f"{waits}: nothing to share here (the level above gave it no NGH)"
+    if level.lam is None:
+        return (f"{waits}, all of it beyond budget (budget spent; it runs only as "
+                "opportunistic): every demand within budget fits")
+    return f"contended, {waits}; {water_level_words(level.lam)}"
+
+
 def _level_lines(levels: tuple[Level, ...], indent: str) -> list[str]:
     lines = []
     for level in levels:
         where = level.parent or "the cluster"
-        lam = "not contended (every demand fits)" if level.lam is None else f"λ = {level.lam:,.3f}"
-        lines.append(f"{indent}{where}: {level.capacity:,.1f} NGH among "
-                     f"{len(level.siblings)}, {lam}")
+        lines.append(f"{indent}{where}: {number(level.capacity, 1)} NGH to share among "
+                     f"{len(level.siblings)}; {level_words(level)}")
         for s in level.siblings:
             mark = "→" if s.on_path else " "
-            lines.append(f"{indent}  {mark} {s.node}: weight {s.weight:g}, demand "
-                         f"{s.demand:,.1f}, lookback usage {s.usage:,.1f}, gets {s.grant:,.1f}")
+            within = (f" ({number(s.demand, 1)} within budget)" if s.asked > s.demand + EPS
+                      else "")
+            lines.append(f"{indent}  {mark} {s.node}: weight {s.weight:g}, asks "
+                         f"{number(s.asked, 1)}{within}, lookback usage {number(s.usage, 1)}, "
+                         f"fair share {number(s.grant, 1)}")
     return lines
 
 
 def _budget_line(budget: float, used: float, planned: float, pace: float) -> str:
-    share = f" ({100 * (used + planned) / budget:.1f} % of budget)" if budget else ""
-    return (f"budget {budget:,.1f} NGH; used {used:,.1f} (even pace by now {pace:,.1f}); "
-            f"planned {planned:,.1f}; forecast {used + planned:,.1f}{share}")
+    share = f" ({percent((used + planned) / budget)} of budget)" if budget else ""
+    return (f"budget {number(budget, 1)} NGH; used {number(used, 1)} (even pace by now "
+            f"{number(pace, 1)}); planned {number(planned, 1)}; forecast "
+            f"{number(used + planned, 1)}{share}")
 
 
 def explanation_lines(ex: Explanation) -> list[str]:
-    """The explanation in words and numbers, one line a fact (ids verbatim)."""
+    """The explanation in words and numbers, one line a fact (ids verbatim).
+
+    The last line says what NGH is.
+    """
     s = ex.subject
+    n = number
     head = [f"{' / '.join(s.path)} in {ex.scenario}, period {ex.period_start} → "
             f"{ex.period_end} (plan as of {ex.as_of}, model {ex.model}, lookback {ex.lookback})"]
     if isinstance(s, TeamWhy):
         lines = head + [_budget_line(s.budget, s.used, s.planned, s.pace)
-                        + f"; opportunistic {s.planned_opportunistic:,.1f}", "", "children:"]
+                        + f"; opportunistic {n(s.planned_opportunistic, 1)}", "", "children:"]
         for c in s.children:
             lines.append(f"  {c.node} ({'project' if c.is_project else 'team'}, weight "
-                         f"{c.weight:g}): budget {c.budget:,.1f}, used {c.used:,.1f}, planned "
-                         f"{c.planned:,.1f}; granted {c.granted_gpu_hours:,.1f} GPU-hours this "
-                         f"period; binds: {c.binding}")
+                         f"{c.weight:g}): budget {n(c.budget, 1)}, used {n(c.used, 1)}, "
+                         f"planned {n(c.planned, 1)}; granted {n(c.granted_gpu_hours, 1)} "
+                         f"GPU-hours this period; binds: {c.binding}")
         for cluster, levels in s.levels.items():
-            lines += ["", f"water-filling on {cluster} (NGH):", *_level_lines(levels, "  ")]
-        return lines
+            lines += ["", f"water-filling on {cluster} (NGH; fair shares, which the plan's "
+                          "grants may exceed with GPUs nobody else wants):",
+                      *_level_lines(levels, "  ")]
+        return [*lines, "", NGH_DEFINITION]
     lines = head + [
-        _budget_line(s.budget, s.used, s.planned, s.pace)
-        + f"; {s.budget_left:,.1f} left",
-        f"reserved {s.planned_reserved:,.1f} NGH; opportunistic {s.planned_opportunistic:,.1f} "
-        f"NGH beyond budget; budget marginal value {s.marginal_value:g}",
-        f"lookback usage this period: {s.usage:,.1f} NGH", f"binds: {s.headline}"]
+        _budget_line(s.budget, s.used, s.planned, s.pace) + f"; {n(s.budget_left, 1)} left",
+        f"reserved {n(s.planned_reserved, 1)} NGH; opportunistic "
+        f"{n(s.planned_opportunistic, 1)} NGH beyond budget; budget marginal value "
+        f"{s.marginal_value:g} (what one more NGH of budget would be worth to the plan's "
+        "objective; 0: the budget does not bind)",
+        f"lookback usage this period: {n(s.usage, 1)} NGH", f"binds: {s.headline}"]
     for b in s.bindings:
-        lines += ["", f"{b.cluster}: demand {b.demand:,.1f} GPU-hours, target {b.target:,.1f}, "
-                      f"guaranteed {b.guaranteed:,.1f}, opportunistic {b.opportunistic:,.1f}",
-                  f"  {b.kind}: {b.detail}", "  water-filling (NGH):",
+        lines += ["", f"{b.cluster}: demand {n(b.demand, 1)} GPU-hours, target "
+                      f"{n(b.target, 1)}, guaranteed {n(b.guaranteed, 1)}, opportunistic "
+                      f"{n(b.opportunistic, 1)}",
+                  f"  {b.kind}: {b.detail}",
+                  "  water-filling (NGH; fair shares, which the plan's grants may exceed with "
+                  "GPUs nobody else wants):",
                   *_level_lines(b.levels, "    ")]
     for u in s.unplaced:
         when = u.earliest_start or "none this quarter"
@@ -596,7 +645,7 @@ def explanation_lines(ex: Explanation) -> list[str]:
                       f"{u.cluster}): {u.reason}",
                   f"  earliest start with {u.nodes} nodes free of reservations for "
                   f"{u.periods} periods (window ignored): {when}"]
-    return lines
+    return [*lines, "", NGH_DEFINITION]
 
 
 def explain_all(plan: dict[str, Any], scenario: Scenario, model: ModelConfig | None = None

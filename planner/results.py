@@ -128,3 +128,113 @@ def read_result(path: Path) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
     return body
+
+
+#: How a column's direction shows in a rendered table's header.
+ARROWS = {"lower": "↓", "higher": "↑"}
+
+
+def cell_text(value: Any) -> str:
+    """One value as a table cell: thousands separated, ``–`` for none, ``|`` escaped."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table_markdown(columns: Sequence[Mapping[str, str]],
+                   rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a Markdown table; a column that has a better direction shows its arrow."""
+    def head(column: Mapping[str, str]) -> str:
+        arrow = ARROWS.get(column.get("better", ""), "")
+        return cell_text(column["label"]) + (f" {arrow}" if arrow else "")
+
+    lines = ["| " + " | ".join(head(c) for c in columns) + " |",
+             "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell_text(r.get(c["key"])) for c in columns) + " |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def transposed_markdown(columns: Sequence[Mapping[str, str]],
+                        rows: Sequence[Mapping[str, Any]]) -> str:
+    """A wide table turned: one line per column (its arrow beside it), one column per row.
+
+    The first column's values (e.g. the policies) become the header, so a table of many
+    figures for a few cases reads down the page instead of off its edge.
+    """
+    first, rest = columns[0], columns[1:]
+    lines = ["| " + " | ".join([cell_text(first["label"])]
+                               + [cell_text(r.get(first["key"])) for r in rows]) + " |",
+             "|" + "---|" * (len(rows) + 1)]
+    for c in rest:
+        arrow = ARROWS.get(c.get("better", ""), "")
+        label = cell_text(c["label"]) + (f" {arrow}" if arrow else "")
+        lines.append("| " + " | ".join([label] + [cell_text(r.get(c["key"])) for r in rows])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: A table with more columns than this is rendered turned (:func:`transposed_markdown`).
+WIDE = 10
+
+
+def provenance_markdown(body: Mapping[str, Any]) -> str:
+    """Where a result file's figures come from: date, machine, commit and command."""
+    machine = body["machine"]
+    load = [f"{machine[k]:g}" for k in ("load_before", "load_after") if k in machine]
+    parts = [f"{machine.get('cores', '?')} cores",
+             *(["load average " + " → ".join(load)] if load else []),
+             f"Python {machine.get('python', '?')}",
+             *([f"HiGHS {machine['highspy']}"] if "highspy" in machine else []),
+             machine.get("platform", "")]
+    return (f"- **date**: {body['date']}\n"
+            f"- **machine**: {', '.join(p for p in parts if p)}\n"
+            f"- **commit**: `{body['commit']}`\n"
+            f"- **command**: `{body['command']}`\n")
+
+
+def result_markdown(body: Mapping[str, Any]) -> str:
+    """A whole result file as a Markdown page: title, what, the table, notes, provenance."""
+    directions = sorted({c["better"] for c in body["columns"] if c.get("better")})
+    legend = ", ".join(f"{ARROWS[d]} {d} is better" for d in directions)
+    out = [f"# {body['title']}", "", str(body["what"]), ""]
+    wide = len(body["columns"]) > WIDE and body["rows"]
+    out += [(transposed_markdown if wide else table_markdown)(body["columns"], body["rows"])]
+    if legend:
+        out += [f"*{legend}.*", ""]
+    if body.get("notes"):
+        out += ["**Notes**", ""] + [f"- {note}" for note in body["notes"]] + [""]
+    out += ["**Provenance** (written by `planner.results.write_result`; re-run the command "
+            "to measure again)", "", provenance_markdown(body),
+            f"Source: `benchmarks/results/{body['name']}.json`.", ""]
+    return "\n".join(out)
+
+
+def read_results(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every result file of ``folder`` (default ``benchmarks/results``), by name."""
+    folder = RESULTS_DIR if folder is None else folder
+    return [read_result(path) for path in sorted(folder.glob("*.json"))]
+
+
+def results_index_markdown(bodies: Sequence[Mapping[str, Any]]) -> str:
+    """The Results section's front page: every result file, newest measurement first."""
+    out = ["# Results", "",
+           "Every measured figure in these docs comes from a result file, "
+           "`benchmarks/results/<name>.json`, written by the script that measured it "
+           "(`planner.results.write_result`, which records the date, the machine, the commit "
+           "and the command itself). The pages below are rendered from those files when the "
+           "site is built; nothing here is typed by hand. Re-run a page's command to measure "
+           "again: it rewrites the file. Arrows in a column's header say which direction is "
+           "better. The history of earlier measurements is in `CHANGELOG.md`.", "",
+           "| result | date | commit | command |", "|---|---|---|---|"]
+    for body in sorted(bodies, key=lambda b: b["date"], reverse=True):
+        out.append(f"| [{cell_text(body['title'])}]({body['name']}.md) | "
+                   f"{cell_text(body['date'][:10])} | `{cell_text(body['commit'])}` | "
+                   f"`{cell_text(body['command'])}` |")
+    if not bodies:
+        out.append("| (no result files yet) | | | |")
+    return "\n".join(out) + "\n"

@@ -10,10 +10,9 @@ Per project (org order), from the plan and the scenario's usage, no solver:
   marked ``running`` that started by then;
 - *headroom* = entitled − running (negative: running beyond its guarantee);
 - *forecast* = used + planned (NGH) against the budget, and its share;
-- risk flags: ``will overrun`` when the forecast exceeds the budget or the opportunistic
-  NGH planned beyond it exceed :data:`OPPORTUNISTIC_HEAVY` of the budget;
-  ``will leave budget unused`` when the forecast is below :data:`~planner.reports.content.UNDER`
-  (80 %) of the budget.
+- risk flags: :func:`planner.words.risk_flags`, the one vocabulary every output uses
+  (``overrun``, ``unused budget``, ``opportunistic-heavy``), explained by a legend under
+  the table; figures rounded as :func:`planner.words.number` rounds them.
 """
 
 from __future__ import annotations
@@ -26,11 +25,21 @@ import pandas as pd
 from planner.contract import in_force
 from planner.inputs import Scenario
 from planner.plan.build import num
-from planner.reports.content import UNDER
+from planner.words import (
+    OPPORTUNISTIC,
+    OVERRUN,
+    PROJECT_RISKS,
+    UNUSED,
+    legend_lines,
+    ngh_definition,
+    number,
+    percent,
+    plan_rates,
+    risk_flags,
+)
 
-OPPORTUNISTIC_HEAVY = 0.25  # opportunistic NGH beyond this share of the budget: overrun risk
-OVERRUN = "will overrun"
-UNUSED = "will leave budget unused"
+__all__ = ["OPPORTUNISTIC", "OVERRUN", "UNUSED", "Status", "StatusRow", "plan_status",
+           "running_gpus", "status_lines"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class Status:
     period_start: str
     period_end: str
     rows: tuple[StatusRow, ...]
+    rates: dict[str, float]  # GPU type → NGH rate
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -78,16 +88,6 @@ def running_gpus(scenario: Scenario, as_of: pd.Timestamp) -> dict[str, float]:
         running |= (usage["state"].astype(str) == "running") & (usage["start"] <= as_of)
     return {str(p): float(g) for p, g in
             usage[running].groupby("project")["gpus"].sum().items()}
-
-
-def _flags(budget: float, forecast: float, opportunistic: float) -> tuple[str, ...]:
-    if budget <= 0:
-        return (OVERRUN,) if forecast > 1e-6 else ()
-    if forecast > budget + 1e-6 or opportunistic > OPPORTUNISTIC_HEAVY * budget:
-        return (OVERRUN,)
-    if forecast < UNDER * budget:
-        return (UNUSED,)
-    return ()
 
 
 def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
@@ -117,24 +117,33 @@ def plan_status(plan: dict[str, Any], scenario: Scenario) -> Status:
             num(running.get(p, 0.0)), num(entitled - running.get(p, 0.0)), b["budget"],
             b["used"], b["planned"], b["planned_opportunistic"], num(forecast),
             num(forecast / b["budget"]) if b["budget"] else None,
-            _flags(b["budget"], forecast, b["planned_opportunistic"])))
-    return Status(plan["scenario"], plan["as_of"], first["start"], first["end"], tuple(rows))
+            risk_flags(b["budget"], forecast, b["planned_opportunistic"])))
+    return Status(plan["scenario"], plan["as_of"], first["start"], first["end"], tuple(rows),
+                  plan_rates(plan))
 
 
 def status_lines(status: Status) -> list[str]:
-    """The table as fixed-width text lines (GPUs now, NGH for the quarter)."""
+    """The table as fixed-width text lines (GPUs now, NGH for the quarter).
+
+    Then the flags' counts, the legend of the flags and what NGH is.
+    """
     width = max([len("project"), *(len(r.project) for r in status.rows)]) + 2
     lines = [f"plan for {status.scenario} as of {status.as_of}: GPUs in "
              f"{status.period_start} → {status.period_end}; NGH to quarter end", "",
              f"{'project':<{width}}{'granted':>9}{'entitled':>9}{'running':>9}{'headroom':>9}"
-             f"{'budget NGH':>12}{'used':>10}{'planned':>10}{'forecast':>10}{'%':>7}  flags"]
+             f"{'budget NGH':>12}{'used':>10}{'planned':>10}{'forecast':>10}{'%':>9}  flags"]
     for r in status.rows:
-        share = f"{100 * r.forecast_share:6.1f}%" if r.forecast_share is not None else " " * 7
-        lines.append(f"{r.project:<{width}}{r.granted_gpus:>9,.1f}{r.entitled_gpus:>9,.1f}"
-                     f"{r.running_gpus:>9,.1f}{r.headroom_gpus:>9,.1f}{r.budget:>12,.0f}"
-                     f"{r.used:>10,.0f}{r.planned:>10,.0f}{r.forecast:>10,.0f}{share}  "
-                     f"{', '.join(r.flags)}".rstrip())
-    n_over = sum(OVERRUN in r.flags for r in status.rows)
-    n_unused = sum(UNUSED in r.flags for r in status.rows)
-    lines += ["", f"{len(status.rows)} projects: {n_over} {OVERRUN}, {n_unused} {UNUSED}"]
+        share = percent(r.forecast_share) if r.forecast_share is not None else ""
+        lines.append(f"{r.project:<{width}}{number(r.granted_gpus, 1):>9}"
+                     f"{number(r.entitled_gpus, 1):>9}{number(r.running_gpus, 1):>9}"
+                     f"{number(r.headroom_gpus, 1):>9}{number(r.budget):>12}"
+                     f"{number(r.used):>10}{number(r.planned):>10}{number(r.forecast):>10}"
+                     f"{share:>9}  {', '.join(r.flags)}".rstrip())
+    counts = ", ".join(f"{sum(name in r.flags for r in status.rows)} {name}"
+                       for name in PROJECT_RISKS)
+    lines += ["", f"{len(status.rows)} projects: {counts}", "",
+              "flags:", *(f"  {line}" for line in legend_lines(PROJECT_RISKS)),
+              "GPUs: granted = entitled (guaranteed + reserved) + opportunistic, in the first "
+              "period; headroom = entitled − running",
+              ngh_definition(status.rates)]
     return lines

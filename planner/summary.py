@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from planner.inputs.org import OrgTree
+from planner.words import ngh_definition, number, percent, plan_rates
 
 
 def period_tiers(plan: dict[str, Any]) -> list[tuple[int, float]]:
@@ -87,11 +88,14 @@ def summary_text(plan: dict[str, Any], org: OrgTree | pd.DataFrame,
     for depth, node in order:
         budget, used, planned, contended = rows.get(node, (0.0, 0.0, 0.0, 0.0))
         key = "  " * depth + node
-        pct = 100 * (used + planned) / budget if budget else 0.0
-        lines.append(f"{key:<36}{budget:>14,.0f}{used:>12,.0f}{planned:>12,.0f}{pct:>10.1f}%"
-                     f"{100 * contended:>10.1f}%")
+        pct = percent((used + planned) / budget if budget else 0.0)
+        lines.append(f"{key:<36}{number(budget):>14}{number(used):>12}{number(planned):>12}"
+                     f"{pct:>11}{percent(contended):>11}")
     placed, unplaced = plan["reservations"], plan["unplaced"]
     lines += ["", f"reservations: {len(placed)} placed, {len(unplaced)} unplaced"]
     lines += [f"  {u['request_id']} ({u['project']}): {u['reason']}" for u in unplaced]
+    lines += ["", "forecast % = (used + planned) ÷ budget; contended = the share of the "
+              "GPU-hours granted where some demand waits (cluster-periods whose demand "
+              "exceeds what was granted)", ngh_definition(plan_rates(plan))]
     return "\n".join(lines) + "\n"
 

@@ -135,24 +135,24 @@ class _KueueStep:
 
 
 def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, Any],
-           workloads: Path | None, scenario_dir: str | None, runner: Runner) -> _KueueStep:
+           workloads: Path | None, runner: Runner) -> _KueueStep:
     """Read the Workloads and the set in force; rule 7 on a copy of it (nothing applied)."""
     import tempfile
 
+    from planner.cycle import cycle_scenario
     from planner.exporters.kueue import allowed_clusters
     from planner.exporters.set_in_force import read_set
     from planner.ingest.pending import pending_gangs
-    from planner.inputs.load import load_scenario
 
-    if not scenario_dir or not Path(scenario_dir).is_dir():
-        # the set in force is checked against the plan's own export (object for object),
-        # which is made from the scenario's org tree and allowed clusters
+    # the set in force is checked against the plan's own export (object for object), made
+    # from the scenario the plan was made from: the one the cycle kept in inputs/
+    scenario = cycle_scenario(current)
+    if scenario is None:
         raise InputError([InputProblem(
-            str(current / "cycle.json"), None, "scenario_dir",
-            f"names no scenario folder ({scenario_dir!r}); the tick checks the Kueue set in "
-            "force against the plan's export, which needs the scenario: run planner cycle "
-            "again from the scenario folder")])
-    scenario = load_scenario(scenario_dir)
+            str(current / "inputs"), None, None,
+            "no such folder: this plan was kept before cycles kept their inputs, and the "
+            "tick checks the Kueue set in force against the plan's export, made from them; "
+            "run planner cycle again")])
     allowed, projects = allowed_clusters(scenario.budgets), list(scenario.tree.leaves)
     with tempfile.TemporaryDirectory(prefix="planner-tick-") as tmp:
         source = workloads
@@ -200,8 +200,8 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
         exports = cycle.get("exports", [])
         # read everything and decide first: a file or command that fails changes nothing
         slurm = _slurm(plan, record, squeue, qos, runner) if "slurm" in exports else None
-        kueue = (_kueue(state, current, plan, record, workloads, cycle.get("scenario_dir"),
-                        runner) if "kueue" in exports else None)
+        kueue = (_kueue(state, current, plan, record, workloads, runner)
+                 if "kueue" in exports else None)
         moves: list[Move] = []
         failed: list[str] = []
         if slurm is not None:

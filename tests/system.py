@@ -24,3 +24,18 @@ def need(*tools: str, why: str) -> None:
     if REQUIRED:
         pytest.fail(f"{message} (PLANNER_SYSTEM_TESTS=required)")
     pytest.skip(message)
+
+
+def need_font(family: str, *, why: str) -> None:
+    """Skip (or, in CI, fail) unless fontconfig knows ``family`` (``fc-list``)."""
+    import subprocess
+
+    need("fc-list", why=why)
+    found = subprocess.run(["fc-list", family], capture_output=True, text=True,
+                           check=False).stdout.strip()
+    if found:
+        return
+    message = f"font {family} not installed: {why}"
+    if REQUIRED:
+        pytest.fail(f"{message} (PLANNER_SYSTEM_TESTS=required)")
+    pytest.skip(message)

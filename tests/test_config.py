@@ -13,7 +13,7 @@ def test_every_bundled_model_loads():
         model = load_model(name)
         assert model.name == name
         w = model.objective
-        # the ordering that keeps soft goals below hard rules (models/README.md)
+        # the ordering that keeps soft goals below hard rules (docs/explanation/model.md)
         assert w.guaranteed - w.opportunistic > w.pacing + w.churn
         assert w.opportunistic > w.churn
 

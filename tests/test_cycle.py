@@ -16,7 +16,7 @@ from planner import cycle as cycle_module
 from planner.check import check_plan
 from planner.cli import main
 from planner.config import load_model
-from planner.cycle import apply_script, floor_to_grid, run_cycle
+from planner.cycle import apply_script, cycle_scenario, floor_to_grid, read_log, run_cycle
 from planner.errors import SolverError
 from planner.exporters.files import export_files
 from planner.inputs.load import load_scenario
@@ -39,10 +39,11 @@ def snapshot(state: Path) -> dict[str, bytes]:
     """Every file under ``state`` (hidden ones too) and where ``current`` points.
 
     Not the lock file (``.lock``): it records the last cycle that held it, not the state.
+    Not ``cycles.jsonl``: the log of runs grows with every run, the plans do not.
     """
     files = {str(p.relative_to(state)): p.read_bytes()
              for p in sorted(state.rglob("*"))
-             if p.is_file() and not p.is_symlink() and p.name != ".lock"}
+             if p.is_file() and not p.is_symlink() and p.name not in (".lock", "cycles.jsonl")}
     link = state / "current"
     files["current ->"] = os.readlink(link).encode() if link.is_symlink() else b""
     return files
@@ -158,6 +159,39 @@ def test_a_failed_cycle_leaves_the_previous_current(chain, monkeypatch, capsys, 
     assert says in err
     assert "cycle failed, " in err and "still points at 2026-11-04T00-00-00Z" in err
     assert snapshot(state) == before  # nothing half-written, no staging folder left
+    last = read_log(state)[-1]  # the failed run is recorded, with what failed
+    assert last["status"] == "failed" and says.split(" ")[0] in last["error"]
+    assert "folder" not in last
+
+
+def test_each_kept_plan_keeps_its_inputs_and_each_run_is_logged(chain):
+    # The three folders hold the scenario's files byte for byte; loaded back they give
+    # the digest each plan was made from. The log has one line a run, succeeded.
+    folder, state = chain
+    for kept in sorted((state / "plans").iterdir()):
+        plan = json.loads((kept / "plan.json").read_text())
+        assert {p.name for p in (kept / "inputs").iterdir()} == {
+            p.name for p in folder.iterdir()}
+        for p in folder.iterdir():
+            assert (kept / "inputs" / p.name).read_bytes() == p.read_bytes()
+        scenario = cycle_scenario(kept)
+        assert scenario.digest == plan["input_digest"]
+        assert scenario.config.as_of == pd.Timestamp(plan["as_of"])
+    log = read_log(state)
+    assert [r["status"] for r in log] == ["succeeded"] * 3
+    assert [r["folder"] for r in log] == [f"{d}T00-00-00Z" for d in DAYS]
+    for r in log:
+        assert pd.Timestamp(r["started"]) <= pd.Timestamp(r["finished"])
+        assert r["seconds"] >= 0 and r["cpu_seconds"] >= 0
+    # every run warns that demand.csv is hand-written (no --squeue/--kueue); the tiny
+    # scenario's usage ends 10-30: the 2nd and 3rd runs also warn that it is stale
+    assert [len(r["warnings"]) for r in log] == [1, 2, 2]
+    assert all("hand-written" in r["warnings"][0] for r in log)
+    assert log[1]["warnings"][1].startswith("usage.csv looks stale")
+    # a re-run that keeps the same bytes is a run too: logged, marked unchanged
+    assert cycle(folder, state, DAYS[-1], "--export", "slurm,kueue,json") == 0
+    assert read_log(state)[-1]["unchanged"] is True
+    assert cycle_scenario(folder) is None  # a folder without inputs/ (before they were kept)
 
 
 def test_conflicting_current_is_named_with_the_way_to_start_afresh(chain, capsys):

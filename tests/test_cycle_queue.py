@@ -97,7 +97,8 @@ def test_a_second_cycle_or_a_tick_while_one_runs_exits_2_naming_the_holder(tmp_p
         err = flat(capsys.readouterr().err)
         assert f"a planning cycle is in progress by pid {os.getpid()}" in err
         assert main(["tick", "--state", str(state)]) == 2
-    assert not (state / "plans").exists()
+    assert not any((state / "plans").iterdir())  # no plan kept, nothing half-written
+    assert not (state / "current").exists()
     # released (as by a holder that died): the next cycle runs
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02"]) == 0
     assert main(["tick", "--state", str(state)]) == 0

@@ -431,3 +431,19 @@ def test_a_bad_workload_exits_2_and_a_hand_written_demand_csv_is_never_overwritt
                  "--now", "2026-11-02T06:00:00Z"]) == 0
     assert "unchanged, not rewritten" in capsys.readouterr().out
     assert (folder / "demand.csv").read_bytes() == again
+
+
+def test_a_replay_on_declared_rows_only_plans_from_the_scenarios_demand_from_each_as_of(
+        tmp_path):
+    # DemandSource(queue=False): no queue, no forecast; the scenario's own demand.csv (what a
+    # hand-written file amounts to), clipped to each replan's as_of
+    demand = "project,cluster,start,end,gpus\np1,h100-a,2026-10-01,2026-10-04,8\n" \
+             "p3,a100-b,2026-10-03,2026-10-06,4\n"
+    scenario = load_scenario(write_scenario(tmp_path / "s", scenario=SCENARIO,
+                                            budgets=BUDGETS, demand=demand,
+                                            reservations=None, usage=None))
+    policy = capturing(SlurmReplayPolicy)(demand=DemandSource(queue=False))
+    replay(scenario, queue_trace(), policy)
+    assert demand_csv(policy.captured["demand"]).decode().splitlines()[1:] == [
+        "p1,h100-a,2026-10-03T00:00:00Z,2026-10-04T00:00:00Z,8",
+        "p3,a100-b,2026-10-03T00:00:00Z,2026-10-06T00:00:00Z,4"]

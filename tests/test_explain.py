@@ -24,7 +24,7 @@ from planner.explain import (
     water_level,
 )
 from planner.run import plan_scenario
-from planner.status import OVERRUN, UNUSED, plan_status, running_gpus, status_lines
+from planner.status import OPPORTUNISTIC, UNUSED, plan_status, running_gpus, status_lines
 from tests.scenario_factory import write_scenario
 from tests.test_properties import scenarios
 from tests.tiny import scenario, ts
@@ -109,7 +109,21 @@ def test_a_team_sums_its_children(fair):
     assert [c.binding for c in why.children] == ["demand (c1)", "fair share (c1)"]
     assert why.levels["c1"][0].lam == pytest.approx(2800 / 3, **APPROX)
     lines = explanation_lines(explain(ctx, "A"))
-    assert any("λ = 933.333" in line for line in lines)
+    # λ in words (933.33 to one decimal), said contended because demand waits there
+    assert any("contended, " in line and "water level 933.3 NGH per unit of weight" in line
+               for line in lines)
+    assert lines[-1].startswith("NGH (normalized GPU-hours) = GPU-hours × ")
+
+
+def test_even_pace_of_a_team_with_a_budget_of_hundreds_of_millions():
+    # budget × (as_of − quarter start) as a Timedelta overflowed int64 above ~5 M NGH
+    # (planner explain of a large area crashed): the share first. The tiny quarter runs
+    # 10-01 → 11-03 (33 days), as of 11-02: pace = 2e8 × 32 / 33.
+    sc = scenario(clusters=ONE_BIG_NODE, org=ORG, demand=DEMAND, usage=USAGE,
+                  budgets=[("a1", 1e8), ("a2", 1e8), ("b1", 1e8)])
+    ctx = build_context(plan_scenario(sc, MODEL).plan.body, sc, MODEL)
+    why = explain(ctx, "A").subject
+    assert why.budget == 2e8 and why.pace == pytest.approx(2e8 * 32 / 33, rel=1e-9)
 
 
 @pytest.mark.parametrize("capacity, demand, weight, offset, expected", [
@@ -171,16 +185,17 @@ def test_capped_by_budget_with_its_dual():
 
 def test_status_equals_the_plan():
     # p1: granted (72 + 48) / 24 = 5 GPUs, entitled 3, running 0, headroom 3; forecast
-    # 72 = 100 % of budget, but 48 opportunistic NGH > 25 % of 72: will overrun.
+    # 72 = 100 % of budget (no overrun), but 48 opportunistic NGH > 25 % of 72:
+    # opportunistic-heavy (it was called "will overrun" once, which it is not).
     # p2: granted and entitled 5, running 4 (j1 covers as_of), headroom 1; used 4 × 24 =
-    # 96 NGH before as_of + planned 120 = 216, 21.6 % of 1000: will leave budget unused.
+    # 96 NGH before as_of + planned 120 = 216, 21.6 % of 1000: unused budget.
     sc = budget_scenario()
     plan = plan_scenario(sc, MODEL).plan.body
     status = plan_status(plan, sc)
     p1, p2 = status.rows
     assert (p1.granted_gpus, p1.entitled_gpus, p1.opportunistic_gpus) == (5.0, 3.0, 2.0)
     assert (p1.running_gpus, p1.headroom_gpus, p1.forecast_share) == (0.0, 3.0, 1.0)
-    assert p1.flags == (OVERRUN,)
+    assert p1.flags == (OPPORTUNISTIC,)
     assert (p2.granted_gpus, p2.entitled_gpus, p2.running_gpus, p2.headroom_gpus) == (
         5.0, 5.0, 4.0, 1.0)
     assert (p2.used, p2.planned, p2.forecast) == (96.0, 120.0, 216.0)
@@ -190,7 +205,11 @@ def test_status_equals_the_plan():
         for field in ("budget", "used", "planned", "planned_opportunistic"):
             assert getattr(row, field) == budgets[row.project][field]
     text = "\n".join(status_lines(status))
-    assert "1 will overrun, 1 will leave budget unused" in text
+    assert "2 projects: 0 overrun, 1 unused budget, 1 opportunistic-heavy" in text
+    # the legend names every flag with its meaning, and NGH is defined
+    assert "  opportunistic-heavy: the plan gives it more than 25 % of its budget" in text
+    assert "  unused budget: forecast below 80 % of the budget" in text
+    assert "NGH (normalized GPU-hours) = GPU-hours × the GPU type's rate" in text
 
 
 def test_running_reads_the_ingest_state_column():
@@ -300,7 +319,7 @@ def test_status_json_matches_the_plan(planned, capsys):
     folder, plan = planned
     assert main(["status", str(folder), "--plan", str(plan), "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
-    assert set(body) == {"scenario", "as_of", "period_start", "period_end", "rows"}
+    assert set(body) == {"scenario", "as_of", "period_start", "period_end", "rows", "rates"}
     budgets = {b["project"]: b for b in json.loads(plan.read_text())["budgets"]}
     assert [r["project"] for r in body["rows"]] == list(budgets)
     for row in body["rows"]:
@@ -399,9 +418,10 @@ def test_workbook_why_sheet_rows_and_inert_ids(tmp_path):
     rows = {r[0].value: r for r in ws.iter_rows(min_row=2, max_row=3)}
     p1, p2 = rows[FORMULA], rows[SCRIPT]
     assert p1[0].data_type == "s"
-    # p1: 72 guaranteed + 48 opportunistic of 240 asked, target 72 (not contended)
+    # p1: 72 guaranteed + 48 opportunistic of 240 asked, target 72: 120 GPU-hours (rate 1)
+    # wait, all beyond its budget (it was called "not contended" once)
     assert [c.value for c in p1[1:7]] == ["c1", "budget", 240.0, 72.0, 120.0, 48.0]
-    assert p1[7].value == "not contended"
+    assert p1[7].value == "demand waits beyond budget"
     assert p1[10].value == plan["budgets"][0]["marginal_value"]
     assert [c.value for c in p2[1:7]] == ["c1", "demand", 120.0, 120.0, 120.0, 0.0]
 

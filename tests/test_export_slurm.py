@@ -464,25 +464,26 @@ def test_the_header_asks_for_the_plans_fair_share_half_life():
     assert slurm_state(plan, ORG).decay_half_life_hours == pytest.approx(58.2244, abs=1e-4)
     assert "PriorityDecayHalfLife" not in export_slurm(PLAN, ORG)
     assert slurm_state(PLAN, ORG).decay_half_life_hours is None
-    # the test Slurm runs the default model's value (the README's sample plans)
+    # the test Slurm runs the default model's value (the sample plans of the docs)
     from tests.real_slurm import _slurm_conf
     assert "PriorityDecayHalfLife=2-10:13:00" in _slurm_conf(Path("/nonexistent"),
                                                              PLAN["clusters"]).splitlines()
 
 
-def test_the_slurm_conf_lines_are_in_the_readme_and_the_test_slurm():
-    # one list (SLURM_CONF_LINES) in the script header; the README and the real Slurm the
-    # tests start must say the same settings
+def test_the_slurm_conf_lines_are_in_the_docs_and_the_test_slurm():
+    # one list (SLURM_CONF_LINES) in the script header; the docs' reference (rendered from
+    # it) and the real Slurm the tests start must say the same settings
+    from planner.reference import SLURM_PAGE, pages
     from tests.real_slurm import _slurm_conf
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = pages()[SLURM_PAGE]
     conf = _slurm_conf(Path("/nonexistent"), PLAN["clusters"]).splitlines()
     settings = [line.split()[0] for line in SLURM_CONF_LINES]
     assert [s.split("=")[0] for s in settings] == [
         "GresTypes", "AccountingStorageType", "AccountingStorageTRES", "PreemptType",
         "PreemptMode", "AccountingStorageEnforce", "PriorityType", "PriorityWeightQOS",
         "PriorityWeightFairshare", "SchedulerParameters"]
-    # the README's block and the script's header hold the very lines, comments included
+    # the docs' block and the script's header hold the very lines, comments included
     readme_lines = [line.strip() for line in readme.splitlines()]
     start = readme_lines.index(SLURM_CONF_LINES[0])
     assert readme_lines[start:start + len(SLURM_CONF_LINES)] == list(SLURM_CONF_LINES)
@@ -977,7 +978,7 @@ def test_real_slurm_caps_a_budget_qos_at_its_pace(real_slurm):
     one node's GPUs, 8: the floor for a project with budget left). p2's first default-QOS
     job (8 GPUs) runs under gp-p2; its second (2 GPUs: 8 + 2 > 9) pends with reason
     ``QOSGrpGRES`` (the budget has minutes left: only the cap stops it), while its
-    ``--qos=gp-opportunistic`` job runs: the wrapper's rule (README) moves a job pending
+    ``--qos=gp-opportunistic`` job runs: the wrapper rule (docs, Slurm) moves a job pending
     on either budget limit there.
     """
     plan = capped_plan()

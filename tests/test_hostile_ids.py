@@ -268,6 +268,46 @@ def test_reports_keep_hostile_ids_as_text(planned):
     assert not marker.exists()
 
 
+def test_dashboard_and_metrics_keep_hostile_ids_as_text(planned, tmp_path):
+    # The planable hostile scenario through planner cycle, then every page of planner serve
+    # for every project and team: markup stays text, ids come back exact in /metrics and
+    # the API, and nothing runs.
+    from urllib.parse import quote
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.served import get, get_json, raw, served
+
+    root, marker, ids = planned
+    scenario, state = root / "scenario", tmp_path / "state"
+    assert main(["cycle", str(scenario), "--state", str(state), "--as-of", "2026-11-02",
+                 "--export", "slurm,kueue,json"]) == 0
+    with served(state) as url:
+        org = get_json(url, "/api/org")
+        nodes = {n["node"]: n["kind"] for n in org["nodes"]}
+        assert {planable(ids[p]) for p in ("p1", "p2", "p3", "p4")} <= set(nodes)
+        pages = ["/", "/cycles", "/cycles/2026-11-02T00-00-00Z"]
+        pages += [f"/{'project' if kind == 'project' else 'node'}/{quote(node, safe='')}"
+                  for node, kind in nodes.items()]
+        for page in pages:
+            code, html = get(url, page)
+            assert code == 200, page
+            assert "<script>alert(1)</script>" not in html, page
+        code, html = get(url, f"/project/{quote(planable(ids['p4']), safe='')}")
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        code, text = get(url, "/metrics")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        labels = {s.labels["project"] for s in families["gpu_planner_budget_ngh"].samples}
+        assert labels == {planable(ids[p]) for p in ("p1", "p2", "p3", "p4")}
+        body = get_json(url, f"/api/projects/{quote(ids['p1'], safe='')}")
+        assert body["line"]["node"] == ids["p1"]
+        # JSON carries the ids as they are, as data: served as JSON, never sniffed as HTML
+        code, headers, _ = raw(url, "/api/status")
+        assert headers["content-type"] == "application/json"
+        assert headers["x-content-type-options"] == "nosniff"
+    assert not marker.exists()
+
+
 def test_queue_demand_and_tick_carry_hostile_ids_inert(planned, tmp_path):
     # planner ingest squeue: the accounts of hostile projects in the queue become their ids
     # in demand.csv (CSV-quoted data); planner tick's moves for those projects run as argv

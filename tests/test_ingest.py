@@ -229,8 +229,9 @@ def test_the_sacct_header_and_job_steps_are_recognised(tmp_path: Path):
         "a job step, not an allocation (run sacct with --allocations)"]
 
 
-def test_the_readme_shows_the_command_and_the_sacct_format():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_show_the_command_and_the_sacct_format():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "how-to" / "ingest-usage.md"
+              ).read_text(encoding="utf-8")
     assert "planner ingest sacct|kueue FILE [SCENARIO] [--now TIME] [--dry-run]" in readme
     assert f"--format={','.join(FIELDS)}" in readme and "kubectl get workloads -A -o json" \
         in readme

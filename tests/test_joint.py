@@ -47,7 +47,7 @@ def test_split_is_feasible_for_the_joint_model_and_never_beats_it(seed: int):
 
 
 def test_split_loses_little_against_the_joint_model():
-    # measured on 30 random instances: 23 exact, mean 0.21 %, worst 2.07 % (README)
+    # measured on 30 random instances: 23 exact, mean 0.21 %, worst 2.07 % (CHANGELOG)
     losses = [compare_with_joint(build_problem(random_instance(seed), MODEL), 30).loss
               for seed in range(30)]
     assert statistics.mean(losses) <= 0.005

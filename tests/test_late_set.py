@@ -83,6 +83,8 @@ def test_the_set_late_wrote_is_taken_again_an_hour_later(exported, tmp_path):
 
 def test_the_set_a_cycle_widened_by_rule_6_is_taken(tmp_path, capsys):
     folder = scenario(tmp_path)
+    # a cycle given --kueue plans from the queue: the hand rows become the declared ones
+    (folder / "demand.csv").rename(folder / "declared_demand.csv")
     wl = write(tmp_path, ITEMS)
     state = tmp_path / "state"
     assert main(["cycle", str(folder), "--state", str(state), "--as-of", "2026-11-02",

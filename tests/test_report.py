@@ -34,8 +34,9 @@ from planner.reports.workbook import (
     write_workbook,
 )
 from planner.run import SAMPLE, plan_scenario
+from planner.words import number, percent
 from tests.scenario_factory import write_scenario
-from tests.system import need
+from tests.system import need, need_font
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +159,33 @@ def _sheet_frame(ws, rows: int) -> pd.DataFrame:
     """A sheet's table under its header row 1 (values as stored or as recalculated)."""
     data = list(ws.iter_rows(min_row=1, max_row=rows + 1, values_only=True))
     return pd.DataFrame(data[1:], columns=data[0], index=range(1, rows + 1))
+
+
+def _pacing_cells(ws, plan: dict, scenario) -> dict[str, int]:
+    """The Pacing sheet's row of each figure, by the names of _expected_pacing's columns.
+
+    The sheet runs weeks across (column B is week 1), one figure a row under a title row
+    per area and one for the institute; column A holds the figure's short name.
+    """
+    from planner.reports.workbook import PACING_LABEL, pacing_rows
+
+    rows = pacing_rows(build_report(plan, scenario))
+    out = {}
+    for (area, name), r in rows.items():
+        if not name:
+            assert ws.cell(r, 1).value == area and ws.cell(r, 1).font.b  # the title row
+            continue
+        assert ws.cell(r, 1).value == PACING_LABEL.get(name, name)
+        out[f"{area} {name}" if area else name] = r
+    return out
+
+
+def _pacing_frame(ws, plan: dict, scenario) -> pd.DataFrame:
+    """The Pacing sheet as a table by week (index 1..weeks), a column per figure."""
+    weeks = len(_weeks(plan))
+    return pd.DataFrame({label: [ws.cell(r, 1 + w).value for w in range(1, weeks + 1)]
+                         for label, r in _pacing_cells(ws, plan, scenario).items()},
+                        index=range(1, weeks + 1))
 
 
 REF = re.compile(r"(?:'([^']+)'!)?\$?([A-Z]{1,3})\$?(\d+)(?::\$?([A-Z]{1,3})\$?(\d+))?")
@@ -298,13 +326,15 @@ def test_pacing_sheet_equals_usage_and_plan_week_by_week(sample):
     ws = wb[PACING]
     weeks = _weeks(plan)
     assert len(weeks) == 14  # 2026 Q4: 13 full weeks and Dec 31
-    sheet = _sheet_frame(ws, len(weeks))
+    sheet = _pacing_frame(ws, plan, scenario)
     want = _expected_pacing(plan, scenario)
-    column = {name: j for j, name in enumerate(sheet.columns, start=1)}
-    assert set(want.columns) <= set(column)
+    row = _pacing_cells(ws, plan, scenario)
+    assert set(want.columns) <= set(row)
+    assert [ws.cell(1, 1 + w).value for w in range(1, len(weeks) + 1)] == [
+        f"W{w} {lo:%m-%d}" for w, (lo, _) in enumerate(weeks, start=1)]
     for name in want.columns:
         for w in sheet.index:
-            cell = f"{get_column_letter(column[name])}{w + 1}"
+            cell = f"{get_column_letter(1 + w)}{row[name]}"
             got = _evaluate(wb, PACING, cell)  # stored value, or the formula evaluated
             assert got == pytest.approx(want.at[w, name], rel=1e-9, abs=1e-6), (name, w)
     as_of = pd.Timestamp(plan["as_of"])
@@ -329,25 +359,27 @@ def test_pacing_sheet_equals_usage_and_plan_week_by_week(sample):
     # the last cumulative figure is each area's forecast on the Summary sheet
     sums = _subtree_sums(plan, scenario)
     areas = [n for n, up in zip(scenario.org["id"], scenario.org["parent"], strict=True) if not up]
+    last = get_column_letter(1 + len(weeks))
     for a in areas:
-        last = f"{get_column_letter(column[f'{a} cumulative NGH'])}{len(weeks) + 1}"
-        assert _evaluate(wb, PACING, last) == pytest.approx(sums[a][1] + sums[a][2], rel=1e-9)
+        assert _evaluate(wb, PACING, f"{last}{row[f'{a} cumulative NGH']}") == pytest.approx(
+            sums[a][1] + sums[a][2], rel=1e-9)
     # the even-pace line reads the area's live subtotal on Budget tree
-    pace = ws.cell(2, column[f"{areas[0]} even pace NGH"]).value
+    pace = ws.cell(row[f"{areas[0]} even pace NGH"], 2).value
     assert pace.startswith(f"='{BUDGETS}'!$C$")
 
     (chart,) = ws._charts
     assert isinstance(chart, LineChart)
     assert len(chart.series) == 2 * len(areas)  # cumulative and even pace per area
     referenced = [s.val.numRef.f for s in chart.series]
+    titles = [s.tx.v for s in chart.series]
     for a in areas:
         for name in ("cumulative NGH", "even pace NGH"):
-            letter = get_column_letter(column[f"{a} {name}"])
-            assert f"'{PACING}'!${letter}$2:${letter}${len(weeks) + 1}" in referenced
+            r = row[f"{a} {name}"]
+            assert f"'{PACING}'!$B${r}:${last}${r}" in referenced
+            assert f"{a} {name}" in titles
     assert ws.freeze_panes == "B2"
-    assert ws.auto_filter.ref == f"A1:{get_column_letter(len(column))}{len(weeks) + 1}"
     assert ws.print_title_rows == "$1:$1" and ws.page_setup.orientation == "landscape"
-    assert ws.cell(2, column[f"{areas[0]} spend NGH"]).number_format == "#,##0"
+    assert ws.cell(row[f"{areas[0]} spend NGH"], 2).number_format == "#,##0"
 
 
 def test_cluster_use_heat_map_is_busy_over_capacity(sample):
@@ -466,7 +498,7 @@ def test_injected_formula_ids_stay_text(tmp_path):
 
 def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tmp_path):
     need("soffice", "pdftoppm",
-         why="LibreOffice recalculation, PDF conversion and the README's workbook picture")
+         why="LibreOffice recalculation, PDF conversion and the docs' workbook picture")
     from planner.reports.screenshots import png_size, soffice_convert
 
     scenario, plan, book, _ = sample
@@ -488,7 +520,7 @@ def test_libreoffice_recalculates_the_same_totals_and_converts_to_pdf(sample, tm
         checked += 1
     assert checked == 16
     # Pacing: cumulative spend, even pace and institute columns, recalculated
-    sheet = _sheet_frame(wb[PACING], len(_weeks(plan)))
+    sheet = _pacing_frame(wb[PACING], plan, scenario)
     want = _expected_pacing(plan, scenario)
     for column in want.columns:
         assert sheet[column].to_numpy() == pytest.approx(want[column].to_numpy(), abs=1e-3), \
@@ -520,6 +552,53 @@ def test_libreoffice_prints_the_report_sheets_only_in_few_pages(sample, tmp_path
     assert "1899" not in text  # no number printed as a date
     for u in plan["unplaced"]:
         assert u["request_id"] in text
+
+
+def _word_heights(pdf, page: int) -> list[tuple[str, float]]:
+    """(word, height in pt) of each word pdftotext finds on a page of ``pdf``."""
+    import subprocess
+
+    html = subprocess.run(["pdftotext", "-f", str(page), "-l", str(page), "-bbox", str(pdf),
+                           "-"], capture_output=True, text=True, check=True).stdout
+    return [(w, float(y1) - float(y0)) for y0, y1, w in re.findall(
+        r'yMin="([0-9.]+)" xMax="[0-9.]+" yMax="([0-9.]+)">([^<]*)</word>', html)]
+
+
+def test_libreoffice_prints_the_pacing_sheet_one_page_wide_at_8_pt_or_more(sample, tmp_path):
+    # Letter landscape (LibreOffice's default paper here), fit to one page wide. The
+    # printed size of a word is its box height over the box height of an 11 pt word
+    # printed at 100 % (measured here, the same font): at least 8 pt for every word. In
+    # the workbook's font, Calibri, as Excel prints it: LibreOffice needs Carlito (its
+    # metric twin) for that, and with a wider stand-in (DejaVu Sans) prints at 7.1 pt.
+    need("soffice", "pdftotext", "pdfinfo", why="printing the Pacing sheet with LibreOffice")
+    need_font("Carlito", why="Calibri's metrics, so LibreOffice prints as Excel does")
+    import subprocess
+
+    from planner.reports.screenshots import soffice_convert
+
+    _, plan, book, _ = sample
+    reference = openpyxl.Workbook()
+    reference.active["A1"] = "W1 10-01 1,234,567"
+    reference.active.page_setup.scale = 100
+    reference.save(tmp_path / "ref.xlsx")
+    ref = soffice_convert(tmp_path / "ref.xlsx", tmp_path / "ref", "pdf")
+    eleven = max(h for _, h in _word_heights(ref, 1))
+    pdf = soffice_convert(book, tmp_path / "book", "pdf")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    weeks = [f"W{w}" for w in range(1, 15)]
+    found = []
+    for page in range(1, pages + 1):
+        words = _word_heights(pdf, page)
+        texts = [w for w, _ in words]
+        if "cumulative" in texts and "pace" in texts and "W1" in texts:
+            found.append(page)
+            assert all(w in texts for w in weeks), page  # all 14 weeks: one page wide
+            smallest = min(h for w, h in words if w in weeks or re.fullmatch(r"[\d,]+", w))
+            size = 11 * smallest / eleven
+            print(f"Pacing page {page}: figures printed at {size:.1f} pt")
+            assert size >= 8.0, size
+    assert found, "no page of the Pacing sheet"
 
 
 def _render_workbook_picture(book, out_dir):
@@ -573,11 +652,12 @@ def test_weekly_sheets_of_a_small_scenario_with_hostile_area_names(tmp_path):
     ws = wb[PACING]
     weeks = _weeks(plan)
     want = _expected_pacing(plan, scenario)
-    column = {ws.cell(1, j).value: j for j in range(1, ws.max_column + 1)}
-    assert ws.cell(1, column[f"{formula} spend NGH"]).data_type == "s"
+    row = _pacing_cells(ws, plan, scenario)
+    title = ws.cell(row[f"{formula} spend NGH"] - 1, 1)  # the area's title row: text
+    assert title.value == formula and title.data_type == "s"
     for name in want.columns:
         for w in range(1, len(weeks) + 1):
-            got = _evaluate(wb, PACING, f"{get_column_letter(column[name])}{w + 1}")
+            got = _evaluate(wb, PACING, f"{get_column_letter(1 + w)}{row[name]}")
             assert got == pytest.approx(want.at[w, name], rel=1e-9, abs=1e-6), (name, w)
     sums = _subtree_sums(plan, scenario)
     for a in (script, formula):
@@ -651,11 +731,13 @@ def test_html_has_the_pacing_chart_and_the_heat_map(sample):
     assert rows == [f"W{w}" for w in range(1, len(weeks) + 1)]
     for w, body in enumerate(re.findall(r"<tr><td>W\d+ .*?</tr>", table, re.S), start=1):
         cells = re.findall(r'<td class="n">([^<]*)</td>', body)
-        expected = [f"{100 * want.at[w, 'quarter elapsed']:.1f} %"]
+        # one rounding mode, the spreadsheet's (half away from zero): W5's 57,234.5 NGH
+        # reads 57,235 here as in the workbook, where Python's format gives 57,234
+        expected = [percent(want.at[w, "quarter elapsed"])]
         for a in areas:
-            expected += [f"{want.at[w, f'{a} cumulative NGH']:,.0f}",
-                         f"{want.at[w, f'{a} even pace NGH']:,.0f}"]
-        expected.append(f"{want.at[w, 'opportunistic NGH (beyond budget)']:,.0f}")
+            expected += [number(want.at[w, f"{a} cumulative NGH"]),
+                         number(want.at[w, f"{a} even pace NGH"])]
+        expected.append(number(want.at[w, "opportunistic NGH (beyond budget)"]))
         assert cells == expected, w
     # the heat map: busy ÷ capacity per cluster and week, coloured
     weekly = _weekly(plan, scenario)
@@ -828,7 +910,9 @@ def test_about_and_summary_print_numbers_as_numbers_and_headers_fit(sample):
     assert use.cell(kinds - 1, 1).value.startswith("Grants")
     for ws in wb.worksheets:
         report_sheet = ws.title in REPORT_SHEETS
-        assert (ws.sheet_state == "visible") == report_sheet, ws.title
+        # About and Why are hidden (not printed); the scenario's sheets too
+        shown = report_sheet and ws.title not in ("About", "Why")
+        assert (ws.sheet_state == "visible") == shown, ws.title
         if report_sheet:
             assert ws.page_setup.orientation == "landscape"
             assert ws.page_setup.fitToWidth == 1 and ws.sheet_properties.pageSetUpPr.fitToPage

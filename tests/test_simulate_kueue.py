@@ -790,7 +790,7 @@ def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nod
 def test_planner_kueue_asks_no_gang_reservations_by_default():
     # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: planner-kueue asks no
     # reservation for it by default (gang_wait_hours = ∞: reserved quota is never lent
-    # and idled, the README measures it), one with a threshold of one period (None,
+    # and idled, the CHANGELOG records it), one with a threshold of one period (None,
     # 24 h, the earlier default) or 12 h.
     sc = tiny(TWO_TEAMS)
     tr = trace([("G", "a", 0, 8, 5.0, 1.0)])

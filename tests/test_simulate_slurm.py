@@ -283,7 +283,7 @@ def test_planned_reservations_become_slurm_reservations_not_engine_holds():
 def test_planner_slurm_asks_no_reservations_for_waiting_gang_jobs_by_default():
     # G (a, 8 GPUs = the node) has waited 30 h at a replan at 30: with a threshold of one
     # period (24 h; `None`) the `planner` executor asks a reservation for it, by default
-    # (∞) it asks none, nor does planner-slurm (the README says why), unless told a
+    # (∞) it asks none, nor does planner-slurm (docs/explanation/slurm.md says why), unless told a
     # threshold.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     tr = trace([("G", "a", 0, 8, 5.0, 1.0)])

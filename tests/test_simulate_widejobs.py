@@ -132,7 +132,7 @@ def test_waiting_gang_job_becomes_a_reservation_and_starts_on_drained_nodes():
     # begins at 24, drains them (sixteen preemptions, resumable) and g starts at 24,
     # tagged reserved, ending at 34. With a threshold of one period (None) g has
     # waited only 23 h at 24; it is a request at 48 and starts then. By default
-    # (∞: no requests, the measured best, see the README) it starts at 60.
+    # (∞: no requests, the measured best, see the CHANGELOG) it starts at 60.
     sc = weighted_b()
     rows = [(f"b{i:02d}", "b", 0, 1, 60.0, 8.0) for i in range(16)]
     rows += [("g", "a", 1, 16, 10.0, 8.0)]

@@ -133,7 +133,7 @@ def test_names_are_safe_for_mps_and_lp_and_short_enough(tmp_path):
 
 
 def unsafe_key(text: str) -> str:
-    """The documented inverse of safe_key (models/README.md): '~' → '-', '#HH' → byte."""
+    """The documented inverse of safe_key (docs/explanation/model.md): '~' → '-', '#HH' → byte."""
     out, i = bytearray(), 0
     while i < len(text):
         if text[i] == "~":
@@ -295,7 +295,7 @@ CBC_ENDINGS = {
 
 @pytest.mark.parametrize("case", sorted(CBC_ENDINGS))
 def test_cbc_log_is_read_for_status_objective_and_bound(case):
-    """The endings of real CBC 2.10 logs (this machine's runs above and in the README)."""
+    """The endings of real CBC 2.10 logs (this machine's runs above and earlier)."""
     log, is_mip, (status, objective, bound) = CBC_ENDINGS[case]
     got = read_cbc_log("Welcome to the CBC MILP Solver\n" + log, is_mip)
     assert got[0] is status

@@ -120,6 +120,18 @@ def test_the_slurm_replay_decides_with_the_ticks_function(monkeypatch):
 # -- run_tick on a state folder, with the commands faked -------------------------------------
 
 
+def _inputs(folder: Path) -> None:
+    """The scenario of :data:`ORG` and :data:`PLAN`'s clusters, as a cycle keeps it."""
+    from tests.scenario_factory import SCENARIO_TOML, write_scenario
+
+    org = "id,parent,weight\n" + "".join(f"{r.id},{r.parent},{r.weight}\n"
+                                         for r in ORG.itertuples())
+    write_scenario(folder, scenario=SCENARIO_TOML.replace("A100 = 0.55", "A100 = 0.5"),
+                   clusters="cluster,gpu_type,nodes,gpus_per_node\nc1,H100,4,8\nc2,A100,2,8\n",
+                   org=org, budgets="project,gpu_hours\np1,2000\np2,1500\n=P 3,500\n",
+                   demand="project,cluster,start,end,gpus\n", reservations=None, usage=None)
+
+
 def state_with(tmp_path: Path, plan: dict, exports: list[str], name: str = "p1") -> Path:
     """A state folder whose current plan is ``plan`` (as planner cycle leaves it)."""
     state = tmp_path / "state"
@@ -128,6 +140,7 @@ def state_with(tmp_path: Path, plan: dict, exports: list[str], name: str = "p1")
     (folder / "plan.json").write_text(json.dumps(plan))
     (folder / "cycle.json").write_text(json.dumps({"as_of": plan["as_of"], "previous": None,
                                                    "exports": exports}))
+    _inputs(folder / "inputs")
     link = state / "current"
     if link.is_symlink():
         link.unlink()

@@ -241,9 +241,10 @@ def test_trace_80k_rows_read_sorted(tmp_path):
     assert list(got["job_id"]) == list(frame.sort_values(["submit", "job_id"])["job_id"])
 
 
-def test_trace_columns_table_is_in_the_readme():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert trace_markdown() in readme
+def test_trace_columns_table_is_the_docs_reference():
+    from planner.reference import TRACE_PAGE, pages
+
+    assert trace_markdown() in pages()[TRACE_PAGE]
 
 
 def test_trace_header_only_is_an_empty_trace_with_the_schema_dtypes(tmp_path):

@@ -1,6 +1,6 @@
 """The executor view: per period and cluster, what is in force and when it next changes.
 
-For an executor of any other kind (see README, "plan.json for executor authors"): each
+For an executor of any other kind (docs/reference: plan.json and the executor contract): each
 period lists, per cluster, the projects' ``guaranteed_gpus`` and ``opportunistic_gpus`` (as
 in ``allocations``), the reservations that run at some time in the period, and
 ``next_change``: the start of the first later period whose quotas or reservations on that

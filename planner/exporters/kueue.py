@@ -56,7 +56,7 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     what borrowers hold: borrowed work — opportunistic and fill — is reclaimed first, at
     once: Kueue has no protected runtime); with Fair Sharing on (the export needs it) it
     also lets a queue beyond its nominal quota preempt the borrowed work of queues whose
-    share is higher, under the Configuration's ``preemptionStrategies`` (the README names
+    share is higher, under the Configuration's ``preemptionStrategies`` (the docs ask for
     ``[LessThanOrEqualToFinalShare]``; ``planner-kueue`` replays it);
     ``borrowWithinCohort: Never`` (classic preemption's setting, which Kueue ignores under
     Fair Sharing), ``withinClusterQueue: LowerPriority``. Reserved quota is not lendable,

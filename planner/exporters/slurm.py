@@ -45,7 +45,7 @@ What it sets:
   Once a budget is spent, the project's jobs that name no QOS
   pend (``QOSGrpGRESMinutes``), and beyond the cap (``QOSGrpGRES``), while its
   ``--qos=gp-opportunistic`` jobs still run (the site's wrapper moves such pending jobs
-  there: README, "The wrapper rule");
+  there: docs/explanation/slurm.md, "The wrapper rule");
 - **reservations**: every planned reservation, ``ReservationName=gp-<request id>`` (the id
   where Slurm takes it verbatim, else its safe form; the ``gp-`` prefix keeps a site's own
   reservations out of reach: the script creates, updates and deletes only ``gp-`` names of

@@ -1,10 +1,8 @@
 """How busy the machine is beside this planning process: cores others use right now.
 
 The 1-minute load average lags: a planning run started just after another reads the
-first run's worker processes in it for a minute after they ended (measured on the
-2-core machine: load 1.5-2.3 at the start of a run that followed one at once, with
-nothing else running), and then solved the reservation parts in turn instead of in two
-workers (x10r10: 1.09-1.21 % against 0.95-0.97 %). :func:`busy_elsewhere` instead counts
+first run's worker processes in it for a minute after they ended, and would then solve
+the reservation parts in turn instead of in two workers. :func:`busy_elsewhere` instead counts
 the CPU time every process spent over a short window (``/proc/stat``) less what this
 process and its children spent (``/proc/<pid>/stat``): its own HiGHS threads and its LP
 helper are not "others". Linux only; elsewhere it returns ``None`` and the caller falls

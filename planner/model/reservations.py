@@ -35,11 +35,9 @@ their bounds (each HiGHS's ``mip_dual_bound``) is a true bound of the whole prob
 (R4) is a fixed coefficient of each start (computed from demand alone), so the
 elastic displacement couples nothing here; the elastic LP of stage 2 sees the placed
 reservations. Splitting further, one cluster at a time, would have to relax the
-binding budget rows: measured on the 560-request case (one part of 8 clusters, 26
-binding budget rows of which 25 span clusters), per-cluster CP-SAT bounds add up to
-2.40 M with the rows dropped and 2.11 M with the LP's budget duals as Lagrange
-multipliers (Σ_k bound_k(μ) + Σ_p μ_p H_p), against 2.06 M for the part's own bound:
-true bounds both, but looser, so they are not used.
+binding budget rows: per-cluster bounds with the rows dropped, or with the LP's budget
+duals as Lagrange multipliers (Σ_k bound_k(μ) + Σ_p μ_p H_p), are true bounds but looser
+than the part's own, so they are not used.
 
 Warm start (:func:`warm_start`): every part starts from the best valid placement of
 a greedy one (largest first, best start that fits), the LP relaxation's starts
@@ -56,44 +54,35 @@ start, overlapping by half) by a sub-MIP with every other request fixed, keeping
 is worth more, the runs furthest from the LP relaxation's values first; HiGHS's branch
 and cut starts from the result. The part's bound is the lower of HiGHS's
 ``mip_dual_bound`` and the LP relaxation's value (both true bounds; HiGHS stopped before
-its root has only a loose one). On x10r10 (10 parts, 30 s) the stage's gap went from
-7.90 % (HiGHS alone, load 12–13) to 4.89 % (load 7–8; README, "Reservation-heavy plans").
+its root has only a loose one). It improves a poor warm start quickly, where HiGHS
+alone can spend a part's whole time before its first heuristic solution.
 
 Swap search (:mod:`planner.model.swap_search`): the last :data:`POLISH_SHARE` of a
 part's time takes the placement HiGHS returns, when it is not proven within the gap
 tolerance, through single insertions with one or two ejections (plain Python, tens of
 thousands of moves a second, a work limit). HiGHS's placements are local optima of its
-sub-MIPs, not of these moves: on the hardest x10r10 part HiGHS's placement after 120 s
-(228.19 M, in the model's units of GPU-hours × SCALE) became 229.70 M in 0.1 s; r10's
-stage gap went from 0.75 % to 0.25 % (median of 3, load 9–10). Where the local search's
-placement is the result (x10r10, 3 s a part) it finds next to nothing.
+sub-MIPs, not of these moves, so a fraction of a second of them can still gain. Where the
+local search's placement is the result (a part given a few seconds) they find next to
+nothing.
 
 Cluster polish (:func:`cluster_polish`): HiGHS's placement, when not proven within the
 gap tolerance, is polished cluster by cluster: all of one cluster's requests re-placed by
 a sub-MIP, the other clusters' fixed (:data:`CLUSTER_SHARE` of a part's time given at
 least :data:`CLUSTER_MIN_PART_SECONDS`, before the swap search). The runs above improve a
-poor start quickly and then stall (on ``a100-a-4`` after 1.5 s, at 217.3 M, whatever
-the time); a whole cluster's sub-MIP moves all its requests against budgets fixed
-elsewhere, and from HiGHS's placement it gains where HiGHS's own branch and cut has
-stalled. Second pass (:func:`improve_reservation_model`, run by
+poor start quickly and then stall whatever the time; a whole cluster's sub-MIP moves all
+its requests against budgets fixed elsewhere, and from HiGHS's placement it gains where
+HiGHS's own branch and cut has stalled. Second pass (:func:`improve_reservation_model`, run by
 ``planner.model.solve`` in the time the elastic LP leaves): the open parts are polished
 again from their placements, by what each lacks of its bound.
 
-Tried and not kept (measured on the hardest x10r10 part, ``a100-a-4``; README): tighter
-rows. Its LP relaxation is 238.21 M; HiGHS's presolve brings it to 234.84 M and its root
-cuts to 233.51 M, where 120 s leave it (233.48 M). A budget row's right-hand side cut to
-the largest sum of its requests' costs that fits it (subset sum) gives 235.18 M, the
-budget rows replaced by the convex hulls of the projects' knapsacks (column generation)
-234.82 M, each cluster's value capped by its own optimum 237.32 M, rounded node rows
-(Σ ⌊n_r/d⌋ y ≤ ⌊N_k/d⌋ per period) 237.36 M: all true bounds, none below what HiGHS's root
-reaches by itself; with the rounded rows HiGHS's bound after 5 s was 233.69 M (233.71 M
-without), with the caps after 10 s 233.53 M. The gap at 3 s a part is the incumbent's:
-216 M against the root's 233.9 M, where 120 s of HiGHS reach 228.2 M.
-
-Why HiGHS and not CP-SAT (used here before): on the 560-request case in 25 s, HiGHS's
-branch and cut reached 2.043 M against a bound of 2.061 M (0.90 %), where CP-SAT (the
-time-indexed booleans, two workers) stayed at 1.994 M against 2.060 M (3.34 %). See
-``benchmarks/reservations_gap.py`` and the README for the measured figures.
+Tighter rows were tried and not kept (a budget row cut to its largest subset sum, the
+projects' knapsacks convexified, each cluster's value capped by its own optimum, node
+rows rounded per period): each is a true bound, and none is below what HiGHS's presolve
+and root cuts reach by themselves, so a remaining gap is the incumbent's, not the
+bound's. The stage is HiGHS's MIP rather than CP-SAT's because HiGHS's branch and cut
+finds better incumbents against equally tight bounds on these time-indexed models
+(``docs/explanation/model.md``). ``benchmarks/reservations_gap.py`` measures the gap
+(``benchmarks/results/reservations.json``).
 """
 
 from __future__ import annotations
@@ -573,10 +562,8 @@ def cluster_polish(part: ReservationPart, placement: dict[str, int], deadline: f
     :data:`CLUSTER_ROUNDS` rounds, each sub-MIP at most :data:`CLUSTER_NODES` nodes and
     :data:`CLUSTER_SECONDS`. Where the runs of :func:`neighbourhoods` improve a poor start
     quickly, a whole cluster's sub-MIP improves a good one: it moves every request of a
-    cluster at once, against budgets fixed elsewhere. Measured on x10r10's three hardest
-    parts from their 6-second placements (gaps 3.42, 1.83, 1.84 %), 10 s more gave 1.65,
-    0.74 and 0.94 %, where the same time in the first pass's pipeline again (local
-    search by runs, HiGHS from the placement, swap search) gave 2.61, 1.37 and 1.88 %.
+    cluster at once, against budgets fixed elsewhere, and from a good placement gains
+    more than the same time spent on the first pass's pipeline again.
     """
     return improve_placement(part, deadline, threads, seed, cluster_neighbourhoods(part),
                              placement, CLUSTER_ROUNDS, CLUSTER_NODES, CLUSTER_SECONDS)

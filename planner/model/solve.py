@@ -252,19 +252,17 @@ HELPER_PEAKS_MB: list[float] = []
 
 
 #: The environment variable that chooses: ``1`` always, ``0`` never; unset: only while a
-#: core is free. Measured on the 2-core machine at load 0.7-1.1, alternating, medians of 3
-#: (`benchmarks/bench.py`): the 10× daily plan 3.10 / 3.01 s without the helper, 2.89 / 2.78 s
-#: with it; 28× 12.35 / 13.40 s without, 10.39 / 11.15 s with it;
-#: at load 2.4 the 10× LP took 1.79-2.16 s alone and 2.32-2.70 s with the helper, which
-#: then pays its start-up and gets no free core. Either way the plan is the same bytes.
+#: core is free: a second process saves wall time only where a core is idle for it, and
+#: on a busy machine pays its start-up for nothing (`benchmarks/bench.py` measures both).
+#: Either way the plan is the same bytes.
 HELPER_ENV = "PLANNER_LP_HELPER"
 
 
 def core_is_free() -> bool:
     """Whether the 1-minute load average leaves about a core idle beside this process.
 
-    Below ``cores - 0.5``: a machine that ran nothing but one planning process after another
-    shows a load of about 1, and the helper paid there (2 cores, load 0.7-1.1).
+    Below ``cores - 0.5``: a machine that runs nothing but one planning process after
+    another shows a load of about 1, which still leaves a core for the helper.
     """
     cores = os.cpu_count() or 1
     try:

@@ -10,8 +10,8 @@ normalized GPU-hours (``ngh`` = GPU-hours × the GPU type's rate).
   capacity of that stretch;
 - per org node (areas, teams, projects): budget, used, planned, forecast = used +
   planned, all NGH, from the plan's ``budgets`` rows summed up the org tree;
-- risks: projects forecast over :data:`OVER` or under :data:`UNDER` of their budget,
-  and the unplaced reservations;
+- risks: each project's flags (:func:`planner.words.risk_flags`: overrun, unused budget,
+  opportunistic-heavy), then the unplaced reservations;
 - by week of the quarter (7-day weeks from ``quarter_start``, the last one short): spend
   per area (NGH), and per cluster the busy GPU-hours against capacity.
 
@@ -33,9 +33,18 @@ import pandas as pd
 
 from planner.inputs import Scenario
 from planner.model.problem import overlap_hours
+from planner.words import (
+    OPPORTUNISTIC,
+    OVER,
+    UNDER,
+    UNPLACED,
+    number,
+    percent,
+    risk_flags,
+    verdict,
+)
 
-OVER = 1.0  # forecast above this share of the budget: overrun risk
-UNDER = 0.8  # forecast below this share of the budget: budget left unused
+__all__ = ["OVER", "UNDER", "Report", "build_report"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,7 @@ class BudgetRow:
     used: float
     planned: float
     children: tuple[str, ...]  # child node ids, in org order
+    planned_opportunistic: float = 0.0  # beyond budget
 
     @property
     def forecast(self) -> float:
@@ -91,7 +101,7 @@ class BudgetRow:
 class Risk:
     """A headline risk: a project's forecast out of bounds, or an unplaced reservation."""
 
-    kind: str  # "overrun", "unused budget", "unplaced"
+    kind: str  # a flag of planner.words.RISKS: overrun, unused budget, …, unplaced
     subject: str  # project or request id
     detail: str
 
@@ -296,25 +306,35 @@ def _per_key(keys: pd.Series, values: np.ndarray, order: list[str]) -> np.ndarra
     return summed.reindex(order, fill_value=0.0).to_numpy(dtype=float)
 
 
+def project_weeks(plan: dict[str, Any], bins: tuple[Week, ...], granted: pd.DataFrame,
+                  ran: pd.DataFrame, projects: list[str]) -> dict[str, np.ndarray]:
+    """NGH per project and bin: ``actual``, ``planned`` and ``opportunistic``.
+
+    ``actual`` is usage, ``planned`` guaranteed + reserved grants, each (projects, bins)
+    in ``projects`` order. ``bins``: the quarter's weeks (:func:`weeks`) or any other
+    ``[start, end)`` runs.
+    """
+    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
+    charged = granted["kind"] != "opportunistic"
+    out = {}
+    for name, frame in (("actual", ran), ("planned", granted[charged]),
+                        ("opportunistic", granted[~charged])):
+        ngh = by_week(frame, bins) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
+        out[name] = _per_key(frame["project"], ngh, projects)
+    return out
+
+
 def pacing(plan: dict[str, Any], scenario: Scenario, rows: tuple[BudgetRow, ...],
            weeks_: tuple[Week, ...], granted: pd.DataFrame,
            ran: pd.DataFrame) -> tuple[AreaPace, ...]:
     """Spend per area by week in NGH: usage, then guaranteed + reserved, and opportunistic."""
     tree = scenario.tree
     area_of = {node: tree.ids[a] for node, a in zip(tree.ids, tree.area, strict=True)}
-
-    def area(node: str) -> str:
-        return area_of.get(node, node)
-
-    rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     areas = [r.node for r in rows if r.depth == 0]
-    out = {}
-    charged = granted["kind"] != "opportunistic"
-    for name, frame in (("actual", ran),
-                        ("planned", granted[charged]),
-                        ("opportunistic", granted[~charged])):
-        ngh = by_week(frame, weeks_) * frame["cluster"].map(rate).to_numpy(dtype=float)[:, None]
-        out[name] = _per_key(frame["project"].map(area), ngh, areas)
+    projects = [b["project"] for b in plan["budgets"]]
+    by_project = project_weeks(plan, weeks_, granted, ran, projects)
+    keys = pd.Series([area_of.get(p, p) for p in projects])
+    out = {k: _per_key(keys, v, areas) for k, v in by_project.items()}
     budget = {r.node: r.budget for r in rows if r.depth == 0}
     return tuple(AreaPace(a, budget[a], *(tuple(float(x) for x in out[k][i])
                                          for k in ("actual", "planned", "opportunistic")))
@@ -342,30 +362,36 @@ def cluster_weeks(plan: dict[str, Any], weeks_: tuple[Week, ...], granted: pd.Da
 def budget_rows(plan: dict[str, Any], scenario: Scenario) -> tuple[BudgetRow, ...]:
     """The org tree as rows, depth first, with NGH summed up from the plan's projects."""
     tree = scenario.tree
-    sums = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"]))
+    sums = tree.sum_up((b["project"], (b["budget"], b["used"], b["planned"],
+                                       b["planned_opportunistic"]))
                        for b in plan["budgets"])
     rows: list[BudgetRow] = []
     for depth, node in tree.preorder():  # depth first, children in org order; any depth
-        budget, used_, planned = sums.get(node, (0.0, 0.0, 0.0))
+        budget, used_, planned, opportunistic = sums.get(node, (0.0, 0.0, 0.0, 0.0))
         kids = tree.children_of(node)
         rows.append(BudgetRow(node, depth, not kids, tree.weight_of(node), budget, used_,
-                              planned, kids))
+                              planned, kids, opportunistic))
     return tuple(rows)
 
 
 def risks(plan: dict[str, Any], rows: tuple[BudgetRow, ...]) -> tuple[Risk, ...]:
-    """Projects forecast over or under budget, then the unplaced reservations."""
+    """Each project's flags (:func:`planner.words.risk_flags`), then unplaced reservations."""
     out = []
     for r in rows:
-        if not r.is_project or r.share is None:
+        if not r.is_project:
             continue
-        if r.share > OVER + 1e-9:
-            out.append(Risk("overrun", r.node, f"forecast {r.forecast:,.0f} NGH is "
-                                               f"{100 * r.share:.0f} % of {r.budget:,.0f}"))
-        elif r.share < UNDER:
-            out.append(Risk("unused budget", r.node, f"forecast {r.forecast:,.0f} NGH is "
-                                                     f"{100 * r.share:.0f} % of {r.budget:,.0f}"))
-    out += [Risk("unplaced", u["request_id"], f"{u['project']}: {u['reason']}")
+        for flag in risk_flags(r.budget, r.forecast, r.planned_opportunistic):
+            if flag == OPPORTUNISTIC:
+                detail = (f"plans {number(r.planned_opportunistic)} NGH opportunistic, "
+                          f"{percent(r.planned_opportunistic / r.budget)} of its budget "
+                          f"{number(r.budget)}")
+            elif r.budget:
+                detail = (f"forecast {number(r.forecast)} NGH is {percent(r.share)} of "
+                          f"{number(r.budget)}")
+            else:
+                detail = f"forecast {number(r.forecast)} NGH without a budget"
+            out.append(Risk(flag, r.node, detail))
+    out += [Risk(UNPLACED, u["request_id"], f"{u['project']}: {u['reason']}")
             for u in plan["unplaced"]]
     return tuple(out)
 
@@ -379,3 +405,13 @@ def build_report(plan: dict[str, Any], scenario: Scenario) -> Report:
                   cluster_rows(plan, granted, ran), rows, risks(plan, rows), weeks_,
                   pacing(plan, scenario, rows, weeks_, granted, ran),
                   cluster_weeks(plan, weeks_, granted, ran))
+
+
+def report_verdict(report: Report) -> str:
+    """The report's one-sentence verdict (:func:`planner.words.verdict`)."""
+    flags: dict[str, int] = {}
+    for risk in report.risks:
+        flags[risk.kind] = flags.get(risk.kind, 0) + 1
+    return verdict(report.quarter, report.plan["as_of"], report.total("budget"),
+                   report.total("forecast"), flags, len(report.projects),
+                   len(report.plan["unplaced"]))

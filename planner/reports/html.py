@@ -28,7 +28,17 @@ from planner.config import ModelConfig
 from planner.explain import explain_all, explanation_lines
 from planner.inputs import Scenario
 from planner.plan.write import write_files
-from planner.reports.content import OVER, UNDER, Report, build_report
+from planner.reports.content import Report, build_report, report_verdict
+from planner.words import (
+    OPPORTUNISTIC,
+    OVERRUN,
+    RISKS,
+    UNUSED,
+    ngh_definition,
+    number,
+    percent,
+    plan_rates,
+)
 
 TEMPLATES = ("planner", "templates")  # package data: planner/templates/*.j2, in the wheel
 TEMPLATE = "report.html.j2"
@@ -164,6 +174,14 @@ def environment() -> jinja2.Environment:
                               lstrip_blocks=True)
 
 
+RISK_CLASS = {OVERRUN: "over", UNUSED: "under", OPPORTUNISTIC: "opportunistic"}
+
+
+def risk_class(flag: str) -> str:
+    """The CSS class of a risk flag (red overrun, amber unused, purple opportunistic)."""
+    return RISK_CLASS.get(flag, "")
+
+
 def render_html(plan: dict[str, Any], scenario: Scenario,
                 model: ModelConfig | None = None) -> str:
     """The report as HTML text (``model``: the plan's lookback; default its ``model``)."""
@@ -181,7 +199,9 @@ def render_html(plan: dict[str, Any], scenario: Scenario,
         pacing_chart=Markup(pacing_chart_svg(report)), heat_color=heat_color,
         opportunistic=[sum(a.opportunistic[w.number - 1] for a in report.pacing)
                        for w in report.weeks],
-        reservations=reservations, over=OVER, under=UNDER,
+        reservations=reservations, verdict=report_verdict(report),
+        ngh=ngh_definition(plan_rates(plan)), legend=RISKS, risk_class=risk_class,
+        n=number, pct=percent,
         whys=None if whys is None else [(ex.subject.project, ex.subject.headline,
                                           explanation_lines(ex)) for ex in whys])
 

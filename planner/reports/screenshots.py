@@ -1,9 +1,9 @@
 """Render the report with the tools leadership opens it in: LibreOffice and Chromium.
 
 Used by the system tests (``tests/test_report.py``) and by ``make screenshots``, which
-writes the README's pictures::
+writes the pictures of the front page and the docs::
 
-    .venv/bin/python -m planner.reports.screenshots --out docs
+    .venv/bin/python -m planner.reports.screenshots --out docs/images
 
 - :func:`soffice_convert`: LibreOffice headless ``--convert-to`` (``pdf``, or ``xlsx`` to
   get a copy with every formula recalculated). Each call gets its own ``HOME`` and user
@@ -100,7 +100,7 @@ def render(book: Path, page: Path, out_dir: Path, work: Path) -> tuple[Path, Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Plan the bundled sample and write the README's two screenshots."""
+    """Plan the bundled sample and write the two screenshots (docs/images)."""
     from planner.config import load_model
     from planner.inputs.load import load_scenario
     from planner.reports.html import write_html
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     from planner.run import SAMPLE, plan_scenario
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs", help="folder for the PNGs (default docs)")
+    parser.add_argument("--out", default="docs/images",
+                        help="folder for the PNGs (default docs/images)")
     args = parser.parse_args(argv)
     missing = [t for t in ("soffice", "pdftoppm", "chromium") if shutil.which(t) is None]
     if missing:

@@ -35,6 +35,7 @@ import pandas as pd
 from openpyxl import Workbook
 from openpyxl.cell.cell import Cell
 from openpyxl.chart import BarChart, LineChart, Reference, Series
+from openpyxl.chart.series import SeriesLabel
 from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
@@ -42,7 +43,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
 
 from planner.config import ModelConfig
-from planner.explain import Explanation, ProjectWhy, explain_all
+from planner.explain import Explanation, Level, ProjectWhy, explain_all
 from planner.inputs import Scenario
 from planner.inputs.labels import format_labels
 from planner.inputs.schema import (
@@ -56,20 +57,22 @@ from planner.inputs.schema import (
     bad_characters,
 )
 from planner.plan.write import write_files
-from planner.reports.content import OVER, UNDER, Report, build_report
+from planner.reports.content import Report, build_report, report_verdict
 from planner.summary import describe_periods, period_tiers
 from planner.times import iso
+from planner.words import RISKS, ngh_definition, plan_rates
 
 SUMMARY, BUDGETS, PACING, CLUSTER_USE, RESERVATIONS, NEXT, ABOUT, WHY = REPORT_SHEETS
 
 NGH = "#,##0"
 PCT = "0.0%"
 DATE = "yyyy-mm-dd hh:mm"
-BOLD = Font(bold=True)
+FONT = "Calibri"  # the workbook's font, named: a bold font without a name prints as a serif
+BOLD = Font(name=FONT, bold=True)
 MAX_INDENT = 250  # Excel's cell indent stops at 255
 HEADER_FILL = PatternFill("solid", fgColor="DDE4EE")
 HEADER_ALIGN = Alignment(wrap_text=True, vertical="bottom")
-TITLE = Font(bold=True, size=14)
+TITLE = Font(name=FONT, bold=True, size=14)
 BASIS_FILL = {"actual": None, "actual, then planned": PatternFill("solid", fgColor="FFF2CC"),
               "planned": PatternFill("solid", fgColor="E2EFDA")}
 AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377C2",
@@ -199,17 +202,25 @@ def _periods_text(plan: dict[str, Any]) -> str:
 def _summary(ws: Worksheet, report: Report) -> None:
     plan = report.plan
     put(ws, 1, 1, f"Quarterly GPU report: {report.quarter}").font = TITLE
+    for row, text, font in ((2, report_verdict(report), Font(name=FONT, bold=True, size=12)),
+                            (3, ngh_definition(plan_rates(plan)) + ".", None)):
+        cell = put(ws, row, 1, text)
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
+        if font:
+            cell.font = font
+        ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=12)
+        ws.row_dimensions[row].height = 33 if font else 18
     facts = [("Quarter", report.quarter),
              ("Quarter start", _stamp(plan["quarter_start"])),
              ("Quarter end", _stamp(plan["quarter_end"])),
              ("As of", _stamp(plan["as_of"])),
              ("Scenario", plan["scenario"]),
              ("Planning periods", _periods_text(plan))]
-    for i, (key, value) in enumerate(facts, start=2):
+    for i, (key, value) in enumerate(facts, start=SUMMARY_FACTS):
         put(ws, i, 1, key).font = BOLD
         put(ws, i, 2, value, _date_format(value))
 
-    row = len(facts) + 3
+    row = len(facts) + SUMMARY_FACTS + 1
     put(ws, row, 1, "Capacity and utilization").font = BOLD
     row += 1
     cols = ["cluster", "GPU type", "GPUs", "NGH rate",
@@ -267,9 +278,15 @@ def _summary(ws: Worksheet, report: Report) -> None:
     ws.add_chart(chart, f"H{area_first - 1}")
 
     row = area_total + 2
-    put(ws, row, 1, f"Headline risks (forecast over {100 * OVER:.0f} % or under "
-                    f"{100 * UNDER:.0f} % of budget; unplaced reservations)").font = BOLD
-    row += 1
+    put(ws, row, 1, "Headline risks").font = BOLD
+    for term in RISKS:  # the legend: one vocabulary, as planner status prints it
+        row += 1
+        flag = put(ws, row, 1, term.name)
+        flag.font, flag.alignment = BOLD, Alignment(vertical="top")
+        put(ws, row, 2, term.meaning).alignment = Alignment(wrap_text=True, vertical="top")
+        ws.merge_cells(start_row=row, start_column=2, end_row=row, end_column=7)
+        ws.row_dimensions[row].height = 15 * (1 + len(term.meaning) // 95)
+    row += 2
     header(ws, row, ["risk", "project / request", "detail"])
     for i, risk in enumerate(report.risks, start=row + 1):
         put(ws, i, 1, risk.kind)
@@ -277,9 +294,15 @@ def _summary(ws: Worksheet, report: Report) -> None:
         put(ws, i, 3, risk.detail)
     if not report.risks:
         put(ws, row + 1, 1, "none")
+    put(ws, row + max(len(report.risks), 1) + 2, 1,
+        f"The sheets {ABOUT} (provenance) and {WHY} (the rule that binds each project) are "
+        "hidden so that they do not print: right-click a sheet tab → Unhide to read them.")
     widths(ws, [28, 28, 10, 10, 16, 14, 11, 14, 14, 16, 14, 10])
     ws.freeze_panes = "A2"
     _landscape(ws)
+
+
+SUMMARY_FACTS = 4  # the row of the first fact (Quarter), under the verdict and NGH
 
 
 BUDGET_COLUMNS = ("node", "level", "budget NGH", "used NGH", "planned NGH",
@@ -321,75 +344,108 @@ def _budgets(ws: Worksheet, report: Report) -> None:
     _landscape(ws)
 
 
-PACING_FIXED = ("week", "start", "end", "basis", "quarter elapsed")
+PACING_WEEK_ROWS = ("start", "end", "basis", "quarter elapsed")
 PACING_PER_AREA = ("spend NGH", "cumulative NGH", "even pace NGH")
 PACING_TOTAL = ("institute spend NGH", "institute cumulative NGH", "institute even pace NGH",
                 "of which actual NGH", "opportunistic NGH (beyond budget)")
+#: what column A says for a figure, under its area's (or the institute's) title row
+PACING_LABEL = {"institute spend NGH": "spend NGH", "institute cumulative NGH": "cumulative NGH",
+                "institute even pace NGH": "even pace NGH", "of which actual NGH": "actual NGH",
+                "opportunistic NGH (beyond budget)": "opportunistic NGH"}
+INSTITUTE = "institute"
+PACING_LABEL_WIDTH = 16  # column A: the figures' short names ("cumulative NGH")
+PACING_WEEK_WIDTH = 7.5  # at least; wider when a figure needs it (see _pacing)
+PACING_MARGIN = 0.25  # left and right page margins, inches
 
 
-def pacing_columns(report: Report) -> dict[tuple[str, str], int]:
-    """Column of each (area, figure) on the *Pacing* sheet; area "" for the institute."""
+def pacing_rows(report: Report) -> dict[tuple[str, str], int]:
+    """Row of each (area, figure) on the *Pacing* sheet; area "" for weeks and institute.
+
+    ``(area, "")`` is an area's title row, ``(INSTITUTE, "")`` the institute's. Weeks run
+    across (column B is week 1) and the figures' names are short, so the sheet is as wide
+    for 40 areas as for 4 and prints one page wide, landscape, at 8 pt or more.
+    """
     at = {}
-    col = len(PACING_FIXED) + 1
+    row = 2
+    for name in PACING_WEEK_ROWS:
+        at[("", name)] = row
+        row += 1
     for a in report.pacing:
+        row += 1  # a blank row before each area
+        at[(a.area, "")] = row
+        row += 1
         for name in PACING_PER_AREA:
-            at[(a.area, name)] = col
-            col += 1
+            at[(a.area, name)] = row
+            row += 1
+    row += 1
+    at[(INSTITUTE, "")] = row
+    row += 1
     for name in PACING_TOTAL:
-        at[("", name)] = col
-        col += 1
+        at[("", name)] = row
+        row += 1
     return at
 
 
 def _pacing(ws: Worksheet, report: Report) -> None:
-    """Cumulative spend per area by week against the even-pace line, and a line chart.
+    """Spend, cumulative spend and the even-pace line per area by week, and a line chart.
 
-    Cumulative and pace cells are live formulas; the pace reads the area's budget
-    subtotal on *Budget tree*.
+    One row a figure, one column a week; cumulative and pace cells are live formulas, the
+    pace reading the area's budget subtotal on *Budget tree*.
     """
-    at = pacing_columns(report)
-    names = list(PACING_FIXED) + [f"{area} {name}" if area else name
-                                  for (area, name) in at]
-    header(ws, 1, names)
+    at = pacing_rows(report)
+    weeks = report.weeks
+    header(ws, 1, ["week"] + [w.label for w in weeks])
     tree = budget_tree_rows(report)
-    letter = {key: get_column_letter(col) for key, col in at.items()}
-    for i, w in enumerate(report.weeks, start=2):
-        put(ws, i, 1, f"W{w.number}")
-        put(ws, i, 2, w.start, DATE)
-        put(ws, i, 3, w.end, DATE)
-        basis = put(ws, i, 4, w.basis)
+    col = {w.number: get_column_letter(1 + w.number) for w in weeks}
+    for (area, name), r in at.items():
+        if name:
+            put(ws, r, 1, PACING_LABEL.get(name, name)).alignment = Alignment(vertical="top")
+        else:  # a title row: the area's name runs on over the empty week cells
+            put(ws, r, 1, area).font = BOLD
+    elapsed = at[("", "quarter elapsed")]
+    for w in weeks:
+        j, c = 1 + w.number, col[w.number]
+        put(ws, at[("", "start")], j, w.start, "mm-dd")
+        put(ws, at[("", "end")], j, w.end, "mm-dd")
+        basis = put(ws, at[("", "basis")], j, w.basis)
+        basis.alignment = Alignment(wrap_text=True, vertical="top")
         if BASIS_FILL[w.basis]:
             basis.fill = BASIS_FILL[w.basis]
-        put(ws, i, 5, w.elapsed, PCT)
+        put(ws, elapsed, j, w.elapsed, PCT)
         for a in report.pacing:
-            spend, cum = letter[(a.area, "spend NGH")], letter[(a.area, "cumulative NGH")]
-            put(ws, i, at[(a.area, "spend NGH")], a.spend[w.number - 1], NGH)
-            put_formula(ws, i, at[(a.area, "cumulative NGH")],
-                        f"={spend}{i}" if i == 2 else f"={cum}{i - 1}+{spend}{i}", NGH)
-            put_formula(ws, i, at[(a.area, "even pace NGH")],
-                        f"='{BUDGETS}'!$C${tree[a.area]}*$E{i}", NGH)
-        total, cum = letter[("", PACING_TOTAL[0])], letter[("", PACING_TOTAL[1])]
-        spends = ",".join(f"{letter[(a.area, 'spend NGH')]}{i}" for a in report.pacing)
-        paces = ",".join(f"{letter[(a.area, 'even pace NGH')]}{i}" for a in report.pacing)
-        put_formula(ws, i, at[("", PACING_TOTAL[0])], f"=SUM({spends})", NGH)
-        put_formula(ws, i, at[("", PACING_TOTAL[1])],
-                    f"={total}{i}" if i == 2 else f"={cum}{i - 1}+{total}{i}", NGH)
-        put_formula(ws, i, at[("", PACING_TOTAL[2])], f"=SUM({paces})", NGH)
-        put(ws, i, at[("", PACING_TOTAL[3])],
+            spend, cum = at[(a.area, "spend NGH")], at[(a.area, "cumulative NGH")]
+            put(ws, spend, j, a.spend[w.number - 1], NGH)
+            put_formula(ws, cum, j, f"={c}{spend}" if w.number == 1
+                        else f"={col[w.number - 1]}{cum}+{c}{spend}", NGH)
+            put_formula(ws, at[(a.area, "even pace NGH")], j,
+                        f"='{BUDGETS}'!$C${tree[a.area]}*{c}${elapsed}", NGH)
+        total, cum = at[("", PACING_TOTAL[0])], at[("", PACING_TOTAL[1])]
+        spends = ",".join(f"{c}{at[(a.area, 'spend NGH')]}" for a in report.pacing)
+        paces = ",".join(f"{c}{at[(a.area, 'even pace NGH')]}" for a in report.pacing)
+        put_formula(ws, total, j, f"=SUM({spends})", NGH)
+        put_formula(ws, cum, j, f"={c}{total}" if w.number == 1
+                    else f"={col[w.number - 1]}{cum}+{c}{total}", NGH)
+        put_formula(ws, at[("", PACING_TOTAL[2])], j, f"=SUM({paces})", NGH)
+        put(ws, at[("", PACING_TOTAL[3])], j,
             sum(a.actual[w.number - 1] for a in report.pacing), NGH)
-        put(ws, i, at[("", PACING_TOTAL[4])],
+        put(ws, at[("", PACING_TOTAL[4])], j,
             sum(a.opportunistic[w.number - 1] for a in report.pacing), NGH)
-    last = len(report.weeks) + 1
+    ws.row_dimensions[at[("", "basis")]].height = 45  # "actual, then planned": 3 lines
+    last = max(at.values())
     as_of = _stamp(report.plan["as_of"]).strftime("%Y-%m-%d")
     notes = [
-        f"Spend charged to budgets, NGH: usage up to {as_of} (basis actual), guaranteed and "
+        f"Spend charged to budgets: usage up to {as_of} (basis actual), guaranteed and "
         "reserved grants of the plan after it (basis planned). The last cumulative figure "
         "is the area's forecast on Summary.",
         "Even pace: the area's budget (Budget tree) × the share of the quarter elapsed at "
         "the week's end. Opportunistic grants are beyond budget and not in spend.",
+        ngh_definition(plan_rates(report.plan)) + ".",
     ]
     for k, line in enumerate(notes, start=last + 2):
-        put(ws, k, 1, line)
+        cell = put(ws, k, 1, line)
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
+        ws.merge_cells(start_row=k, start_column=1, end_row=k, end_column=1 + len(weeks))
+        ws.row_dimensions[k].height = 30
 
     chart = LineChart()
     chart.title = f"Cumulative spend vs. even pace per area (NGH; planned after {as_of})"
@@ -399,9 +455,11 @@ def _pacing(ws: Worksheet, report: Report) -> None:
     for k, a in enumerate(report.pacing):
         color = AREA_COLORS[k % len(AREA_COLORS)]
         for name, dash in (("cumulative NGH", None), ("even pace NGH", "dash")):
-            col = at[(a.area, name)]
-            series = Series(Reference(ws, min_col=col, min_row=1, max_row=last),
-                            title_from_data=True)
+            r = at[(a.area, name)]
+            series = Series(Reference(ws, min_col=2, max_col=1 + len(weeks), min_row=r,
+                                      max_row=r),
+                            title=None)
+            series.tx = SeriesLabel(v=f"{a.area} {name}")
             series.graphicalProperties.line.solidFill = color
             series.graphicalProperties.line.width = 22000 if dash is None else 15000
             if dash:
@@ -409,18 +467,23 @@ def _pacing(ws: Worksheet, report: Report) -> None:
             series.marker.symbol = "none"
             series.smooth = False
             chart.series.append(series)
-    chart.set_categories(Reference(ws, min_col=1, min_row=2, max_row=last))
+    chart.set_categories(Reference(ws, min_col=2, max_col=1 + len(weeks), min_row=1,
+                                   max_row=1))
     chart.height, chart.width = 10, 24
     ws.add_chart(chart, f"A{last + len(notes) + 3}")
 
     ws.freeze_panes = "B2"
-    ws.auto_filter.ref = f"A1:{get_column_letter(len(names))}{last}"
-    widths(ws, [7, 16, 16, 19, 9] + [14] * (len(names) - len(PACING_FIXED)))
-    ws.row_dimensions[1].height = 45
-    for cell in ws[1]:
-        cell.alignment = Alignment(wrap_text=True, vertical="top")
+    # wide enough for the largest figure (the institute's budget), no wider: in the
+    # workbook's font (Calibri 11), 14 weeks of "4,723,973" and the labels print one
+    # landscape page wide at about 10 pt
+    largest = max([1.0, sum(a.budget for a in report.pacing),
+                   sum(a.cumulative[-1] for a in report.pacing if a.cumulative)])
+    week_width = max(PACING_WEEK_WIDTH, len(f"{largest:,.0f}") + 0.5)
+    widths(ws, [PACING_LABEL_WIDTH] + [week_width] * len(weeks))
     ws.print_title_rows = "1:1"
+    ws.print_title_cols = "A:A"
     _landscape(ws)
+    ws.page_margins.left = ws.page_margins.right = PACING_MARGIN
 
 
 def _landscape(ws: Worksheet) -> None:
@@ -621,8 +684,20 @@ def _about(ws: Worksheet, report: Report) -> None:
 
 
 WHY_COLUMNS = ("project", "cluster", "binds", "demand GPU-h", "fair-share target GPU-h",
-               "granted GPU-h", "of which opportunistic", "λ at the project's level (NGH)",
+               "granted GPU-h", "of which opportunistic",
+               "water level λ at the project's level (NGH per unit of weight)",
                "lookback usage NGH", "budget left NGH", "budget marginal value", "why")
+
+
+def why_level(level: Level) -> float | str:
+    """The Why sheet's water-level cell: λ where demand waits, else why there is none."""
+    if not level.contended:
+        return "not contended"
+    if level.capacity <= 1e-6:
+        return "demand waits: nothing to share"
+    if level.lam is None:
+        return "demand waits beyond budget"
+    return level.lam
 
 
 def _why(ws: Worksheet, whys: tuple[Explanation, ...] | None, model: str) -> None:
@@ -643,10 +718,9 @@ def _why(ws: Worksheet, whys: tuple[Explanation, ...] | None, model: str) -> Non
                 put(ws, row, j, v, NGH if isinstance(v, float) else None)
             row += 1
         for b in s.bindings:
-            lam = b.levels[-1].lam if b.levels else None
             values = [s.project, b.cluster, b.kind, b.demand, b.target,
                       b.guaranteed + b.opportunistic, b.opportunistic,
-                      lam if lam is not None else "not contended", *common, b.detail]
+                      why_level(b.levels[-1]) if b.levels else "", *common, b.detail]
             for j, v in enumerate(values, start=1):
                 put(ws, row, j, v, ("0.000" if j in (8, 11) else NGH)
                     if isinstance(v, float) else None)
@@ -655,9 +729,10 @@ def _why(ws: Worksheet, whys: tuple[Explanation, ...] | None, model: str) -> Non
     ws.auto_filter.ref = f"A1:L{max(last, 1)}"
     row += 1
     period = f"{whys[0].period_start} → {whys[0].period_end}" if whys else ""
-    put(ws, row, 1, f"The first period ({period}); planner explain PROJECT says more. λ: the "
-                    "water level of the project among its siblings, each getting "
-                    "min(demand, max(0, λ·weight − lookback usage)).")
+    put(ws, row, 1, f"The first period ({period}); planner explain PROJECT says more. Water "
+                    "level λ, where demand waits among the project and its siblings: each "
+                    "gets its weight × λ, less its recent (lookback) usage, never more than "
+                    "it asks. " + ngh_definition() + ".")
     row += 2
     unplaced = [(ex.subject, u) for ex in whys for u in ex.subject.unplaced]
     put(ws, row, 1, f"Unplaced reservations ({len(unplaced)})").font = BOLD
@@ -751,6 +826,8 @@ def build_workbook(report: Report, scenario: Scenario,
          report.plan["model"])
     for ws in book.worksheets:
         fit_header_rows(ws)
+    for name in (ABOUT, WHY):  # on screen after Unhide; not printed (Summary says so)
+        book[name].sheet_state = "hidden"
     _scenario_sheets(book, scenario, next_quarter_rows(report))
     stamp = _stamp(report.plan["as_of"]).tz_convert("UTC").tz_localize(None).to_pydatetime()
     book.properties.created = stamp

@@ -35,7 +35,7 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   priority and then submit order, that fits; a higher-priority head that does not fit
   first tries to preempt its own queue's lower-priority work, below; ``StrictFIFO``: only
   the first); between queues, with fair
-  sharing on (the export needs it, see the README), the tournament of hierarchical
+  sharing on (the export needs it, docs/explanation/kueue.md), the tournament of hierarchical
   fair sharing: from the root down, the child subtree with the lowest dominant
   resource share wins, share = what the node borrows ÷ what its parent could lend ÷
   weight (weight 0: infinite), computed with the workload admitted, both summed over
@@ -74,7 +74,7 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   their lowest common Cohort; ``LessThanInitialShare`` (Kueue's default second strategy,
   ``strategies=STRATEGIES``) takes one more candidate per queue whose share is strictly
   above the preemptor's new one. Targets stop once the workload fits (quota and nodes)
-  and are minimised in reverse. The README's configuration, replayed by default, names
+  and are minimised in reverse. The configuration the docs ask for, replayed by default, names
   the first strategy alone. (``borrowWithinCohort`` belongs to classic preemption; Kueue
   ignores it under Fair Sharing.) A job preempted in a scheduling pass preempts nobody
   in that pass, and one whose attempt failed is not retried in it;
@@ -514,8 +514,7 @@ class KueueReplayPolicy(PlannerPolicy):
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
         # which the export never lends (``lendingLimit``), so it idles until the gang job
-        # fits on the nodes. Measured on the 8,000-job synthetic quarter: occupancy 0.831
-        # with requests after one period (``None``), 0.947 without (README).
+        # fits on the nodes: requests cost occupancy, so they are off unless asked.
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours, demand=demand)
         self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
@@ -530,10 +529,8 @@ class KueueReplayPolicy(PlannerPolicy):
             raise ValueError(f"preemptionStrategies {strategies!r}: [{STRATEGIES[0]}] or "
                              f"{list(STRATEGIES)} (Kueue's default)")
         #: the Kueue Configuration's ``fairSharing.preemptionStrategies`` replayed: the
-        #: README's configuration, [LessThanOrEqualToFinalShare] alone (Kueue's default
-        #: adds LessThanInitialShare: on the 8,000-job quarter, in the README's diagnostic
-        #: runs, 28,182 preemptions against 18,055, weekly 0.933 against 0.936, worst team
-        #: 0.859 against 0.870)
+        #: configuration the docs ask for, [LessThanOrEqualToFinalShare] alone (Kueue's
+        #: default adds LessThanInitialShare, which preempts more for no gain)
         self.strategies = tuple(strategies)
         #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
         #: flavors only where the plan grants something)

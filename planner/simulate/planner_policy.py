@@ -8,15 +8,20 @@ policy plans with :func:`planner.run.plan_scenario` on the replay's scenario wit
   the lookback window (the last ``lookback_days``) and everything before it,
   each as its average GPUs (exact totals, so the budget used and the first
   period's lookback offset are exact; the later periods see the window evenly);
-- ``demand`` = the outstanding work of *allocated* jobs (waiting or running) per
-  project and cluster, profiled as if each started now: a job of g GPUs with r
-  hours of work left asks g GPUs from ``as_of`` for r rounded up to whole periods
-  (the executor enforces GPUs, so a period's grant is asked in GPUs, not averaged). No future
-  submissions are known (the replay does not peek at the trace);
+- ``demand`` = built by :mod:`planner.demand`, the code ``planner ingest squeue|kueue
+  --demand`` runs (:class:`DemandSource` says what the replan reads): the outstanding
+  work of *allocated* jobs (waiting or running) per project and cluster, profiled as if
+  each started now: a job of g GPUs with r hours left asks g GPUs from ``as_of`` for r
+  rounded up to whole periods (the executor enforces GPUs, so a period's grant is asked
+  in GPUs, not averaged), r its work left (``sees="trace"``, the default) or its time
+  limit left (``sees="queue"``, what a site reads); plus the arrival forecast, one row
+  per project and cluster to quarter end: the GPU-hours of the allocated jobs submitted
+  in the lookback window (``"trace"``) or run in it (``"queue"``, the usage ledger) ÷ its
+  hours. No future submissions are known (the replay does not peek at the trace);
 - **reservation requests for the gang jobs that waited**, when asked for
   (:meth:`PlannerPolicy.gang_requests`; off by default, ``gang_wait_hours`` = ∞: measured
   on Philly and two synthetic quarters, the requests and the drains they bring cost more
-  delivery and occupancy than they win, see the README): every waiting allocated job of
+  delivery and occupancy than they win): every waiting allocated job of
   at least one node's GPUs that has waited ``gang_wait_hours`` (``None``: one period: it
   went through a whole plan without getting in, so the elastic grant alone does not
   seat it) is a request of
@@ -99,7 +104,7 @@ pace, one that waited 96 h with projects at half their pace. An unallocated job
 that waited at least ``age_hours`` is protected for the fill slice once started
 (a fresh one, as before, may be preempted at once).
 
-The executor's other rules are the measured best of the variants the README lists (paced
+The executor's other rules are the measured best of the variants tried (paced
 up to the pace every hour, not only while behind it; over-budget work filling by pace
 with the rest, not last; the pace of idle projects shared; a replan every
 ``period_hours``, not more often): the others are gone. Its three parameters are the
@@ -190,6 +195,7 @@ class PlannerPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """The scenario without its own demand, reservations and usage; no plan yet."""
         scenario = sim.scenario
+        self.own_demand = scenario.demand  # a hand-written demand.csv (DemandSource.queue)
         self.base = replace(scenario, demand=scenario.demand.iloc[0:0],
                             reservations=scenario.reservations.iloc[0:0],
                             usage=scenario.usage.iloc[0:0])
@@ -385,8 +391,8 @@ class PlannerPolicy(AdmissionPolicy):
                 usage: pd.DataFrame | None = None) -> pd.DataFrame:
         """The replan's demand rows, built by :mod:`planner.demand` (:class:`DemandSource`)."""
         source = self.source
-        if not source.queue:
-            declared = source.declared if source.declared is not None else self.base.demand
+        if not source.queue:  # declared rows only (default: the scenario's demand.csv)
+            declared = source.declared if source.declared is not None else self.own_demand
             return declared_only(declared, as_of)
         jobs = self.read_back(sim, asked, as_of) if source.via_text else self.queued_jobs(
             sim, asked)

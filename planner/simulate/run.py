@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,7 @@ class PolicyRun:
     result: ReplayResult
     metrics: PolicyMetrics
     seconds: float
+    cpu_seconds: float = 0.0  # this process's CPU time over the replay (HiGHS's threads too)
 
 
 def parse_policies(text: str) -> list[str]:
@@ -202,17 +204,18 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
             jobs.append((name, name, model))
     runs = []
     for label, name, planning in jobs:
-        began, cpu = time.perf_counter(), time.process_time()
+        began, began_cpu = time.perf_counter(), time.process_time()
 
-        def hour(now: float, hours: float, label: str = label, cpu: float = cpu) -> None:
+        def hour(now: float, hours: float, label: str = label, cpu: float = began_cpu) -> None:
             progress(Progress(label, now, hours, time.process_time() - cpu))
 
         result = replay(scenario, trace, make_policy(name, planning),
                         hour if progress else None)
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
         if progress:
-            progress(Progress(label, result.hours, result.hours, time.process_time() - cpu))
-        runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds))
+            progress(Progress(label, result.hours, result.hours, cpu))
+        runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds,
+                              cpu))
     return runs
 
 
@@ -331,3 +334,63 @@ def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], 
             row.append(f"{r.seconds:.1f}")
         rows.append(row)
     return header, rows
+
+
+#: (metrics key, label, better): the figures of a replay's result file (``planner.results``).
+RESULT_FIGURES = (
+    ("occupancy", "occupancy", "higher"),
+    ("occupancy_of_demand", "occupancy of demand", "higher"),
+    ("delivered_over_owed_daily", "delivered ÷ owed, daily", "higher"),
+    ("delivered_over_owed_weekly", "delivered ÷ owed, weekly", "higher"),
+    ("delivered_over_owed_quarter", "delivered ÷ owed, quarter", "higher"),
+    ("worst_team_delivered_over_owed", "worst team (weekly)", "higher"),
+    ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %", "higher"),
+    ("budget_error_mean", "budget error mean", "lower"),
+    ("budget_error_floor_mean", "budget error floor (demand alone)", None),
+    ("budget_error_max", "budget error max", "lower"),
+    ("charged_over_budget_max", "charged ÷ budget max", "lower"),
+    ("charged_over_budget_max_project", "… of project", None),
+    ("jain", "Jain (teams, weekly)", "higher"),
+    ("wait_p50_hours", "wait p50 h", "lower"),
+    ("wait_p90_hours", "wait p90 h", "lower"),
+    ("small_wait_p90_hours", "small (≤ 1 GPU) wait p90 h", "lower"),
+    ("preemptions", "preemptions", "lower"),
+    ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption", "lower"),
+    ("jobs_never_started", "jobs never started", "lower"),
+)
+
+
+def write_replay_result(path: Path, runs: list[PolicyRun], scenario: Scenario,
+                        trace: pd.DataFrame, described: str, command: str | None = None,
+                        load_before: float | None = None) -> Path:
+    """The replays as a result file ``path`` (``<folder>/<name>.json``), with provenance.
+
+    One row per policy (column ``NAME@seedK`` per seed), one column per figure of
+    :data:`RESULT_FIGURES` with the direction that is better, and the wall and CPU
+    seconds of each replay; the notes hold the figures of the trace alone.
+    """
+    from planner.results import write_result
+
+    def rounded(value):  # ratios and hours to three decimals, as the terminal shows them
+        return round(value, 3) if isinstance(value, float) else value
+
+    rows = [{"policy": r.name,
+             **{key: rounded(r.metrics.summary[key]) for key, _, _ in RESULT_FIGURES},
+             "cpu_s": round(r.cpu_seconds, 1), "wall_s": round(r.seconds, 1)} for r in runs]
+    columns = [{"key": "policy", "label": "policy"}]
+    columns += [{"key": key, "label": label, **({"better": better} if better else {})}
+                for key, label, better in RESULT_FIGURES]
+    columns += [{"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
+                {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"}]
+    figures = trace_figures(scenario, trace)
+    return write_result(
+        path.stem, title=f"Replay: {described.split(' (')[0]}", columns=columns, rows=rows,
+        command=command, load_before=load_before, folder=path.parent,
+        what=f"Each policy replays {described} on `{scenario.config.name}` "
+             f"({len(trace):,} jobs), scored by `planner.simulate.metrics` (the definitions: "
+             "the Explanation page on replays). The figures are deterministic for the same "
+             "code, trace and HiGHS version; the seconds move with the machine's load.",
+        notes=[f"Of the trace alone, the same for every policy: owed {figures['owed_ngh']:,.0f} "
+               f"NGH, offered load {figures['offered_load']} × capacity, ideal occupancy "
+               f"{figures['ideal_occupancy']}, budget error floor (mean) "
+               f"{figures['budget_error_floor_mean']}."])

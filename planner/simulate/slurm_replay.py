@@ -28,7 +28,7 @@ with that state.
 **Scheduling** (Slurm 22.05, ``priority/multifactor``, ``preempt/qos``, the slurm.conf
 lines the script's header asks for):
 
-- *QOS of a job* (the user behaviour assumed, written in the README): an allocated job is
+- *QOS of a job* (the user behaviour assumed, docs/explanation/slurm.md): an allocated job is
   submitted under its account's ``DefaultQOS``, the project's budget QOS. It may start
   there only while the QOS's GPU-minutes — usage accrued plus what
   Slurm reserves for its running jobs (GPUs × time limit left) plus this job's GPUs × its
@@ -80,7 +80,7 @@ lines the script's header asks for):
   As Slurm's backfill with its default ``bf_window`` (1440 minutes;
   ``bf_window_hours``), no reservation is made for a job whose expected start lies
   beyond the window ("starts too far in the future to worry about").
-  ``reserve_each=False`` replays the earlier model, measured in the README: one
+  ``reserve_each=False`` replays the earlier model: one
   reservation, for the first blocked job only (as ``fairtree``), and no preemption in
   backfill.
 - *reservations*: a job of the reservation's account runs inside it (the wrapper adds
@@ -90,7 +90,7 @@ lines the script's header asks for):
 
 The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
 ``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``,
-``opportunistic_usage`` and ``floor`` replay the variants the README measures against it,
+``opportunistic_usage`` and ``floor`` replay the variants it was compared with (CHANGELOG),
 and ``bf_window_hours`` the site's backfill window (Slurm's default, a day).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
@@ -145,8 +145,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
         # then cannot end inside it and never starts there, while every job whose limit
-        # reaches a future reservation stays off its nodes. Measured on an 8,000-job
-        # synthetic quarter: occupancy 0.205 with requests after a day, 0.946 without.
+        # reaches a future reservation stays off its nodes, so requests idle whole nodes.
         super().__init__(model=model, check_every=check_every,
                          gang_wait_hours=gang_wait_hours, demand=demand)
         # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
@@ -155,7 +154,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
         # what slurm_state exports (the defaults are what `planner export` ships; other
-        # values replay the variants measured in the README)
+        # values replay the variants it was compared with)
         self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
         self.opportunistic_usage = opportunistic_usage
         self.pace_floor = floor

@@ -3,7 +3,7 @@
 A trace is a CSV of jobs to replay on a scenario: who submits what, where and when.
 :data:`TRACE_SCHEMA` lists its columns (type, unit, default, rule, meaning);
 :func:`read_trace` checks a file against it and against the scenario it is replayed
-on, and :func:`trace_markdown` renders it for the README.
+on, and :func:`trace_markdown` renders it for the docs (the trace-format reference).
 
 Reading follows the scenario files (:mod:`planner.inputs`): cells are split with the
 standard :mod:`csv` module and kept as exact text (ids ``007``, ``+1``, ``=SUM(A1)`` are
@@ -62,7 +62,7 @@ class TraceColumn:
     default: object
     rule: str
     meaning: str
-    default_text: str = ""  # how the README states a default that is not a constant
+    default_text: str = ""  # how the docs state a default that is not a constant
 
     @property
     def required(self) -> bool:
@@ -114,7 +114,7 @@ _REQUIRED = tuple(c.name for c in TRACE_SCHEMA if c.required)
 
 
 def trace_markdown() -> str:
-    """The trace columns as a Markdown table (the README's "Trace format" section)."""
+    """The trace columns as a Markdown table (the docs' trace-format reference)."""
     lines = ["| column | type | unit | required / default | rule | meaning |",
              "|---|---|---|---|---|---|"]
     for c in TRACE_SCHEMA:
