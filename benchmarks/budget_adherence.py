@@ -9,11 +9,12 @@ Replays the trace under each policy (``planner.simulate.run.simulate``, the code
 charged after its budget ran out by the tag its runs carried (the executor's class:
 Kueue's nominal or borrowed quota; Slurm's budget, opportunistic or exempt QOS), and
 measures how much of that overrun ran while other projects' allocated work waited on
-the same cluster with budget left (the *displaced* NGH: per hour and cluster, the
-smaller of the overrun's GPUs and those waiting GPUs, times the cluster's rate). An
-overrun on GPUs nobody with budget wanted is the fill working; a displaced one is the
-budget not holding. Writes ``benchmarks/results/<name>.json`` (default
-``budget-adherence-<trace>``).
+the same cluster with budget left (*displaced_ngh*: per hour and cluster, the smaller
+of the overrun's GPUs and those waiting GPUs, times the cluster's rate). An overrun on
+GPUs nobody with budget wanted is the fill working; one while budget work waited is
+the budget not holding, or the waiting work not fitting (a gang needs whole nodes):
+an upper bound on what the overrun took from others, not a proof it took it. Writes
+``benchmarks/results/<name>.json`` (default ``budget-adherence-<trace>``).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def main() -> None:
              "later lost to preemption), the NGH charged after its budget ran out by the "
              "tag its runs carried, and the part of that overrun that ran while other "
              "projects' allocated work with budget left waited on the same cluster "
-             "(displaced).",
+             "(an upper bound on what it took from them: waiting work may not have fit).",
         notes=["Issue 32 item 7 asks budget error max ≤ its floor max + 0.3 without losing "
                "weekly delivered ÷ owed."])
     print(f"wrote {out}")
@@ -151,7 +152,7 @@ COLUMNS = [
     {"key": "charged_over_budget", "label": "charged ÷ budget", "better": "lower"},
     {"key": "past_budget_ngh", "label": "NGH past budget"},
     {"key": "past_budget_by_tag", "label": "… by tag"},
-    {"key": "displaced_ngh", "label": "… displacing owed work", "better": "lower"},
+    {"key": "displaced_ngh", "label": "… while owed work waited", "better": "lower"},
     {"key": "budget_error_max", "label": "budget error max", "better": "lower"},
     {"key": "budget_error_floor_max", "label": "budget error floor max"},
     {"key": "delivered_over_owed_weekly", "label": "delivered ÷ owed weekly",
