@@ -316,7 +316,7 @@ ARROWS = {"higher": " ↑", "lower": " ↓", None: ""}
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
-    """The terminal/README table: a header and one row per policy.
+    """The terminal table: a header and one row per policy.
 
     Each metric's label ends in ↑ (higher is better) or ↓ (lower is better); a figure of
     the trace alone (the budget-error floor) has neither.
