@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -540,8 +541,9 @@ def resolve_node(ctx: Context, node: str) -> str:
         return node
     close = difflib.get_close_matches(node, ids, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise InputError([InputProblem("org.csv", None, "id",
-                                   f"no project or team {node!r}{hint}")])
+    source = ctx.problem.scenario.source  # the org table: a workbook's sheet, or org.csv
+    label = f"{Path(source).name}[org]" if source.endswith(".xlsx") else "org.csv"
+    raise InputError([InputProblem(label, None, "id", f"no project or team {node!r}{hint}")])
 
 
 def explain(ctx: Context, node: str) -> Explanation:

@@ -337,6 +337,17 @@ def test_unknown_id_exits_2_with_the_closest_ids(planned, capsys):
     assert main(["explain", "visoin", "--scenario", str(folder), "--plan", str(plan)]) == 2
     err = capsys.readouterr().err
     assert "no project or team 'visoin'" in err and "'vision'" in err
+    assert "org.csv" in err
+
+
+def test_unknown_id_in_a_workbook_scenario_names_its_org_sheet(planned, tmp_path, capsys):
+    from tests.scenario_factory import write_workbook
+
+    folder, plan = planned
+    book = write_workbook(tmp_path / "q4.xlsx", folder)
+    assert main(["explain", "visoin", "--scenario", str(book), "--plan", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert "q4.xlsx[org]" in err and "org.csv" not in err and "'vision'" in err
 
 
 def test_a_plan_from_other_inputs_is_refused(planned, tmp_path, capsys):

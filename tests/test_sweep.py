@@ -7,7 +7,9 @@ stays well under a minute on the 2-core machine.
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 from dataclasses import replace
 from pathlib import Path
 
@@ -305,6 +307,24 @@ def test_sweep_html_keeps_hostile_text_inert_and_is_the_same_bytes_twice(tmp_pat
     assert "&lt;script&gt;" in html and "&lt;img src=x onerror=alert(1)&gt;.toml" in html
     assert "a&amp;b-&gt;c 10%" in html
     assert html == render_sweep_html(spec, header, rows)
+
+
+def test_sweep_csv_keeps_user_text_inert_and_numbers_as_numbers(tmp_path):
+    # a model file named as a formula, a trace path with a DDE command: a spreadsheet opening
+    # sweep.csv shows them as text ('=…); the figures, negative ones too, stay numbers
+    from types import SimpleNamespace
+
+    from planner.sweep.spec import Cell
+
+    spec = load_spec(plan_spec(tmp_path))
+    hostile = ['=HYPERLINK("http://x","y").toml', "+cmd|' /C calc'!A0", "@SUM(A1)", "-2"]
+    outcomes = [CellOutcome(SimpleNamespace(cell_id=f"c{i}", cell=Cell(i, model)),
+                            {"figures": {"status": "optimal", "elastic_objective": -1.5}}, 1.0)
+                for i, model in enumerate(hostile)]
+    rows = list(csv.reader(io.StringIO(table_csv(spec, outcomes).decode())))
+    model = rows[0].index("model")
+    assert [r[model] for r in rows[1:]] == ["'" + h for h in hostile[:3]] + ["-2"]
+    assert {r[rows[0].index("elastic_objective")] for r in rows[1:]} == {"-1.5"}
 
 
 def test_ray_joins_the_cluster_at_ray_address_else_starts_a_local_one(monkeypatch):

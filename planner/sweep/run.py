@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.exporters.common import spreadsheet_text
 from planner.inputs.bounded import load_json
 from planner.inputs.read import probe_file, read_text_file
 from planner.plan.write import write_files
@@ -207,9 +208,29 @@ def table(spec: SweepSpec, outcomes: list[CellOutcome]) -> tuple[list[str], list
     return header, rows
 
 
+def inert(text: str) -> str:
+    """A text cell of ``sweep.csv`` as a spreadsheet should show it.
+
+    A number as it is; any other text through
+    :func:`~planner.exporters.common.spreadsheet_text` (a model file or trace named
+    ``=HYPERLINK(…)`` stays text).
+    """
+    try:
+        float(text)
+    except ValueError:
+        return spreadsheet_text(text)
+    return text
+
+
 def table_csv(spec: SweepSpec, outcomes: list[CellOutcome]) -> bytes:
-    """``sweep.csv`` as bytes (no clock time: same results, same bytes)."""
+    """``sweep.csv`` as bytes (no clock time: same results, same bytes).
+
+    The cell id and the axes are text a user wrote (model files, traces, org ids of a
+    budget shift): :func:`inert`. The figures are the planner's numbers and statuses.
+    """
     header, rows = table(spec, outcomes)
+    ids = 1 + len(spec.axes)
+    rows = [[*(inert(t) for t in row[:ids]), *row[ids:]] for row in rows]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
