@@ -178,6 +178,14 @@ def _parser() -> argparse.ArgumentParser:
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
                                "the trace's protected runtimes")
+    simulate.add_argument("--start", default=None,
+                          help="replay only from this whole hour (UTC, e.g. "
+                               "2026-11-02T00:00:00): the window [--start, --end) is replayed "
+                               "as a quarter of its own, the jobs submitted in it, each budget "
+                               "its share of the window's hours (default: quarter start)")
+    simulate.add_argument("--end", default=None,
+                          help="replay only to this whole hour (UTC), exclusive; see --start "
+                               "(default: quarter end)")
     simulate.add_argument("--result", metavar="FILE.json",
                           help="also write the figures as a result file (benchmarks/results/"
                                "NAME.json: date, machine, commit and command recorded), "
@@ -604,8 +612,10 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         output_files,
         parse_policies,
         parse_seeds,
+        parse_window,
         simulate,
         table_rows,
+        windowed,
         write_replay_result,
     )
     from planner.simulate.trace import read_trace
@@ -615,10 +625,19 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     model = load_model(args.model)
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
+    window = parse_window(args.start, args.end, scenario)
     trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
+    if window is not None:
+        scenario, trace = windowed(scenario, trace, *window)
     load = load_now()
     with err.status("replaying", spinner="dots") as status:
-        runs = simulate(scenario, trace, names, status.update, model, seeds)
+        def progress(step) -> None:  # a spinner on a terminal; a line a week into a log
+            if err.is_terminal:
+                status.update(step.line())
+            elif step.done or (step.hours_done > 0 and round(step.hours_done) % 168 == 0):
+                err.print(step.line(), markup=False, highlight=False)
+
+        runs = simulate(scenario, trace, names, progress, model, seeds)
         status.update("writing metrics, pictures and jobs")
         written = write_files(Path(args.out), output_files(scenario, trace, runs, model.name))
     from rich.table import Table

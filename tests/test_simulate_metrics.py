@@ -102,6 +102,27 @@ def test_budget_error_floor_and_never_started_waits_by_hand():
     assert figures["owed_ngh"] == m["owed_ngh"]
 
 
+def test_charged_over_budget_per_project_and_its_max_by_hand():
+    # a charged A's 48 NGH of its 336 (48 / 336 = 1/7), b B's 24 of its 672 (U is
+    # unallocated: charged to no budget): 24 / 672 = 1/28. The max is a's.
+    sc, tr, result = two_week_case()
+    m = compute_metrics(sc, tr, result).summary
+    assert m["projects"]["a"] == {"budget_ngh": 336.0, "charged_ngh": 48.0,
+                                  "submitted_ngh": 58.0,
+                                  "charged_over_budget": pytest.approx(1 / 7, abs=1e-6)}
+    assert m["projects"]["b"]["charged_over_budget"] == pytest.approx(1 / 28, abs=1e-6)
+    assert m["charged_over_budget_max"] == pytest.approx(1 / 7, abs=1e-6)
+    assert m["charged_over_budget_max_project"] == "a"
+    # A on 8 GPUs for 48 h: a charged 384 NGH of its 336, b nothing. Over budget the
+    # error is the ratio less one: errors a 48 / 336, b 1
+    over = hand_result(336.0, [seg(0, 0, 0.0, 48.0, 8)], [0.0, np.nan, np.nan, np.nan],
+                       [48.0, np.nan, np.nan, np.nan])
+    m = compute_metrics(sc, tr, over).summary
+    assert m["charged_over_budget_max"] == pytest.approx(384 / 336, abs=1e-6)
+    assert m["charged_over_budget_max_project"] == "a"
+    assert m["budget_error_mean"] == pytest.approx((48 / 336 + 1) / 2, abs=1e-6)
+
+
 def test_never_started_jobs_are_reported_in_the_jobs_csv():
     from planner.simulate.run import jobs_csv
 

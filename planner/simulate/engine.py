@@ -65,7 +65,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -331,6 +331,13 @@ class Replay:
         # running jobs past their min runtime, per cluster → (project, tag) → victim group
         self.expired: list[dict[tuple[int, str], VictimGroup]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
+        #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
+        #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
+        self.versions = [0] * n_k
+        #: the same per (cluster, project): bumped by the changes to that project's jobs
+        self.project_versions = [[0] * n_p for _ in range(n_k)]
+        #: per cluster, (version, its running jobs in :meth:`running_jobs`' order)
+        self._running_order: list[tuple[int, list[int]]] = [(-1, [])] * n_k
         # outstanding (waiting or running) GPUs per project and cluster, allocated jobs only
         self.outstanding = np.zeros((n_p, n_k), dtype=np.int64)
         self.outstanding_all = np.zeros((n_p, n_k), dtype=np.int64)
@@ -453,9 +460,13 @@ class Replay:
         return left
 
     def running_jobs(self, c: int) -> list[int]:
-        """Jobs running on cluster ``c``, oldest run first (run start, then job)."""
-        run_start = self.run_start
-        return sorted(self.running[c], key=lambda j: (run_start[j], j))
+        """Jobs running on cluster ``c``, oldest run first (run start, then job): a new list."""
+        version, order = self._running_order[c]
+        if version != self.versions[c]:
+            run_start = self.run_start
+            order = sorted(self.running[c], key=lambda j: (run_start[j], j))
+            self._running_order[c] = (self.versions[c], order)
+        return list(order)
 
     def outstanding_jobs(self) -> list[int]:
         """Waiting and running jobs of every cluster, in job order."""
@@ -491,6 +502,27 @@ class Replay:
             if group:
                 out.extend(group.order())
         return out
+
+    def version(self, c: int) -> int:
+        """A counter of changes to cluster ``c``'s running work (starts, stops, expiries, tags).
+
+        Two reads that give the same number saw the same running jobs, tags, victim
+        groups (and their order) and free GPUs on ``c``: a policy may reuse what it
+        computed from them.
+        """
+        return self.versions[c]
+
+    def project_version(self, c: int, p: int) -> int:
+        """:meth:`version` of project ``p``'s running work on ``c`` alone."""
+        return self.project_versions[c][p]
+
+    def nodes_of(self, job: int) -> tuple[int, ...]:
+        """The nodes a running job holds (whole ones for a gang)."""
+        return self.placed[job]
+
+    def free_gpus(self, c: int) -> list[int]:
+        """Free GPUs of each node of cluster ``c`` (a copy)."""
+        return list(self.free[c])
 
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
@@ -534,15 +566,20 @@ class Replay:
         top = queue.head() if queue else None
         return None if top is None else top[1]
 
-    def head_fit(self, c: int, p: int, blocked: frozenset[int] = frozenset()) -> int | None:
-        """Project ``p``'s first waiting job on ``c`` (by key) that fits now, or None."""
+    def head_fit(self, c: int, p: int, blocked: frozenset[int] = frozenset(),
+                 fits: Callable[[int], bool] | None = None) -> int | None:
+        """Project ``p``'s first waiting job on ``c`` (by key) that fits now, or None.
+
+        ``fits``: the caller's ``fits(c, size)`` for these nodes (say, remembered per size
+        between starts); the engine's own otherwise.
+        """
         queue = self.queues[c].get(p)
         if not queue or not queue.count:
             return None
         if blocked:
             top = queue.head_fit(lambda g: self._place(c, g, blocked) is not None)
         else:
-            top = queue.head_fit(lambda g: self.fits(c, g))
+            top = queue.head_fit(fits or (lambda g: self.fits(c, g)))
         return None if top is None else top[1]
 
     # -- starting and stopping -----------------------------------------------------------
@@ -591,6 +628,8 @@ class Replay:
         if math.isnan(self.first_start[job]):
             self.first_start[job] = now
         self.running[c][job] = None
+        self.versions[c] += 1
+        self.project_versions[c][p] += 1
         held = per_node * len(nodes)
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
         self.held_project[p, c] += held
@@ -610,6 +649,8 @@ class Replay:
 
     def _expire(self, job: int) -> None:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
+        self.versions[c] += 1
+        self.project_versions[c][p] += 1
         group = self.expired[c].get((p, self.tag[job]))
         if group is None:
             group = self.expired[c][(p, self.tag[job])] = VictimGroup()
@@ -623,6 +664,8 @@ class Replay:
         if old == tag:
             return
         c, p = self.jobs.cluster[job], self.jobs.project[job]
+        self.versions[c] += 1
+        self.project_versions[c][p] += 1
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
@@ -674,6 +717,8 @@ class Replay:
             self._give(c, node, per_node, job)
         self.placed[job] = ()
         del self.running[c][job]
+        self.versions[c] += 1
+        self.project_versions[c][p] += 1
         tag = self.tag[job]
         self.held_by[c][(p, tag)] -= held
         self.held_project[p, c] -= held
@@ -876,8 +921,12 @@ class Replay:
 
     # -- the event loop ------------------------------------------------------------------
 
-    def run(self) -> ReplayResult:
-        """Replay the whole trace under the policy, to quarter end."""
+    def run(self, on_hour: Callable[[float, float], None] | None = None) -> ReplayResult:
+        """Replay the whole trace under the policy, to quarter end.
+
+        ``on_hour(now, hours)``: called at every whole hour once the policy's refresh ran
+        (progress reports; it must not touch the replay).
+        """
         jobs = self.jobs
         policy = self.policy
         order = sorted(range(jobs.n), key=lambda j: (jobs.submit[j], j))
@@ -924,6 +973,8 @@ class Replay:
                 if policy.refresh(self, now):
                     dirty.update(range(len(self.cluster_ids)))
                 tick += 1.0
+                if on_hour is not None:
+                    on_hour(now, end)
             for c in sorted(dirty):
                 if self.n_waiting[c]:
                     policy.schedule(self, c)
@@ -945,6 +996,10 @@ class Replay:
             self.outstanding[p, c] += sign * g
 
 
-def replay(scenario: Scenario, trace: pd.DataFrame, policy) -> ReplayResult:
-    """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns)."""
-    return Replay(scenario, trace, policy).run()
+def replay(scenario: Scenario, trace: pd.DataFrame, policy,
+           on_hour: Callable[[float, float], None] | None = None) -> ReplayResult:
+    """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns).
+
+    ``on_hour(now, hours)``: progress, at every whole hour of the replay.
+    """
+    return Replay(scenario, trace, policy).run(on_hour)

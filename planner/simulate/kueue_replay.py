@@ -120,6 +120,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from typing import Any
@@ -214,6 +215,7 @@ class FlavorTree:
         self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
                          for n in self.order if not nodes[n].queue]
         self._memo: dict[str, int] = {}
+        self._paths: dict[str, tuple[str, ...]] = {}
         #: node → GPUs it borrows on the other flavors of its resource group (Kueue sums a
         #: resource's borrowing over flavors); set by the policy before shares are read
         self.elsewhere: dict[str, int] = {}
@@ -326,6 +328,30 @@ class FlavorTree:
             return math.inf
         return borrowed / max(self.lendable[node.parent], 1) / node.weight
 
+    def path(self, name: str) -> tuple[str, ...]:
+        """``name`` and its ancestors, up to the root (the tree's shape: cached)."""
+        found = self._paths.get(name)
+        if found is None:
+            up = self.nodes[name].parent
+            found = self._paths[name] = (name, *(self.path(up) if up is not None else ()))
+        return found
+
+    def share_without(self, name: str, gpus: int, at: str) -> float:
+        """:meth:`share` of ``at`` were queue ``name`` using ``gpus`` GPUs fewer.
+
+        ``at`` is ``name`` or one of its ancestors. What :meth:`shift` by ``-gpus`` then
+        :meth:`share` would read, without changing anything.
+        """
+        node = self.nodes[name]
+        delta = -gpus
+        while node.name != at:
+            before = max(0, node.usage - node.guaranteed)
+            delta = max(0, node.usage + delta - node.guaranteed) - before
+            if not delta or node.parent is None:
+                return self.share(at)  # the change does not reach ``at``
+            node = self.nodes[node.parent]
+        return self.share(at, delta)
+
     def path_shares(self, name: str, extra: int) -> tuple[tuple[str, float], ...]:
         """(node, share) from the root's children down to the queue, ``extra`` GPUs admitted.
 
@@ -339,6 +365,50 @@ class FlavorTree:
             path.append(node)
             node = self.nodes[node].parent
         return tuple((n, self.share(n, extra)) for n in reversed(path))
+
+
+class NodeRoom:
+    """Free GPUs per node of one cluster were some running jobs gone: a what-if, kept current.
+
+    Preemption searches ask "would the workload fit on the nodes were these targets
+    preempted?" after every target they add or drop; the room moves each target's GPUs
+    back onto its nodes as it is taken (and off as it is given back), so each question
+    costs O(GPUs per node), not a walk over the cluster's nodes and jobs.
+    """
+
+    __slots__ = ("count", "free", "gpn", "gpus_of", "nodes_of")
+
+    def __init__(self, sim, c: int) -> None:
+        self.gpn = sim.gpn[c]
+        self.free = sim.free_gpus(c)
+        self.count = [0] * (self.gpn + 1)  # nodes by free GPUs
+        for f in self.free:
+            self.count[f] += 1
+        self.gpus_of, self.nodes_of = sim.jobs.gpus, sim.nodes_of
+
+    def _move(self, job: int, sign: int) -> None:
+        g = self.gpus_of[job]
+        per = sign * (self.gpn if g >= self.gpn else g)
+        free, count = self.free, self.count
+        for node in self.nodes_of(job):
+            count[free[node]] -= 1
+            free[node] += per
+            count[free[node]] += 1
+
+    def take(self, job: int) -> None:
+        """Count running ``job``'s GPUs as free (it would be preempted)."""
+        self._move(job, 1)
+
+    def give_back(self, job: int) -> None:
+        """Undo :meth:`take`."""
+        self._move(job, -1)
+
+    def fits(self, gpus: int) -> bool:
+        """Whether a job of ``gpus`` GPUs would fit: whole free nodes for a gang, else a node."""
+        gpn = self.gpn
+        if gpus >= gpn:
+            return self.count[gpn] >= -(-gpus // gpn)
+        return any(self.count[f] for f in range(gpus, gpn + 1))
 
 
 def tournament_order(a: tuple, b: tuple) -> int:
@@ -520,6 +590,18 @@ class KueueReplayPolicy(PlannerPolicy):
         self._no_within: set[int] = set()
         self._preempted: set[int] = set()
         self._splits = {}
+        #: per cluster, the fair-sharing searches that found nothing since what they read
+        #: last changed: ((trees' generation, the flavor's version, the other flavors'
+        #: borrowing), {(queue, GPUs held, GPUs)}); the same again finds nothing again
+        #: (:meth:`_fair_targets`)
+        self._hopeless: dict[int, tuple[tuple, set[tuple[str, int, int]]]] = {}
+        self._generation = 0
+        #: per cluster, project → (generation, its project version) when last retagged
+        self._tagged: list[dict[int, tuple[int, int]]] = []
+        #: per cluster, ((generation, version), the jobs :meth:`_within_queue` found
+        #: no room for then): the same again finds none again
+        self._no_room: list[tuple[tuple[int, int] | None, set[int]]] = []
+        self._elsewhere: frozenset = frozenset()
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -558,6 +640,10 @@ class KueueReplayPolicy(PlannerPolicy):
         """The quota trees, queues and settings from :attr:`objects`, as Kueue reads them."""
         trees, project_queue, self.settings = quota_trees(self.objects, self.one_kueue)
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
+        self._generation += 1  # new trees: what was computed from the old ones is stale
+        self._hopeless.clear()
+        self._tagged = [{} for _ in sim.cluster_ids]
+        self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
@@ -625,6 +711,13 @@ class KueueReplayPolicy(PlannerPolicy):
         :data:`BORROWED_GANG`), then most recently admitted.
         """
         tree = self.trees[c]
+        # a project's tags follow from its own running work on ``c`` and the trees alone:
+        # one retagged since neither changed keeps them
+        done = self._tagged[c]
+        projects = {p for p in projects
+                    if done.get(p) != (self._generation, sim.project_version(c, p))}
+        if not projects:
+            return
         taken: dict[int, int] = {}
         running = sim.running_jobs(c)  # oldest run first
         if self.priorities:
@@ -637,6 +730,8 @@ class KueueReplayPolicy(PlannerPolicy):
             q = self.queue[p]
             nominal = tree.nodes[q].nominal if tree is not None and q is not None else 0
             sim.retag(job, self._tag(sim, job, taken[p] <= nominal))
+        for p in projects:
+            done[p] = (self._generation, sim.project_version(c, p))
 
     def _tag(self, sim, job: int, within: bool) -> str:
         """``job``'s tag: within its queue's nominal quota or borrowed, by its priority."""
@@ -675,6 +770,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 if gpus:
                     elsewhere[name] = elsewhere.get(name, 0) + gpus
         tree.elsewhere = elsewhere
+        self._elsewhere = frozenset(elsewhere.items())
 
     def _size_held(self, sim, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
@@ -858,13 +954,19 @@ class KueueReplayPolicy(PlannerPolicy):
                 or job in self._no_within or job in self._preempted
                 or not self._low_held(sim, c, p, mine)):
             return False
+        now = (self._generation, sim.version(c))
+        seen, no_room = self._no_room[c]
+        if seen == now and job in no_room:
+            self._no_within.add(job)
+            return False
         cands = [v for v in sim.running_jobs(c)
                  if sim.jobs.project[v] == p and self._priority(sim, v) < mine]
         need, gpus = sim.held(job), sim.jobs.gpus[job]
         targets: list[int] = []
+        room = NodeRoom(sim, c)
 
         def fits() -> bool:
-            return tree.available(q) >= need and self._fits_without(sim, c, gpus, targets)
+            return tree.available(q) >= need and room.fits(gpus)
 
         cands.sort(key=lambda v: (self._priority(sim, v), -sim.started_at(v), -v))
         try:
@@ -872,11 +974,16 @@ class KueueReplayPolicy(PlannerPolicy):
                 if fits():
                     break
                 targets.append(v)
+                room.take(v)
                 tree.shift(q, -sim.held(v))
             if not targets or not fits():
                 self._no_within.add(job)
+                if seen != now:  # what the memo knew is stale
+                    no_room = set()
+                    self._no_room[c] = (now, no_room)
+                no_room.add(job)
                 return False
-            self._drop_spare(sim, tree, targets, fits)
+            self._drop_spare(sim, tree, targets, fits, room)
         finally:
             self._sync(sim, c, tree)
         self._preempt(sim, c, tree, targets)
@@ -942,22 +1049,31 @@ class KueueReplayPolicy(PlannerPolicy):
         cache[(a, b)] = found
         return found
 
-    def _fits_without(self, sim, c: int, gpus: int, targets: list[int]) -> bool:
-        """Whether a job of ``gpus`` GPUs would fit on ``c``'s nodes were ``targets`` gone."""
-        gpn = sim.gpn[c]
-        gone = set(targets)
-        free = []
-        for _, left, jobs in sim.nodes_on(c):
-            for j in jobs:
-                if j in gone:
-                    left += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
-            free.append(left)
-        if gpus >= gpn:
-            return sum(1 for f in free if f == gpn) >= -(-gpus // gpn)
-        return any(f >= gpus for f in free)
-
     def _fair_targets(self, sim, c: int, tree: FlavorTree, q: str, job: int
                       ) -> list[int] | None:
+        """:meth:`_search_targets`, skipped where the same search found nothing before.
+
+        The search reads the trees (their generation), ``c``'s running work (the engine's
+        :meth:`~planner.simulate.engine.Replay.version`, read after the search, whose
+        retagging is then a no-op), the other flavors' borrowing, the queue and the
+        workload's GPUs; most attempts repeat one that failed at an earlier event while
+        nothing they read changed (a submit queues a job and changes none of it).
+        """
+        asked = (q, sim.held(job), sim.jobs.gpus[job])
+        seen, hopeless = self._hopeless.get(c, (None, set()))
+        if seen == (self._generation, sim.version(c), self._elsewhere) and asked in hopeless:
+            return None
+        found = self._search_targets(sim, c, tree, q, job)
+        if found is None:
+            now = (self._generation, sim.version(c), self._elsewhere)
+            if now != seen:  # what was read changed: the old failures say nothing now
+                hopeless = set()
+                self._hopeless[c] = (now, hopeless)
+            hopeless.add(asked)
+        return found
+
+    def _search_targets(self, sim, c: int, tree: FlavorTree, q: str, job: int
+                        ) -> list[int] | None:
         """Kueue's fair-sharing preemption targets for ``job`` of queue ``q``, or None.
 
         Candidates: the borrowed workloads of the other queues that borrow (usage above
@@ -978,26 +1094,29 @@ class KueueReplayPolicy(PlannerPolicy):
         # quick exit (most attempts): no other borrowing queue's share exceeds the
         # preemptor's new share at their split, so neither strategy can pass
         tree.shift(q, need)
-        hope = False
-        for y, node in tree.nodes.items():
-            if node.queue and y != q and node.usage > node.nominal and y in self.project_of:
-                ax, ay = self._split(tree, q, y)
-                if tree.share(ax) < tree.share(ay):
-                    hope = True
-                    break
-        tree.shift(q, -need)
-        if not hope:
-            return None
+        try:
+            if not self._hope(tree, q):
+                return None
+        finally:
+            tree.shift(q, -need)
         victims = self._victims(sim, c, tree)  # retags each borrower's excess as BORROWED
         me = self.project_of[q]
-        cands: dict[str, list[int]] = {}
+        cands: dict[str, deque[int]] = {}
         for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p != me]):
-            cands.setdefault(self.queue[sim.jobs.project[v]], []).append(v)
+            cands.setdefault(self.queue[sim.jobs.project[v]], deque()).append(v)
         if not cands:
             return None
         held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
-        if not self._fits_without(sim, c, gpus, list(held_of)):
+        # the nodes were every candidate not yet turned down gone: under the first strategy
+        # a candidate turned down is never taken, so once this room cannot hold the
+        # workload no search can end with it fitting (the nodes' room only shrinks)
+        reach = NodeRoom(sim, c)
+        for v in held_of:
+            reach.take(v)
+        if not reach.fits(gpus):
             return None  # not even every candidate gone would make room on the nodes
+        second = self.strategies[1:] == STRATEGIES[1:]
+        room = NodeRoom(sim, c)
         targets: list[int] = []
 
         def pair(y: str) -> tuple[float, float]:
@@ -1005,38 +1124,54 @@ class KueueReplayPolicy(PlannerPolicy):
             ax, ay = self._split(tree, q, y)
             return tree.share(ax), tree.share(ay)
 
-        def without(y: str, v: int) -> float:
-            """The target's share at the split were ``v`` preempted."""
-            tree.shift(y, -held_of[v])
-            share = pair(y)[1]
-            tree.shift(y, held_of[v])
-            return share
-
         def fits() -> bool:
+            if not room.fits(gpus):
+                return False
             tree.shift(q, -need)
             ok = tree.available(q) >= need
             tree.shift(q, need)
-            return ok and self._fits_without(sim, c, gpus, targets)
+            return ok
 
         def take(v: int) -> None:
             targets.append(v)
+            room.take(v)
             tree.shift(self.queue[sim.jobs.project[v]], -held_of[v])
 
+        # node → how many candidate queues lie at or below it (the tournament's paths)
+        holds: dict[str, int] = {}
+        for y in cands:
+            for n in tree.path(y):
+                holds[n] = holds.get(n, 0) + 1
         tree.shift(q, need)  # the preemptor's workload counted, as Kueue simulates it
         try:
             retry: dict[str, list[int]] = {}
             while cands and not fits():
-                y = self._highest(tree, set(cands))
-                mine = pair(y)[0]
-                while cands[y]:
-                    v = cands[y].pop(0)
-                    if mine <= without(y, v):
+                y = self._highest(tree, holds, cands)
+                ax, ay = self._split(tree, q, y)
+                mine = tree.share(ax)
+                line = cands[y]
+                # the target's share without a candidate depends on its GPUs alone (one
+                # queue, the tree unchanged until a take): once per size
+                without: dict[int, float] = {}
+                while line:
+                    v = line.popleft()
+                    share = without.get(held_of[v])
+                    if share is None:
+                        share = without[held_of[v]] = tree.share_without(y, held_of[v], ay)
+                    if mine <= share:
                         take(v)
                         break
                     retry.setdefault(y, []).append(v)
-                if not cands[y]:
+                    if not second:
+                        reach.give_back(v)
+                        if not reach.fits(gpus):
+                            return None  # what is left can no longer make room
+                if not line:
                     del cands[y]
-            second = self.strategies[1:] == STRATEGIES[1:]
+                    for n in tree.path(y):
+                        holds[n] -= 1
+                        if not holds[n]:
+                            del holds[n]
             for y in sorted(retry, key=lambda name: -pair(name)[1]) if second else ():
                 if fits():
                     break
@@ -1045,37 +1180,65 @@ class KueueReplayPolicy(PlannerPolicy):
                     take(retry[y][0])
             if not fits():
                 return None
-            self._drop_spare(sim, tree, targets, fits)
+            self._drop_spare(sim, tree, targets, fits, room)
             return targets
         finally:
             self._sync(sim, c, tree)
 
-    def _drop_spare(self, sim, tree: FlavorTree, targets: list[int], fits) -> None:
+    def _hope(self, tree: FlavorTree, q: str) -> bool:
+        """Whether some other borrowing queue's share exceeds ``q``'s at their split.
+
+        Read with the preemptor's workload counted in ``q``; each node's share once.
+        """
+        shares: dict[str, float] = {}
+        for y in self.project_of:
+            node = tree.nodes.get(y)
+            if node is None or not node.queue or y == q or node.usage <= node.nominal:
+                continue
+            ax, ay = self._split(tree, q, y)
+            a = shares.get(ax)
+            if a is None:
+                a = shares[ax] = tree.share(ax)
+            b = shares.get(ay)
+            if b is None:
+                b = shares[ay] = tree.share(ay)
+            if a < b:
+                return True
+        return False
+
+    def _drop_spare(self, sim, tree: FlavorTree, targets: list[int], fits,
+                    room: NodeRoom) -> None:
         """Kueue's last step: in reverse, drop each target without which ``fits()`` holds.
 
-        ``targets``' GPUs are shifted out of their queues' usage on entry and the dropped
-        ones back in, as ``fits`` reads the tree.
+        ``targets``' GPUs are shifted out of their queues' usage (and into ``room``) on
+        entry and the dropped ones back, as ``fits`` reads the tree and the room.
         """
         for v in reversed(list(targets)):
             y = self.queue[sim.jobs.project[v]]
             targets.remove(v)
+            room.give_back(v)
             tree.shift(y, sim.held(v))
             if not fits():
                 targets.append(v)
+                room.take(v)
                 tree.shift(y, -sim.held(v))
 
-    def _highest(self, tree: FlavorTree, queues: set[str]) -> str:
-        """The queue among ``queues`` reached from the root by the highest-share children."""
-        holds: dict[str, set[str]] = {}
-        for y in queues:
-            node: str | None = y
-            while node is not None:
-                holds.setdefault(node, set()).add(y)
-                node = tree.nodes[node].parent
-        top = next(n for n in holds if tree.nodes[n].parent is None)
+    @staticmethod
+    def _highest(tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> str:
+        """The queue among ``queues`` reached from the root by the highest-share children.
+
+        ``holds``: the nodes on the paths of ``queues`` (the root among them).
+        """
+        nodes, share = tree.nodes, tree.share
+        top = next(n for n in holds if nodes[n].parent is None)
         while top not in queues:
-            kids = [k for k in tree.nodes[top].children if k in holds]
-            top = max(kids, key=lambda k: (tree.share(k), k))
+            best: tuple[float, str] | None = None
+            for k in nodes[top].children:
+                if k in holds:
+                    key = (share(k), k)
+                    if best is None or key > best:
+                        best = key
+            top = best[1]  # a candidate lies below ``top``: some child is on its path
         return top
 
     def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:

@@ -62,6 +62,10 @@ Everything else:
     charged_p    NGH of p's allocated jobs' run segments (including work later lost)
     budget_error |charged_p − budget_p| / budget_p at quarter end, over projects with a
                  budget; mean and max
+    charged_over_budget  charged_p / budget_p per project with a budget (``projects`` in
+                 metrics.json, with budget_p, charged_p and submitted_p); its max and
+                 the project it belongs to (the first by the scenario's project order
+                 on a tie): how far past its budget the policy let one project run
     budget_error_floor  max(0, budget_p − submitted_p) / budget_p, submitted_p the NGH of
                  all allocated work p submitted (Σ gpus · duration · rate): the error that
                  demand alone forces on a project wanting less than its budget, whatever
@@ -354,6 +358,13 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
             "delivered_over_owed_weekly": _r(ratio_t[t]) if owed_some[t] else None,
             "budget_ngh": _r(budget[members].sum()), "charged_ngh": _r(charged[members].sum()),
         }
+    over = np.divide(charged, budget, out=np.zeros(n_p), where=has_budget)
+    worst = int(np.argmax(np.where(has_budget, over, -np.inf))) if has_budget.any() else None
+    projects = {
+        name: {"budget_ngh": _r(budget[p]), "charged_ngh": _r(charged[p]),
+               "submitted_ngh": _r(offered.submitted_alloc_ngh[p]),
+               "charged_over_budget": _r(over[p]) if has_budget[p] else None}
+        for p, name in enumerate(axes.projects)}
     summary = {
         "occupancy": _r(occupancy), "occupancy_of_demand": _r(of_demand),
         **{f"delivered_over_owed_{name}": _ratio(*sums) for name, sums in by_width.items()},
@@ -367,6 +378,8 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
         "budget_error_max": _r(error.max()) if len(error) else None,
         "budget_error_floor_mean": _r(floor.mean()) if len(floor) else None,
         "budget_error_floor_max": _r(floor.max()) if len(floor) else None,
+        "charged_over_budget_max": _r(over[worst]) if worst is not None else None,
+        "charged_over_budget_max_project": axes.projects[worst] if worst is not None else None,
         "jain": _r(jain),
         "wait_p50_hours": _pct(wait, 50), "wait_p90_hours": _pct(wait, 90),
         "small_wait_p50_hours": _pct(wait[small], 50),
@@ -383,6 +396,7 @@ def compute_metrics(scenario: Scenario, trace: pd.DataFrame, result: ReplayResul
         "owed_hourly_ngh": _r(want_owed.sum()), "delivered_hourly_ngh": _r(hourly_delivered.sum()),
         "replans": result.replans,
         "teams": teams,
+        "projects": projects,
     }
     occupancy_h = busy_kh.sum(axis=0) / capacity.sum()
     hourly = Hourly(occupancy_h, np.cumsum(charged_t, axis=1), pace_t, team_names)

@@ -163,25 +163,35 @@ class AdmissionPolicy(Policy):
         """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits."""
         if not sim.any_fits(c):
             return
+        # whether a size fits changes only when a job starts: asked once per size between
+        fit: dict[int, bool] = {}
+
+        def fits(size: int) -> bool:
+            found = fit.get(size)
+            if found is None:
+                found = fit[size] = sim.fits(c, size)
+            return found
+
         heap = []
         for p in sim.waiting_projects(c):
-            job = sim.head_fit(c, p)
+            job = sim.head_fit(c, p, fits=fits)
             if job is not None:
                 heap.append((self.fill_rank(sim, c, p, job), p, job))
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
         while heap:
             _, p, job = heapq.heappop(heap)
-            if not sim.is_waiting(job) or not sim.fits(c, gpus[job]):
-                job = sim.head_fit(c, p)
+            if not sim.is_waiting(job) or not fits(gpus[job]):
+                job = sim.head_fit(c, p, fits=fits)
                 if job is not None:
                     heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
                 continue
             tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+            fit.clear()
             if not sim.any_fits(c):
                 return
-            job = sim.head_fit(c, p)
+            job = sim.head_fit(c, p, fits=fits)
             if job is not None:
                 heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
 
@@ -279,6 +289,10 @@ class QuotaPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """Nominal quotas by budget share, integer per cluster."""
         self.team, self.area = project_teams(sim.tree)
+        teams, areas = np.asarray(self.team), np.asarray(self.area)
+        #: per project, the mask of its team's (area's) projects
+        self._team_of = [teams == t for t in self.team]
+        self._area_of = [areas == a for a in self.area]
         shares = budget_shares(sim)
         self.nominal = np.zeros(shares.shape, dtype=np.int64)
         for c, total in enumerate(sim.capacity):
@@ -298,8 +312,7 @@ class QuotaPolicy(AdmissionPolicy):
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Borrow from the team's cohort first, then the area's, then the root's; FIFO."""
         unused = self.nominal[:, c] - sim.held_project[:, c]
-        team = np.asarray(self.team) == self.team[p]
-        area = np.asarray(self.area) == self.area[p]
+        team, area = self._team_of[p], self._area_of[p]
         need = sim.held(job)
         level = 0 if unused[team].sum() >= need else 1 if unused[area].sum() >= need else 2
         return (level, *sim.key[job])

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,30 @@ POLICY_NAMES = ("priority", "fairtree", "quota", "lookback", "planner", "planner
                 "planner-slurm")
 #: every policy ``--policy`` takes (all run by default)
 KNOWN_POLICIES = POLICY_NAMES
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one policy's replay has come: for a progress line on stderr."""
+
+    policy: str
+    hours_done: float  # hours of the quarter replayed
+    hours: float  # the quarter's hours
+    cpu_seconds: float  # CPU seconds this policy's replay has used so far
+
+    @property
+    def done(self) -> bool:
+        """Whether the replay reached quarter end."""
+        return self.hours_done >= self.hours - 1e-9
+
+    def line(self) -> str:
+        """``planner-kueue: day 12 of 92 (13 %), 45 CPU s``."""
+        days = max(1, math.ceil(self.hours / 24 - 1e-9))
+        if self.done:
+            return f"{self.policy}: replayed {days} days in {self.cpu_seconds:,.0f} CPU s"
+        share = self.hours_done / self.hours if self.hours > 0 else 1.0
+        return (f"{self.policy}: day {int(self.hours_done // 24) + 1} of {days} "
+                f"({share:.0%}), {self.cpu_seconds:,.0f} CPU s")
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,71 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(int(t) for t in parts))
 
 
+def parse_window(start: str | None, end: str | None, scenario: Scenario
+                 ) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """``--start``/``--end``: a window of whole hours inside the quarter; InputError else.
+
+    Either may be left out (the quarter's start, its end); both left out: None (the
+    whole quarter).
+    """
+    if start is None and end is None:
+        return None
+    from planner.inputs.validate import DATE_HINT, parse_datetime
+
+    cfg = scenario.config
+    bounds, problems = [], []
+    for flag, text, default in (("--start", start, cfg.quarter_start),
+                                ("--end", end, cfg.quarter_end)):
+        if text is None:
+            bounds.append(default)
+            continue
+        stamp = parse_datetime(text)
+        if stamp is None:
+            problems.append(InputProblem(flag, None, None, f"{text!r} is not a time; "
+                                         f"{DATE_HINT}"))
+            continue
+        stamp = pd.Timestamp(stamp)
+        if stamp != stamp.floor("h"):
+            problems.append(InputProblem(flag, None, None, f"{text} is not a whole hour"))
+        elif not cfg.quarter_start <= stamp <= cfg.quarter_end:
+            problems.append(InputProblem(flag, None, None, f"{text} is outside the quarter "
+                                         f"{iso(cfg.quarter_start)} – {iso(cfg.quarter_end)}"))
+        bounds.append(stamp)
+    if not problems and bounds[0] >= bounds[1]:
+        problems.append(InputProblem("--end", None, None, "must be after --start"))
+    if problems:
+        raise InputError(problems)
+    return bounds[0], bounds[1]
+
+
+def windowed(scenario: Scenario, trace: pd.DataFrame, start: pd.Timestamp,
+             end: pd.Timestamp) -> tuple[Scenario, pd.DataFrame]:
+    """The window [start, end) replayed as a quarter of its own.
+
+    The scenario's quarter becomes the window (planned from its start), each budget its
+    share of the window's hours (the pace, NGH per hour, stays the project's), and nothing
+    ran before it (no usage); the trace keeps the jobs submitted inside the window.
+    Declared demand and the usage ledger are dropped (the replays plan from their own
+    queue); the reservation requests inside the window are kept.
+    """
+    from dataclasses import replace
+
+    cfg = scenario.config
+    share = (end - start) / (cfg.quarter_end - cfg.quarter_start)
+    budgets = scenario.budgets.assign(gpu_hours=scenario.budgets["gpu_hours"] * share)
+    reservations = scenario.reservations
+    inside = (reservations["earliest_start"] >= start) & (reservations["deadline"] <= end)
+    moved = replace(scenario, config=replace(cfg, quarter_start=start, quarter_end=end,
+                                             as_of=start),
+                    budgets=budgets, demand=scenario.demand.iloc[0:0],
+                    usage=scenario.usage.iloc[0:0],
+                    reservations=reservations[inside].reset_index(drop=True))
+    if "tree" in scenario.__dict__:
+        moved.__dict__["tree"] = scenario.tree
+    kept = (trace["submit"] >= start) & (trace["submit"] < end)
+    return moved, trace[kept].reset_index(drop=True)
+
+
 def make_policy(name: str, model: ModelConfig | None = None):
     """A fresh policy ``name``; the three ``planner`` ones plan with ``model``.
 
@@ -89,12 +180,15 @@ def make_policy(name: str, model: ModelConfig | None = None):
 
 
 def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
-             progress=None, model: ModelConfig | None = None,
+             progress: Callable[[Progress], None] | None = None,
+             model: ModelConfig | None = None,
              seeds: list[int] | None = None) -> list[PolicyRun]:
     """Replay ``trace`` under each policy in ``names`` and measure it.
 
     ``model`` is the planning model of the ``planner`` policies (the others ignore it);
     read the trace with its contract's ``min_runtime_cap_hours`` as ``cap_hours``.
+    ``progress``: called with a :class:`Progress` at every whole hour of each replay and
+    once when it is done.
     ``seeds``: each planning policy (:data:`PLANNING_POLICIES`) is replayed once per seed,
     its model's ``solver.random_seed`` set to it, as a run named ``NAME@seedK``: the
     replans' LPs have many optimal vertices and the seed picks among them, so the spread
@@ -110,11 +204,16 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
             jobs.append((name, name, model))
     runs = []
     for label, name, planning in jobs:
-        if progress:
-            progress(f"replaying under {label}")
         began, began_cpu = time.perf_counter(), time.process_time()
-        result = replay(scenario, trace, make_policy(name, planning))
+
+        def hour(now: float, hours: float, label: str = label, cpu: float = began_cpu) -> None:
+            progress(Progress(label, now, hours, time.process_time() - cpu))
+
+        result = replay(scenario, trace, make_policy(name, planning),
+                        hour if progress else None)
         seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+        if progress:
+            progress(Progress(label, result.hours, result.hours, cpu))
         runs.append(PolicyRun(label, result, compute_metrics(scenario, trace, result), seconds,
                               cpu))
     return runs
@@ -124,10 +223,11 @@ def metrics_json(runs: list[PolicyRun], figures: dict | None = None,
                  model: str | None = None) -> bytes:
     """``metrics.json``: {"policies": {name: figures}}, keys sorted, no timings.
 
-    With ``figures`` (:func:`~planner.simulate.metrics.trace_figures`) also ``"trace"``,
-    the figures of the trace alone; with ``model`` the ``planner`` policy's model name.
+    ``"better"``: metric → ``"higher"`` or ``"lower"`` (:data:`BETTER`). With ``figures``
+    (:func:`~planner.simulate.metrics.trace_figures`) also ``"trace"``, the figures of the
+    trace alone; with ``model`` the ``planner`` policy's model name.
     """
-    body: dict = {"policies": {r.name: r.metrics.summary for r in runs}}
+    body: dict = {"policies": {r.name: r.metrics.summary for r in runs}, "better": BETTER}
     if figures is not None:
         body["trace"] = figures
     if model is not None:
@@ -185,32 +285,48 @@ def output_files(scenario: Scenario, trace: pd.DataFrame, runs: list[PolicyRun],
     return files
 
 
-COLUMNS = (("occupancy", "occupancy"), ("occupancy_of_demand", "occupancy of demand"),
-           ("delivered_over_owed_daily", "delivered ÷ owed daily"),
-           ("delivered_over_owed_weekly", "delivered ÷ owed weekly"),
-           ("delivered_over_owed_quarter", "delivered ÷ owed quarter"),
-           ("delivered_over_owed_hourly", "delivered ÷ owed hourly (own queue)"),
-           ("delivered_over_owed_within_budget", "… hourly within budget"),
-           ("worst_team_delivered_over_owed", "worst team"),
-           ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %"),
-           ("budget_error_mean", "budget error mean"), ("budget_error_max", "budget error max"),
-           ("budget_error_floor_mean", "budget error floor mean"),
-           ("budget_error_floor_max", "budget error floor max"),
-           ("jain", "Jain"), ("wait_p50_hours", "wait p50 h"), ("wait_p90_hours", "wait p90 h"),
-           ("small_wait_p50_hours", "small wait p50 h"),
-           ("small_wait_p90_hours", "small wait p90 h"), ("preemptions", "preemptions"),
-           ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption"),
-           ("reserved_idle_gpu_hours", "held idle GPU-h"),
-           ("jobs_never_started", "jobs never started"))
+#: (metric key, its label, which direction is better): "higher", "lower", or None for a
+#: figure of the trace alone (the budget-error floor: what demand forces on every policy)
+COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("occupancy", "occupancy", "higher"),
+    ("occupancy_of_demand", "occupancy of demand", "higher"),
+    ("delivered_over_owed_daily", "delivered ÷ owed daily", "higher"),
+    ("delivered_over_owed_weekly", "delivered ÷ owed weekly", "higher"),
+    ("delivered_over_owed_quarter", "delivered ÷ owed quarter", "higher"),
+    ("delivered_over_owed_hourly", "delivered ÷ owed hourly (own queue)", "higher"),
+    ("delivered_over_owed_within_budget", "… hourly within budget", "higher"),
+    ("worst_team_delivered_over_owed", "worst team", "higher"),
+    ("worst_sizeable_team_delivered_over_owed", "worst team owed ≥ 1 %", "higher"),
+    ("budget_error_mean", "budget error mean", "lower"),
+    ("budget_error_max", "budget error max", "lower"),
+    ("budget_error_floor_mean", "budget error floor mean", None),
+    ("budget_error_floor_max", "budget error floor max", None),
+    ("charged_over_budget_max", "charged ÷ budget max", "lower"),
+    ("jain", "Jain", "higher"), ("wait_p50_hours", "wait p50 h", "lower"),
+    ("wait_p90_hours", "wait p90 h", "lower"),
+    ("small_wait_p50_hours", "small wait p50 h", "lower"),
+    ("small_wait_p90_hours", "small wait p90 h", "lower"),
+    ("preemptions", "preemptions", "lower"),
+    ("gpu_hours_lost_to_preemption", "GPU-h lost to preemption", "lower"),
+    ("reserved_idle_gpu_hours", "held idle GPU-h", "lower"),
+    ("jobs_never_started", "jobs never started", "lower"))
+#: metric key → which direction is better (``metrics.json``'s ``better``)
+BETTER = {key: better for key, _, better in COLUMNS if better is not None}
+ARROWS = {"higher": " ↑", "lower": " ↓", None: ""}
 
 
 def table_rows(runs: list[PolicyRun], seconds: bool = True) -> tuple[list[str], list[list[str]]]:
-    """The terminal table: a header and one row per policy."""
-    header = ["policy"] + [label for _, label in COLUMNS] + (["seconds"] if seconds else [])
+    """The terminal table: a header and one row per policy.
+
+    Each metric's label ends in ↑ (higher is better) or ↓ (lower is better); a figure of
+    the trace alone (the budget-error floor) has neither.
+    """
+    header = (["policy"] + [label + ARROWS[better] for _, label, better in COLUMNS]
+              + (["seconds"] if seconds else []))
     rows = []
     for r in runs:
         row = [r.name]
-        for key, _ in COLUMNS:
+        for key, _, _ in COLUMNS:
             value = r.metrics.summary[key]
             row.append("–" if value is None else f"{value:,}" if isinstance(value, int)
                        else f"{value:.3f}")
@@ -232,6 +348,8 @@ RESULT_FIGURES = (
     ("budget_error_mean", "budget error mean", "lower"),
     ("budget_error_floor_mean", "budget error floor (demand alone)", None),
     ("budget_error_max", "budget error max", "lower"),
+    ("charged_over_budget_max", "charged ÷ budget max", "lower"),
+    ("charged_over_budget_max_project", "… of project", None),
     ("jain", "Jain (teams, weekly)", "higher"),
     ("wait_p50_hours", "wait p50 h", "lower"),
     ("wait_p90_hours", "wait p90 h", "lower"),

@@ -1,0 +1,241 @@
+"""The Kueue replay's fast fair-sharing search gives what the plain walk gave, to the job.
+
+``KueueReplayPolicy._fair_targets`` skips a search that failed before while nothing it
+reads changed (the engine's per-cluster version, the trees, the other flavors'
+borrowing), keeps the nodes' room as a running what-if (:class:`NodeRoom`) and reads a
+target's share without a candidate without shifting the tree; a project is retagged
+only when its running work changed, a job that found no room in its own queue does not
+look again until the cluster changed, and the engine keeps each cluster's running order.
+:class:`Walked` on :class:`Plain` below is the replay as it was written first: every
+attempt walks the tree and the nodes afresh. Replays of random traces under both must
+agree on every run segment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.simulate.engine import Replay
+from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, NodeRoom, QuotaNode
+from tests.test_simulate import trace
+from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
+
+
+class Plain(Replay):
+    """The engine without its memo of each cluster's running order."""
+
+    def running_jobs(self, c):
+        return sorted(self.running[c], key=lambda j: (self.run_start[j], j))
+
+
+class Walked(FixedPlan):
+    """The plain search: no memory of failed searches, every check walks the nodes.
+
+    Nor the other memos: every project is retagged when asked, and a job that found no
+    room among its own queue's lower-priority work looks again.
+    """
+
+    def _retag(self, sim, c, projects):
+        self._tagged[c].clear()
+        super()._retag(sim, c, projects)
+
+    def _within_queue(self, sim, c, p, job, tree):
+        self._no_room[c] = (None, set())
+        return super()._within_queue(sim, c, p, job, tree)
+
+    def _fair_targets(self, sim, c, tree, q, job):
+        need, gpus = sim.held(job), sim.jobs.gpus[job]
+        tree.shift(q, need)
+        hope = False
+        for y, node in tree.nodes.items():
+            if node.queue and y != q and node.usage > node.nominal and y in self.project_of:
+                ax, ay = self._split(tree, q, y)
+                if tree.share(ax) < tree.share(ay):
+                    hope = True
+                    break
+        tree.shift(q, -need)
+        if not hope:
+            return None
+        victims = self._victims(sim, c, tree)
+        me = self.project_of[q]
+        cands: dict[str, list[int]] = {}
+        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p != me]):
+            cands.setdefault(self.queue[sim.jobs.project[v]], []).append(v)
+        if not cands:
+            return None
+        held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
+        if not fits_without(sim, c, gpus, list(held_of)):
+            return None
+        targets: list[int] = []
+
+        def pair(y):
+            ax, ay = self._split(tree, q, y)
+            return tree.share(ax), tree.share(ay)
+
+        def without(y, v):
+            tree.shift(y, -held_of[v])
+            share = pair(y)[1]
+            tree.shift(y, held_of[v])
+            return share
+
+        def fits():
+            tree.shift(q, -need)
+            ok = tree.available(q) >= need
+            tree.shift(q, need)
+            return ok and fits_without(sim, c, gpus, targets)
+
+        def take(v):
+            targets.append(v)
+            tree.shift(self.queue[sim.jobs.project[v]], -held_of[v])
+
+        tree.shift(q, need)
+        try:
+            retry: dict[str, list[int]] = {}
+            while cands and not fits():
+                y = highest(tree, set(cands))
+                mine = pair(y)[0]
+                while cands[y]:
+                    v = cands[y].pop(0)
+                    if mine <= without(y, v):
+                        take(v)
+                        break
+                    retry.setdefault(y, []).append(v)
+                if not cands[y]:
+                    del cands[y]
+            second = self.strategies[1:] == STRATEGIES[1:]
+            for y in sorted(retry, key=lambda name: -pair(name)[1]) if second else ():
+                if fits():
+                    break
+                mine, old = pair(y)
+                if mine < old:
+                    take(retry[y][0])
+            if not fits():
+                return None
+            for v in reversed(list(targets)):  # drop what is spare, in reverse
+                y = self.queue[sim.jobs.project[v]]
+                targets.remove(v)
+                tree.shift(y, sim.held(v))
+                if not fits():
+                    targets.append(v)
+                    tree.shift(y, -sim.held(v))
+            return targets
+        finally:
+            self._sync(sim, c, tree)
+
+
+def fits_without(sim, c: int, gpus: int, targets: list[int]) -> bool:
+    """Whether ``gpus`` would fit on ``c``'s nodes were ``targets`` gone: node by node."""
+    gpn = sim.gpn[c]
+    gone = set(targets)
+    free = []
+    for _, left, jobs in sim.nodes_on(c):
+        for j in jobs:
+            if j in gone:
+                left += gpn if sim.jobs.gpus[j] >= gpn else sim.jobs.gpus[j]
+        free.append(left)
+    if gpus >= gpn:
+        return sum(1 for f in free if f == gpn) >= -(-gpus // gpn)
+    return any(f >= gpus for f in free)
+
+
+def highest(tree: FlavorTree, queues: set[str]) -> str:
+    """From the root, the highest-share child holding one of ``queues``, down to a queue."""
+    holds: dict[str, set[str]] = {}
+    for y in queues:
+        node: str | None = y
+        while node is not None:
+            holds.setdefault(node, set()).add(y)
+            node = tree.nodes[node].parent
+    top = next(n for n in holds if tree.nodes[n].parent is None)
+    while top not in queues:
+        kids = [k for k in tree.nodes[top].children if k in holds]
+        top = max(kids, key=lambda k: (tree.share(k), k))
+    return top
+
+
+# two teams of two projects and a project of its own: the tournament goes down two levels
+ORG = [("ta", "", 1.0), ("a1", "ta", 1.0), ("a2", "ta", 2.0), ("tb", "", 1.0),
+       ("b1", "tb", 1.0), ("b2", "tb", 1.0), ("c", "", 1.0)]
+PROJECTS = ("a1", "a2", "b1", "b2", "c")
+# crowded: most jobs come in the first hours and run long, so queues borrow and preempt
+JOB = st.tuples(st.sampled_from(PROJECTS), st.floats(0, 12), st.sampled_from([1, 2, 3, 4, 8, 16]),
+                st.floats(1, 30), st.booleans(), st.sampled_from([0.0, 1.0, 1.0]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=2, max_size=30),
+       grants=st.lists(st.integers(0, 6), min_size=len(PROJECTS), max_size=len(PROJECTS)),
+       second=st.booleans())
+def test_the_fast_search_replays_as_the_plain_walk(jobs, grants, second):
+    # Three nodes of 8 GPUs; guaranteed GPUs drawn per project and scaled into the 24,
+    # the rest borrowed under Fair Sharing (both preemption strategies, or the first).
+    total = sum(grants)
+    scaled = [g * 24 // total if total > 24 else g for g in grants]
+    plan = hand_plan(3, {p: (float(g), 0.0) for p, g in zip(PROJECTS, scaled, strict=True)})
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
+    tr = trace(rows)
+    sc = tiny(ORG, nodes=3)
+    strategies = STRATEGIES if second else STRATEGIES[:1]
+    fast = Replay(sc, tr, FixedPlan(plan, strategies=strategies)).run()
+    walked = Plain(sc, tr, Walked(plan, strategies=strategies)).run()
+    assert fast.segments == walked.segments
+    assert np.array_equal(fast.first_start, walked.first_start, equal_nan=True)
+    assert np.array_equal(fast.finish, walked.finish, equal_nan=True)
+    assert np.array_equal(fast.preemptions, walked.preemptions)
+
+
+def cohort_tree(usage: dict[str, int]) -> FlavorTree:
+    # root (nominal 4) ← T ← q1 (nominal 6, lendingLimit 2), q2 (nominal 0, borrowingLimit 5);
+    # root ← q3 (nominal 2): shares at T and at the queues
+    nodes = {"root": QuotaNode("root", None, 1.0, False, nominal=4),
+             "T": QuotaNode("T", "root", 1.0, False),
+             "q1": QuotaNode("q1", "T", 1.0, True, True, nominal=6, lending_limit=2),
+             "q2": QuotaNode("q2", "T", 2.0, True, True, nominal=0, borrowing_limit=5),
+             "q3": QuotaNode("q3", "root", 1.0, True, True, nominal=2)}
+    tree = FlavorTree(nodes)
+    tree.set_usage(usage)
+    return tree
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       name=st.sampled_from(["q1", "q2", "q3"]), gpus=st.integers(0, 12))
+def test_share_without_reads_what_a_shift_then_share_would(usage, name, gpus):
+    tree = cohort_tree(usage)
+    gpus = min(gpus, usage[name])
+    for at in tree.path(name)[:-1]:  # the queue and its Cohorts below the root
+        got = tree.share_without(name, gpus, at)
+        tree.shift(name, -gpus)
+        assert got == tree.share(at)
+        tree.shift(name, gpus)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=1, max_size=16), every=st.integers(1, 3))
+def test_node_room_answers_as_a_walk_over_the_nodes(jobs, every):
+    # After every scheduling pass of a replay: every ``every``-th running job taken, in
+    # the order they run, then given back one by one; after each step the room answers
+    # as the node-by-node walk for every size of workload.
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
+    checked = []
+
+    class Checked(FixedPlan):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            taken = sim.running_jobs(c)[::every]
+            room = NodeRoom(sim, c)
+            for n in range(len(taken) + 1):
+                for gpus in (1, 3, 4, 8, 16, 24):
+                    assert room.fits(gpus) == fits_without(sim, c, gpus, taken[:n])
+                if n < len(taken):
+                    room.take(taken[n])
+            for n in range(len(taken), 0, -1):
+                room.give_back(taken[n - 1])
+                assert room.fits(8) == fits_without(sim, c, 8, taken[:n - 1])
+            checked.append(len(taken))
+
+    Replay(tiny(ORG, nodes=3), trace(rows), Checked(hand_plan(3, {}))).run()
+    assert checked
