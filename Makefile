@@ -10,7 +10,7 @@ OUT ?= out
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,sweep,solvers]'
 	touch $@
 
 run: $(BIN)/.installed  ## plan the bundled sample into ./out

@@ -1,4 +1,4 @@
-"""A chain of daily planning cycles (``planner cycle``) on a generated scenario, timed.
+"""A chain of daily planning cycles (``planner cycle``) on a generated scenario, measured.
 
 Generates the sample at ``--scale`` (default 10) into ``--work``, then runs ``planner cycle
 SCENARIO --state WORK/state --as-of D --export ...`` in a fresh process for ``--cycles``
@@ -13,19 +13,34 @@ back (fed back, they overran budgets: a running reservation then no longer fitte
 project's budget left, and cycle 12 of the first chain failed rule 4).
 
 Every cycle must exit 0: the cycle re-checks each plan against rules 1-6 (with the previous
-plan for rule 6) before it keeps it, so an exit 0 is a valid plan. Prints one line per
-cycle and the median and maximum seconds, and writes them (wall and CPU seconds of each
-cycle's process) to ``benchmarks/results/cycle.json`` (``planner.results``).
+plan for rule 6) before it keeps it, so an exit 0 is a valid plan. Per cycle it records
+the CPU seconds of the ``planner cycle`` process and everything it waited for (user +
+system, ``RUSAGE_CHILDREN``: its HiGHS threads, LP helper and part workers included), its
+wall seconds, the load average, and the bytes of the cycle's folder. With ``--churn`` it
+also compares each cycle's Kueue sets with the previous cycle's, object by object, as
+``kubectl diff`` would show applying today's file over yesterday's objects: a unified
+diff (3 lines of context) of each object's YAML (keys sorted, as kubectl prints them),
+with kubectl's ``diff -u -N`` line per object; objects only in the new set count whole,
+objects gone (pruned) are counted apart. *Real* changes are the objects whose content
+differs beyond the set's window annotations (:data:`planner.exporters.kueue.WINDOW_ANNOTATIONS`).
+
+Writes ``benchmarks/results/<--name>.json`` (default ``cycle``) with
+:func:`planner.results.write_result` (commit, date, machine, load). ``--resume``
+continues a chain in ``--work`` after its current plan (the result file then holds the
+cycles of this run only). ``--code DIR`` runs the cycles with another checkout's
+``planner`` package (``PYTHONPATH=DIR``), e.g. an earlier commit unpacked by ``git
+archive``, for a before-and-after figure.
 
 Usage: ``python benchmarks/cycle_chain.py [--scale 10] [--cycles 30] [--work DIR]
-[--export slurm,kueue,json]``; ``--resume`` continues a chain in ``--work`` after its
-current plan (the result file then holds the cycles of this run only).
+[--export slurm,kueue,json] [--churn] [--name cycle] [--resume] [--code DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -34,19 +49,19 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.results import load_now, table_markdown, write_result  # noqa: E402
+from planner.results import load_now, write_result  # noqa: E402
 
-COLUMNS = [
-    {"key": "cycle", "label": "cycle"}, {"key": "as_of", "label": "as_of"},
-    {"key": "fed", "label": "usage rows fed"}, {"key": "allocations", "label": "allocations"},
-    {"key": "reservations", "label": "reservations"}, {"key": "status", "label": "status"},
-    {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"},
-    {"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
-]
+#: the annotations a set's window is written in (on the pool alone since the export keeps
+#: an object's bytes unless its content changes; on every object before)
+WINDOW = {f"gpu-planner.io/{k}" for k in ("valid-from", "valid-until", "plan-as-of",
+                                           "input-digest", "cluster")}
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def usage_rows(plan: dict, clusters: pd.DataFrame) -> list[str]:
@@ -76,7 +91,7 @@ def usage_rows(plan: dict, clusters: pd.DataFrame) -> list[str]:
 def feed_back(scenario: Path, plan: dict) -> int:
     """Write the plan's first period into ``usage.csv`` as jobs; return how many.
 
-    Rows fed before for the same period are replaced (a resumed chain feeds once).
+    Rows fed before for the same period are replaced.
     """
     usage = scenario / "usage.csv"
     text = usage.read_text(encoding="utf-8")
@@ -90,6 +105,110 @@ def feed_back(scenario: Path, plan: dict) -> int:
     return len(lines)
 
 
+def folder_bytes(folder: Path) -> int:
+    """The bytes of every file under ``folder``."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def kueue_sets(folder: Path) -> dict[str, dict[tuple[str, str, str], dict]]:
+    """The first period's Kueue sets of a cycle's folder: set (cluster or "") -> objects.
+
+    Objects by (kind, namespace, name).
+    """
+    index = yaml.load((folder / "kueue" / "index.yaml").read_text(), Loader=LOADER)
+    first = index["periods"][0]["valid_from"]
+    out = {}
+    for entry in index["periods"]:
+        if entry["valid_from"] != first:
+            continue
+        docs = yaml.load_all((folder / "kueue" / entry["file"]).read_text(), Loader=LOADER)
+        out[entry.get("cluster", "")] = {
+            (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
+            for d in docs if d}
+    return out
+
+
+def _text(obj: dict) -> list[str]:
+    return yaml.dump(obj, Dumper=DUMPER, sort_keys=True, default_flow_style=False,
+                     allow_unicode=True, width=1000).splitlines()
+
+
+def _content(obj: dict) -> dict:
+    """``obj`` without the window annotations."""
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {k: v for k, v in meta.get("annotations", {}).items()
+                           if k not in WINDOW}
+    return {**obj, "metadata": meta}
+
+
+def churn(before: Path, after: Path) -> dict[str, int]:
+    """What ``kubectl diff`` shows applying ``after``'s first-period sets over ``before``'s.
+
+    ``diff_lines``: the lines of the diff (per changed or new object, kubectl's ``diff -u
+    -N`` line and the unified diff with 3 lines of context); ``changed``: objects whose
+    YAML differs; ``real``: of those and the new ones, the objects whose content differs
+    beyond the window annotations; ``new``, ``gone``: objects only in one of the two.
+    """
+    old_sets, new_sets = kueue_sets(before), kueue_sets(after)
+    lines = changed = real = new = gone = 0
+    for key in sorted(set(old_sets) | set(new_sets)):
+        old, now = old_sets.get(key, {}), new_sets.get(key, {})
+        gone += len(set(old) - set(now))
+        for name, obj in now.items():
+            if name not in old:
+                new += 1
+                real += 1
+                lines += 1 + 3 + len(_text(obj))  # diff -u -N, ---, +++, @@, the object
+                continue
+            if obj == old[name]:
+                continue
+            changed += 1
+            real += _content(obj) != _content(old[name])
+            lines += 1 + sum(1 for _ in difflib.unified_diff(_text(old[name]), _text(obj),
+                                                             lineterm="", n=3))
+    return {"diff_lines": lines, "changed": changed, "real": real, "new": new, "gone": gone}
+
+
+def run_cycle(planner: list[str], scenario: Path, state: Path, day: pd.Timestamp,
+              export: str, model: str, env: dict[str, str]) -> tuple[float, float]:
+    """One ``planner cycle`` process; its CPU seconds (with what it waited for) and wall."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run([*planner, "cycle", str(scenario), "--state", str(state),
+                           "--as-of", day.strftime("%Y-%m-%d"), "--export", export,
+                           "--model", model], capture_output=True, text=True, env=env,
+                          cwd=state.parent)  # not the checkout: -m puts the cwd first
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        print(done.stdout, done.stderr, sep="\n")
+        raise SystemExit(f"cycle {day.date()} exited {done.returncode}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+COLUMNS = [
+    {"key": "cycle", "label": "cycle"},
+    {"key": "as_of", "label": "as_of"},
+    {"key": "usage_rows_fed", "label": "usage rows fed"},
+    {"key": "allocations", "label": "allocations"},
+    {"key": "reservations", "label": "reservations"},
+    {"key": "status", "label": "status"},
+    {"key": "cpu_s", "label": "CPU s", "unit": "s", "better": "lower"},
+    {"key": "wall_s", "label": "wall s", "unit": "s", "better": "lower"},
+    {"key": "load", "label": "load (1 min)"},
+    {"key": "folder_mb", "label": "folder MB", "unit": "MB", "better": "lower"},
+    {"key": "kueue_mb", "label": "Kueue MB", "unit": "MB", "better": "lower"},
+]
+CHURN_COLUMNS = [
+    {"key": "diff_lines", "label": "kubectl diff lines", "better": "lower"},
+    {"key": "changed", "label": "objects changed"},
+    {"key": "real", "label": "objects really changed or new"},
+    {"key": "new", "label": "new objects"},
+    {"key": "gone", "label": "objects pruned"},
+]
+
+
 def main() -> None:
     """Generate, chain the cycles, report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -98,16 +217,22 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/gpu-planner-cycle-chain"))
     parser.add_argument("--export", default="slurm,kueue,json")
     parser.add_argument("--model", default="default")
+    parser.add_argument("--churn", action="store_true",
+                        help="also compare each cycle's Kueue sets with the previous one's")
+    parser.add_argument("--name", default="cycle", help="benchmarks/results/<name>.json")
     parser.add_argument("--resume", action="store_true",
                         help="continue the chain in --work after its current plan")
+    parser.add_argument("--code", type=Path,
+                        help="run the cycles with the planner package of this checkout")
     args = parser.parse_args()
+    load_before = load_now()
     scenario, state = args.work / "scenario", args.work / "state"
     as_of = pd.Timestamp("2026-11-16", tz="UTC")
-    rows: list[dict] = []
     first = 0
-    load = load_now()
+    previous: Path | None = None
     if args.resume:
-        current = json.loads((state / "current" / "plan.json").read_text())
+        previous = (state / "current").resolve()
+        current = json.loads((previous / "plan.json").read_text())
         first = (pd.Timestamp(current["as_of"]) - as_of).days + 1
     elif args.work.exists():
         raise SystemExit(f"{args.work} exists; give a fresh --work folder (or --resume)")
@@ -115,47 +240,60 @@ def main() -> None:
         subprocess.run([sys.executable, str(ROOT / "data" / "generate.py"), "--scale",
                         str(args.scale), "--out", str(scenario)], check=True,
                        stdout=subprocess.DEVNULL)
-    planner = Path(sys.executable).parent / "planner"
+    env = dict(os.environ)
+    if args.code is not None:
+        env["PYTHONPATH"] = str(args.code.resolve())
+    planner = [sys.executable, "-m", "planner.cli"]
+    rows: list[dict] = []
     for i in range(first, args.cycles):
         day = as_of + pd.Timedelta(days=i)
         fed = 0
         if i:
             fed = feed_back(scenario, json.loads((state / "current" / "plan.json").read_text()))
-        started = time.perf_counter()
-        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run([str(planner), "cycle", str(scenario), "--state", str(state),
-                               "--as-of", day.strftime("%Y-%m-%d"), "--export", args.export,
-                               "--model", args.model], capture_output=True, text=True)
-        took = time.perf_counter() - started
-        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            print(done.stdout, done.stderr, sep="\n")
-            raise SystemExit(f"cycle {i + 1} ({day.date()}) exited {done.returncode}")
-        plan = json.loads((state / "current" / "plan.json").read_text())
-        rows.append({"cycle": i + 1, "as_of": str(day.date()), "fed": fed,
-                     "allocations": len(plan["allocations"]),
-                     "reservations": len(plan["reservations"]),
-                     "status": plan["solver"]["status"], "wall_s": round(took, 1),
-                     "cpu_s": round(cpu_after.ru_utime + cpu_after.ru_stime
-                                    - cpu_before.ru_utime - cpu_before.ru_stime, 1)})
-        print(rows[-1], flush=True)
-    wall = [r["wall_s"] for r in rows]
+        cpu, wall = run_cycle(planner, scenario, state, day, args.export, args.model, env)
+        folder = (state / "current").resolve()
+        plan = json.loads((folder / "plan.json").read_text())
+        row = {"cycle": i + 1, "as_of": str(day.date()), "usage_rows_fed": fed,
+               "allocations": len(plan["allocations"]),
+               "reservations": len(plan["reservations"]),
+               "status": plan["solver"]["status"], "cpu_s": round(cpu, 2),
+               "wall_s": round(wall, 2), "load": round(os.getloadavg()[0], 2),
+               "folder_mb": round(folder_bytes(folder) / 1e6, 2),
+               "kueue_mb": (round(folder_bytes(folder / "kueue") / 1e6, 2)
+                            if (folder / "kueue").is_dir() else 0.0)}
+        if args.churn and "kueue" in args.export:
+            row |= (churn(previous, folder) if previous is not None
+                    else dict.fromkeys(c["key"] for c in CHURN_COLUMNS))
+        previous = folder
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     cpu = [r["cpu_s"] for r in rows]
+    wall = [r["wall_s"] for r in rows]
     summary = (f"{len(rows)} daily cycles at {args.scale}× (--export {args.export}): every "
-               f"plan valid; median {statistics.median(wall):.1f} s wall "
-               f"({statistics.median(cpu):.1f} s CPU), max {max(wall):.1f} s wall per cycle")
-    path = write_result(
-        "cycle", title=f"A month of daily planning cycles at {args.scale}×", columns=COLUMNS,
-        rows=rows, load_before=load,
-        what=f"`planner cycle … --export {args.export}` on the sample at {args.scale}×, "
-             f"{len(rows)} consecutive days from 2026-11-16, each cycle a fresh process "
-             "(ingest, plan from the previous plan, check rules 1–6, export, apply.sh). "
-             "Between cycles the previous plan's first period is fed back as usage rows, "
-             "as if the executor had run it (guaranteed grants and reservations: what the "
-             "plan charges to budgets). *CPU* is the cycle process's user + system seconds.",
-        notes=[summary, "Every cycle exited 0: the cycle re-checks each plan against rules "
-               "1–6 before it keeps it, so each plan in the table is valid."])
-    print(table_markdown(COLUMNS, rows), summary, f"wrote {path}", sep="\n")
+               f"plan valid; CPU s per cycle median {statistics.median(cpu):.1f}, max "
+               f"{max(cpu):.1f}; wall s median {statistics.median(wall):.1f}, max "
+               f"{max(wall):.1f}; folder MB median "
+               f"{statistics.median(r['folder_mb'] for r in rows):.1f}; the state folder "
+               f"after cycle {rows[-1]['cycle']} {folder_bytes(state) / 1e6:.0f} MB")
+    notes = [summary]
+    if args.churn and len(rows) > 1:
+        diffs = [r for r in rows[1:] if r.get("diff_lines") is not None]
+        notes.append(
+            f"kubectl diff (emulated) from one cycle to the next: median "
+            f"{statistics.median(r['diff_lines'] for r in diffs):.0f} lines for a median "
+            f"{statistics.median(r['real'] for r in diffs):.0f} objects really changed or new "
+            f"(median {statistics.median(r['changed'] for r in diffs):.0f} objects changed)")
+    if args.code is not None:
+        notes.append(f"run with the planner package of another checkout (--code {args.code})")
+    print("\n".join(notes))
+    columns = COLUMNS + (CHURN_COLUMNS if args.churn else [])
+    write_result(args.name, title=f"Daily planning cycles at {args.scale}×",
+                 what=(f"{len(rows)} consecutive daily `planner cycle` processes on the "
+                       f"sample generated at {args.scale}× (load, plan, check, export "
+                       f"{args.export}, apply.sh), each fed the previous plan's first period "
+                       "as usage; CPU seconds of each process and what it waited for"),
+                 columns=columns, rows=rows, notes=notes, load_before=load_before)
+
 
 if __name__ == "__main__":
     main()

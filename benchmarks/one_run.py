@@ -1,7 +1,7 @@
 """One planning run in its own process, timed by phase; prints a JSON line.
 
     python benchmarks/one_run.py SCENARIO [MODEL] [LP_SOLVER] [--as-of DATE]
-                                 [--time-limit SECONDS]
+                                 [--time-limit SECONDS] [--limits time|work]
 
 Used by bench.py and solvers_bench.py so that each run's peak memory is its own
 (ru_maxrss of this process, plus the LP helper process's own peak, its VmHWM, when the
@@ -9,12 +9,15 @@ elastic LP is shared with one: an upper bound of the two at once). ``cpu_s`` is 
 CPU seconds of this process and its helper (HiGHS's threads included), which a loaded
 machine inflates less than wall time.
 ``--as-of`` plans from another date (``--as-of`` of ``planner run``; the quarter's
-start plans the full quarter), ``--time-limit`` overrides the model's.
+start plans the full quarter), ``--time-limit`` overrides the model's, ``--limits`` its
+``solver.limits`` (``work``: counts stop the reservation parts and the elastic LP is
+solved to its end, as ``planner cycle`` plans).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import sys
@@ -23,20 +26,23 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from planner.config import load_model
+from planner.config import load_model, with_limits
 from planner.inputs.load import load_scenario
 from planner.model.solve import HELPER_PEAKS_MB
+from planner.plan.write import plan_bytes
 from planner.run import parse_as_of, plan_scenario, write_outputs
 
 
 def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | None = None,
-         time_limit: float | None = None) -> None:
+         time_limit: float | None = None, limits: str | None = None) -> None:
     """Plan ``scenario`` and report phase times, CPU seconds, gap and peak memory."""
     config = load_model(model)
     if lp_solver:
         config = replace(config, solver=replace(config.solver, lp_solver=lp_solver))
     if time_limit:
         config = replace(config, solver=replace(config.solver, time_limit_seconds=time_limit))
+    if limits:
+        config = with_limits(config, limits)
     started = time.perf_counter()
     sc = load_scenario(scenario)
     if as_of:
@@ -70,6 +76,8 @@ def main(scenario: str, model: str, lp_solver: str | None = None, as_of: str | N
         "periods": len(run.problem.hours), "requests": len(run.problem.requests),
         "allocations": len(run.plan.allocations),
         "reservations": len(run.plan.reservations),
+        "limits": config.solver.limits or "time",
+        "sha256": hashlib.sha256(plan_bytes(run.plan)).hexdigest(),
     }))
 
 
@@ -80,5 +88,6 @@ if __name__ == "__main__":
     parser.add_argument("lp_solver", nargs="?", default=None)
     parser.add_argument("--as-of", dest="as_of", default=None)
     parser.add_argument("--time-limit", dest="time_limit", type=float, default=None)
+    parser.add_argument("--limits", choices=("time", "work"), default=None)
     args = parser.parse_args(sys.argv[1:])
-    main(args.scenario, args.model, args.lp_solver, args.as_of, args.time_limit)
+    main(args.scenario, args.model, args.lp_solver, args.as_of, args.time_limit, args.limits)

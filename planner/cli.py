@@ -98,12 +98,18 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds for the whole solve (overrides the model)")
     run.add_argument("--mip-gap", dest="mip_gap", type=float,
                      help="relative gap to stop reservation placement at (overrides the model)")
+    run.add_argument("--limits", choices=("time", "work"),
+                     help="what stops the solve: time (--time-limit, shared as the machine's "
+                          "load allows; the default of run) or work (counts of nodes, rounds "
+                          "and moves: the same plan whatever the load); overrides the model's "
+                          "solver.limits")
     run.add_argument("--quiet", action="store_true", help="no progress, no summary")
     run.add_argument("--export", help="also export the first period to these targets, "
                                       "comma-separated (kueue,slurm,json), into DIR/<target>/")
     run.add_argument("--solver", help="solver of the LP/MIP stages: highs (default) or any "
-                                      "PuLP reaches here (cbc, gurobi, cplex, …); reservations "
-                                      "are always placed by HiGHS")
+                                      "PuLP reaches here (cbc, gurobi, cplex, …; pip install "
+                                      "'gpu-planner[solvers]'); reservations are always "
+                                      "placed by HiGHS")
     run.add_argument("--write-model", dest="write_model", metavar="DIR",
                      help="also write the elastic LP as DIR/elastic.mps, .lp and "
                           "-names.csv (see docs/explanation/model.md)")
@@ -265,6 +271,11 @@ def _parser() -> argparse.ArgumentParser:
                                         "(kueue,slurm,json)")
     cycle.add_argument("--model", default="default",
                        help="planning model: a name in models/ or a .toml path (default: default)")
+    cycle.add_argument("--limits", choices=("time", "work"),
+                       help="what stops the solve: work (the default of cycle: counts of "
+                            "nodes, rounds and moves, so the same inputs give the same plan "
+                            "whatever the machine's load) or time (the model's time limit); "
+                            "overrides the model's solver.limits")
     cycle.add_argument("--apply", action="store_true",
                        help="run the cycle's apply.sh; the plan becomes current only if it "
                             "succeeds")
@@ -298,14 +309,16 @@ def _parser() -> argparse.ArgumentParser:
                            "of running it")
     sweep = sub.add_parser("sweep", help="run a grid of plans or replays (models, lookback, "
                                           "runtime cap, budget shifts, traces, policies) "
-                                          "as Ray tasks; one table of results")
+                                          "as Ray tasks (pip install 'gpu-planner[sweep]'); "
+                                          "one table of results")
     sweep.add_argument("spec", metavar="SPEC.toml",
                        help="the grid (docs/how-to/run-sweeps-on-ray.md)")
     sweep.add_argument("--out", required=True,
                        help="output folder: sweep.csv, sweep.html, timings.csv, cells/<cell>/ "
                             "(finished cells there are not run again)")
     sweep.add_argument("--serial", action="store_true",
-                       help="run the cells one by one in this process, without Ray")
+                       help="run the cells one by one in this process, without Ray (which "
+                            "it then does not need installed)")
     sweep.add_argument("--cpus", type=int,
                        help="CPUs of the local Ray (default: all of this machine's); "
                             "ignored when RAY_ADDRESS names a cluster")
@@ -334,6 +347,8 @@ def _with_solver_overrides(model, args):
         solver = replace(solver, mip_gap=args.mip_gap)
     if getattr(args, "solver", None) is not None:
         solver = replace(solver, lp_solver=args.solver)
+    if getattr(args, "limits", None) is not None:
+        solver = replace(solver, limits=args.limits)
     return replace(model, solver=solver)
 
 
@@ -818,7 +833,7 @@ def _need_sample(args: argparse.Namespace) -> None:
 
 
 def _cycle(args, console: Console, err: Console) -> ExitCode:
-    from planner.config import load_model
+    from planner.config import load_model, with_limits
     from planner.cycle import ApplyError, current_folder, run_cycle
     from planner.times import iso
 
@@ -833,7 +848,10 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
     state = Path(args.state)
     try:
         with err.status("planning cycle", spinner="dots") as status:
-            result = run_cycle(Path(args.scenario), state, load_model(args.model),
+            model = load_model(args.model)
+            if args.limits is not None:
+                model = with_limits(model, args.limits)
+            result = run_cycle(Path(args.scenario), state, model,
                                as_of=args.as_of, source=source, targets=targets,
                                apply=args.apply, progress=status.update, queue=queue)
     except (InputError, SolverError, ApplyError) as error:
@@ -905,6 +923,10 @@ def _sweep(args, console: Console, err: Console) -> ExitCode:
     if out.exists() and not out.is_dir():
         raise InputError([InputProblem("--out", None, None,
                                        f"{args.out!r} is a file; give a folder")])
+    if not args.serial:
+        from planner.extras import require
+
+        require("ray", "planner sweep", instead="or run the cells one by one with --serial")
     spec = load_spec(args.spec)
     with err.status("reading the sweep's inputs", spinner="dots") as status:
         inputs = prepare(spec, status.update)

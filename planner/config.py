@@ -78,6 +78,15 @@ class SolverOptions:
     # the planning grid: "" the uniform grid of the scenario's period_hours; else tiers of
     # "HOURSh*COUNT", the last one "HOURSh" repeated to quarter end (parse_period_grid)
     period_grid: str = ""
+    # what stops the reservation stage and the LP: "time" (time_limit_seconds, shared as
+    # the machine's load allows), "work" (counts of nodes, rounds and moves: the same
+    # inputs give the same plan whatever the load; planner.model.reservations.WorkLimits),
+    # or "" for the command's default (planner run: time, planner cycle: work)
+    limits: str = ""
+
+
+#: ``solver.limits``: what stops the solve (see :class:`SolverOptions`).
+LIMITS = ("time", "work")
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,11 @@ def is_seed(value: object) -> bool:
         0 <= value <= MAX_RANDOM_SEED
 
 
+def with_limits(model: ModelConfig, limits: str) -> ModelConfig:
+    """``model`` with ``solver.limits`` set to ``limits`` ("time" or "work")."""
+    return replace(model, solver=replace(model.solver, limits=limits))
+
+
 def with_seed(model: ModelConfig, seed: int) -> ModelConfig:
     """``model`` with HiGHS's ``solver.random_seed`` set to ``seed``."""
     return replace(model, solver=replace(model.solver, random_seed=seed))
@@ -180,6 +194,10 @@ def _check_ordering(config: ModelConfig, label: str) -> list[InputProblem]:
     if not is_seed(config.solver.random_seed):
         problems.append(InputProblem(label, None, "random_seed",
                                      f"must be a whole number in [0, {MAX_RANDOM_SEED}]"))
+    if config.solver.limits not in ("", *LIMITS):
+        problems.append(InputProblem(label, None, "limits",
+                                     f"must be \"time\" or \"work\", got "
+                                     f"{config.solver.limits!r}"))
     if config.solver.period_grid:
         try:
             parse_period_grid(config.solver.period_grid)

@@ -69,7 +69,7 @@ import pandas as pd
 import yaml
 
 from planner.changes import CHANGES_FILE, change_lines, changes_bytes, plan_changes
-from planner.config import ModelConfig
+from planner.config import ModelConfig, with_limits
 from planner.errors import InputError, InputProblem, SolverError
 from planner.exporters.files import export_files
 from planner.exporters.kueue import allowed_clusters, prune_allowlist, prune_selector
@@ -480,12 +480,16 @@ def plan_cycle(scenario_dir: Path, state: Path, model: ModelConfig, *,
     executor contract, :func:`planner.ingest.pending.pending_gangs`). ``queue``:
     ("squeue" | "kueue", file) whose jobs become ``demand.csv``
     (:func:`planner.ingest.queue.ingest_demand`), after the usage ingest, the jobs
-    ``planner tick`` moved counted as their projects'.
+    ``planner tick`` moved counted as their projects'. The solve is work-limited
+    (``solver.limits = "work"``) unless ``model`` says ``"time"``: the same inputs give
+    the same plan whatever the machine's load.
 
     The whole cycle holds the state's lock (:func:`planner.locks.hold`): a second cycle on
     the same ``state`` is refused at once, naming the one running; what a killed cycle
     left half-way is cleaned up first.
     """
+    if not model.solver.limits:  # a cycle's plan must not depend on the machine's load
+        model = with_limits(model, "work")
     state = Path(state)
     state_folder(state)
     with hold(state, "a planning cycle"):

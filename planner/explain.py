@@ -48,10 +48,11 @@ import pandas as pd
 
 from planner.config import ModelConfig, load_model
 from planner.errors import InputError, InputProblem
-from planner.fairshare.targets import fair_share_targets, usage_ages
+from planner.fairshare.targets import fair_share_targets_at, usage_ages
 from planner.fairshare.waterfill import water_fill
 from planner.inputs import Scenario
 from planner.model.problem import Problem, build_problem
+from planner.model.result import CellValues
 from planner.plan.build import num
 from planner.times import iso
 from planner.words import NGH_DEFINITION, number, percent, water_level_words
@@ -238,11 +239,11 @@ class Context:
     reserved_nodes: np.ndarray  # (K, T) nodes held in each period (max over the period)
     reserved_ngh: np.ndarray  # (P, T)
     available: np.ndarray  # (K, T) elastic GPU-hours
-    targets: np.ndarray  # (P, K, T) GPU-hours
+    targets: CellValues  # (P, K, T) GPU-hours, at the cells with demand
     capped: np.ndarray  # (P, K) NGH in period t: min(d, B_pt)
     offset: np.ndarray  # (P,) NGH in period t: U_pt
-    guaranteed: np.ndarray  # (P, K, T) from the plan
-    opportunistic: np.ndarray  # (P, K, T)
+    guaranteed: np.ndarray  # (P, K) GPU-hours in period t, from the plan
+    opportunistic: np.ndarray  # (P, K) in period t
     budgets: dict[str, dict[str, Any]]
 
 
@@ -316,12 +317,15 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     # as planner.model.solve.elastic_inputs, with the plan's reservations
     available = np.maximum(problem.cap - reserved_gpu_h, 0.0)
     headroom = np.maximum(problem.budget - problem.used - reserved_ngh.sum(axis=1), 0.0)
-    demand_ngh = problem.dem * rate[None, :, None]
-    targets_ngh = fair_share_targets(problem.tree, available * rate[:, None], demand_ngh,
-                                     headroom, problem.past, reserved_ngh, problem.lookback,
-                                     problem.positions)
+    # at the cells with demand only, as the planner computes them (no (P, K, T) array)
+    cells = problem.dem.cells()
+    targets_ngh = fair_share_targets_at(problem.tree, available * rate[:, None], cells,
+                                        problem.dem.values * rate[cells[1]], problem.shape,
+                                        headroom, problem.past, reserved_ngh, problem.lookback,
+                                        problem.positions)
     # steps (1), (2) and (5) of planner.fairshare.targets replayed up to period t
-    spent = targets_ngh.sum(axis=1)  # (P, T)
+    spent = np.zeros((problem.shape[0], problem.shape[2]))  # (P, T): Σ_k in cluster order
+    np.add.at(spent, (cells[0], cells[2]), targets_ngh)
     remaining = headroom.copy()
     for s in range(t):
         remaining = np.maximum(remaining - spent[:, s], 0.0)
@@ -329,17 +333,21 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     now = problem.past.shape[1] + t
     omega = problem.lookback.weights(usage_ages(t, problem.past.shape[1], problem.positions))
     offset = usage[:, :now] @ omega
-    capped = np.minimum(demand_ngh[:, :, t], remaining[:, None])
-    guaranteed, opportunistic = np.zeros(problem.shape), np.zeros(problem.shape)
+    capped = np.minimum(problem.dem.period(t) * rate[None, :], remaining[:, None])
+    n_projects, n_clusters, _ = problem.shape
+    guaranteed, opportunistic = np.zeros((n_projects, n_clusters)), np.zeros((n_projects,
+                                                                              n_clusters))
     k_index = {c: k for k, c in enumerate(problem.clusters)}
     p_index = {p: i for i, p in enumerate(problem.projects)}
-    t_index = {iso(s): i for i, s in enumerate(problem.period_start)}
+    start = iso(problem.period_start[t])
     for a in plan["allocations"]:
+        if a["period_start"] != start:
+            continue
         target = guaranteed if a["kind"] == "guaranteed" else opportunistic
-        target[p_index[a["project"]], k_index[a["cluster"]], t_index[a["period_start"]]] += \
-            a["gpu_hours"]
+        target[p_index[a["project"]], k_index[a["cluster"]]] += a["gpu_hours"]
     return Context(plan, problem, t, reserved_gpu_h, reserved_nodes, reserved_ngh, available,
-                   targets_ngh / rate[None, :, None], capped, offset, guaranteed, opportunistic,
+                   CellValues(problem.shape, problem.dem.codes, targets_ngh / rate[cells[1]]),
+                   capped, offset, guaranteed, opportunistic,
                    {b["project"]: b for b in plan["budgets"]})
 
 
@@ -369,7 +377,8 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
     """The water-filling of cluster ``k`` in the context's period, root → ``node``."""
     tree = ctx.problem.tree
     node_demand = tree.subtree_sum(ctx.capped[:, k])
-    node_asked = tree.subtree_sum(ctx.problem.dem[:, k, ctx.t] * ctx.problem.rate[k])
+    everyone = np.arange(ctx.problem.shape[0])
+    node_asked = tree.subtree_sum(ctx.problem.dem[everyone, k, ctx.t] * ctx.problem.rate[k])
     node_usage = tree.subtree_sum(ctx.offset)
     capacity = float(ctx.available[k, ctx.t] * ctx.problem.rate[k])
     levels = []
@@ -398,13 +407,13 @@ def fill_path(ctx: Context, node: str, k: int) -> tuple[Level, ...]:
 def _binding(ctx: Context, p: int, k: int, why: dict[str, Any]) -> Binding:
     problem, t = ctx.problem, ctx.t
     demand = float(problem.dem[p, k, t])
-    g, o = float(ctx.guaranteed[p, k, t]), float(ctx.opportunistic[p, k, t])
+    g, o = float(ctx.guaranteed[p, k]), float(ctx.opportunistic[p, k])
     target = float(ctx.targets[p, k, t])
     cap = float(problem.cap[k, t])
     reserved = float(ctx.reserved_gpu_h[k, t])
-    granted_all = float(ctx.guaranteed[:, k, t].sum() + ctx.opportunistic[:, k, t].sum())
+    granted_all = float(ctx.guaranteed[:, k].sum() + ctx.opportunistic[:, k].sum())
     full = granted_all + reserved >= cap - problem.hours[t] - EPS  # within one GPU × period
-    wanted_all = float(problem.dem[:, k, t].sum())
+    wanted_all = float(problem.dem[np.arange(problem.shape[0]), k, t].sum())
     cluster = problem.clusters[k]
     left = why["budget"] - why["used"] - why["planned"]
     n = number
@@ -482,8 +491,8 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
     problem = ctx.problem
     p = problem.tree.leaf_index[project]
     why = ctx.budgets[project]
-    wants = (problem.dem[p, :, ctx.t] > 0) | (ctx.guaranteed[p, :, ctx.t] > 0) \
-        | (ctx.opportunistic[p, :, ctx.t] > 0)
+    wants = (problem.dem[p, np.arange(problem.shape[1]), ctx.t] > 0) \
+        | (ctx.guaranteed[p] > 0) | (ctx.opportunistic[p] > 0)
     bindings = tuple(_binding(ctx, p, int(k), why) for k in np.flatnonzero(wants))
     forecast = why["used"] + why["planned"]
     return ProjectWhy(project, problem.tree.path(project),
@@ -511,8 +520,7 @@ def explain_team(ctx: Context, node: str) -> TeamWhy:
         figures = np.sum([[ctx.budgets[p][f] for f in ("budget", "used", "planned")]
                           for p in leaves], axis=0)
         rows = [tree.leaf_index[p] for p in leaves]
-        granted = float(ctx.guaranteed[rows, :, ctx.t].sum()
-                        + ctx.opportunistic[rows, :, ctx.t].sum())
+        granted = float(ctx.guaranteed[rows].sum() + ctx.opportunistic[rows].sum())
         if tree.is_leaf[i]:
             binding = explain_project(ctx, child).headline
         else:
@@ -523,7 +531,7 @@ def explain_team(ctx: Context, node: str) -> TeamWhy:
                                   *(num(x) for x in figures), num(granted), binding))
     rows = [tree.leaf_index[p] for p in tree.leaves_under(node)]
     problem = ctx.problem
-    wanted = problem.dem[rows, :, ctx.t].sum(axis=0) > 0
+    wanted = problem.dem.period(ctx.t)[rows].sum(axis=0) > 0
     levels = {problem.clusters[k]: fill_path(ctx, node, int(k)) for k in np.flatnonzero(wanted)}
     budget, used, planned, opportunistic = (num(x) for x in totals)
     return TeamWhy(node, tree.path(node),

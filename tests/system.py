@@ -39,3 +39,19 @@ def need_font(family: str, *, why: str) -> None:
     if REQUIRED:
         pytest.fail(f"{message} (PLANNER_SYSTEM_TESTS=required)")
     pytest.skip(message)
+
+
+def need_module(module: str, extra: str) -> None:
+    """Skip (or, in CI, fail) unless the optional ``module`` (``gpu-planner[extra]``) is here.
+
+    ``make test`` installs the extras the tests need, so in CI a test of the sweep on Ray
+    or of a PuLP solver always runs.
+    """
+    from planner.extras import installed
+
+    if installed(module):
+        return
+    message = f"{module} is not installed (pip install 'gpu-planner[{extra}]')"
+    if REQUIRED:
+        pytest.fail(f"{message} (PLANNER_SYSTEM_TESTS=required)")
+    pytest.skip(message)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +78,17 @@ def assert_same_demand(sc) -> None:
     """dem and E of ``build_problem`` equal the dense reference's, bit for bit."""
     problem = build_problem(sc, MODEL)
     dense = reference_demand(sc, problem)
-    assert problem.dem.tobytes() == dense.tobytes()
+    assert np.asarray(problem.dem).tobytes() == dense.tobytes()
+    # what the consumers read of it: per (k, t) over projects (the reservations'
+    # displacement, the summary), a period's (P, K) block (explain), any cell
+    assert problem.dem.sum(axis=0).tobytes() == dense.sum(axis=0).tobytes()
+    for t in range(problem.shape[2]):
+        assert problem.dem.period(t).tobytes() == np.ascontiguousarray(dense[:, :, t]).tobytes()
+    p, k, t = (np.arange(n) for n in problem.shape)
+    grid = np.meshgrid(p, k, t, indexing="ij")
+    assert problem.dem[tuple(grid)].tobytes() == dense.tobytes()
+    assert problem.dem.sum() == pytest.approx(dense.sum())
+    assert problem.dem.any() == bool(dense.any())
     triples = elastic_triples(problem)
     reference = np.nonzero(dense > 0)
     for got, want in zip(triples, reference, strict=True):

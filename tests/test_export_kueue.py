@@ -154,8 +154,16 @@ def test_hand_plan_quotas_equal_the_plan():
     flavors = second[("ClusterQueue", "p1")]["spec"]["resourceGroups"][0]["flavors"]
     assert [f["name"] for f in flavors] == ["c1"]
     assert flavors[0]["resources"][0]["nominalQuota"] == math.floor(20.0)
-    assert second[("ClusterQueue", "p1")]["metadata"]["annotations"][
-        "gpu-planner.io/valid-from"] == "2026-11-17T00:00:00Z"
+    # the window is annotated on the pool Cohort alone; every other object carries its id
+    # only, so it keeps its bytes from one day's set to the next unless its content changes
+    assert second[("Cohort", "gpu-planner-pool")]["metadata"]["annotations"] == {
+        "gpu-planner.io/id": "gpu-planner-pool",
+        "gpu-planner.io/valid-from": "2026-11-17T00:00:00Z",
+        "gpu-planner.io/valid-until": PLAN["periods"][1]["end"],
+        "gpu-planner.io/plan-as-of": PLAN["as_of"],
+        "gpu-planner.io/input-digest": PLAN.get("input_digest", "")}
+    assert second[("ClusterQueue", "p1")]["metadata"]["annotations"] == {
+        "gpu-planner.io/id": "p1"}
 
 
 @needs_crds
@@ -337,13 +345,15 @@ def test_rule_5_projects_ahead_of_pace_lend_their_guaranteed_quota(sample_plan):
 
 
 def _by_cluster(files: dict[str, str], start: str) -> dict[str, list[dict]]:
-    """Cluster (from the annotation) -> its manifest set for the period starting at ``start``."""
+    """Cluster (from the pool's annotation) -> its set for the period starting at ``start``."""
     out = {}
     for name in files:
         if name.startswith(file_name(start)[:-len(".yaml")] + "-"):
             docs = objects(files, name)
-            clusters = {d["metadata"]["annotations"]["gpu-planner.io/cluster"] for d in docs}
-            (cluster,) = clusters
+            (pool,) = [d for d in docs if d["kind"] == "Cohort" and "parentName" not in d["spec"]]
+            cluster = pool["metadata"]["annotations"]["gpu-planner.io/cluster"]
+            assert all("gpu-planner.io/cluster" not in d["metadata"]["annotations"]
+                       for d in docs if d is not pool)
             assert name == file_name(start, cluster)
             out[cluster] = docs
     return out
@@ -382,7 +392,8 @@ def test_more_than_64_clusters_split_per_cluster_into_valid_manifests():
     for docs in sets.values():
         for obj in docs:
             validate(obj)
-            assert obj["metadata"]["annotations"]["gpu-planner.io/valid-from"] == start
+        (pool,) = [d for d in docs if d["kind"] == "Cohort" and "parentName" not in d["spec"]]
+        assert pool["metadata"]["annotations"]["gpu-planner.io/valid-from"] == start
     # the index lists every file with its cluster; version 2, so that a version-1 reader
     # (one Kueue, every file applied to it) refuses it rather than mixing the clusters' sets
     index = yaml.safe_load(files["index.yaml"])
@@ -771,3 +782,29 @@ def test_widened_sets_validate_and_split_per_cluster_alike(per_cluster):
             validate(obj)
     assert queue_quotas(docs)[("p1", "c1")]["nominalQuota"] == 16
     assert pool_free(docs).get("c1", 0) == 0
+
+
+def reference_export(monkeypatch, *args, **kwargs) -> dict[str, str]:
+    """:func:`export_kueue` as it wrote before: each whole set by PyYAML's ``safe_dump_all``."""
+    import planner.exporters.kueue as kueue
+
+    with monkeypatch.context() as patched:
+        patched.setattr(kueue, "_dump", lambda objects: yaml.safe_dump_all(
+            objects, sort_keys=False, default_flow_style=False, explicit_start=True,
+            allow_unicode=True, width=100))
+        patched.setattr(kueue._SetWriter, "text", lambda self, objects: kueue._dump(objects))
+        return export_kueue(*args, **kwargs)
+
+
+def test_the_export_is_the_bytes_pyyaml_writes_per_set(monkeypatch):
+    # libyaml where it writes what PyYAML's Python emitter writes, and the objects a
+    # period's per-cluster sets share written once: the same bytes as each whole set
+    # dumped by yaml.safe_dump_all (two periods, so each period's shared objects are its own)
+    plan, org = wide_plan(12)
+    for per_cluster in (False, True):
+        for fill in (False, True):
+            got = export_kueue(plan, org, periods=2, per_cluster=per_cluster, fill=fill)
+            assert got == reference_export(monkeypatch, plan, org, periods=2,
+                                           per_cluster=per_cluster, fill=fill)
+    assert export_kueue(PLAN, ORG, periods=2) == reference_export(monkeypatch, PLAN, ORG,
+                                                                  periods=2)

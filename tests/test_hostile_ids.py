@@ -28,7 +28,7 @@ import yaml
 from planner.cli import main
 from planner.exporters.common import safe_name
 from planner.exporters.files import export_files
-from planner.exporters.kueue import prune_selector
+from planner.exporters.kueue import export_kueue, prune_selector
 from planner.exporters.slurm import account, reservation_name
 from planner.inputs.load import load_scenario
 from planner.plan.write import write_files
@@ -227,6 +227,21 @@ def test_kueue_yaml_carries_hostile_ids_as_data(planned):
                if d["kind"] == "ResourceFlavor"}
     assert flavors == {"h100-a": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                        "a100-b": {"gpu-planner.io/cluster": "a100-b"}}
+    assert not marker.exists()
+
+
+def test_kueue_yaml_of_hostile_ids_is_the_bytes_pyyaml_writes(planned, monkeypatch):
+    # hostile ids send their documents to PyYAML's Python emitter (libyaml writes some
+    # of them otherwise): the export is what yaml.safe_dump_all writes, set by set
+    from tests.test_export_kueue import reference_export
+
+    root, marker, ids = planned
+    plan = json.loads((root / "hostile" / "plan.json").read_text())
+    org = load_scenario(root / "scenario").org.copy()
+    org["id"], org["parent"] = org["id"].map(hostile), org["parent"].map(hostile)
+    for per_cluster in (False, True):
+        assert (export_kueue(plan, org, 2, per_cluster)
+                == reference_export(monkeypatch, plan, org, 2, per_cluster))
     assert not marker.exists()
 
 

@@ -140,7 +140,10 @@ def _other_field(docs):
 
 
 def _other_window(docs):
-    for d in docs:
+    # the window is written on the pool Cohort alone
+    pools = [d for d in docs if "gpu-planner.io/valid-from" in d["metadata"].get("annotations", {})]
+    assert pools
+    for d in pools:
         d["metadata"]["annotations"]["gpu-planner.io/valid-from"] = "2026-10-01T00:00:00Z"
 
 

@@ -278,7 +278,7 @@ def test_a_part_that_reaches_its_gap_early_leaves_its_time_to_the_next(monkeypat
     took = {"a": 1.5, "b": 9.5, "big": 19.0}
     limits = []
 
-    def fake_solve(part, time_limit, mip_gap, threads, seed, polish_only=False):
+    def fake_solve(part, time_limit, mip_gap, threads, seed, polish_only=False, work=None):
         limits.append((part.name, time_limit))
         clock.now += took[part.name]
         return {part.name: 0}, StageResult(STAGE, SolverStatus.FEASIBLE, 100.0 * SCALE,

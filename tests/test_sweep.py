@@ -25,6 +25,7 @@ from planner.simulate.trace import read_trace
 from planner.sweep.cells import cap_trace, prepare, run_cell, shift_budgets
 from planner.sweep.run import CellOutcome, run_sweep, table_csv
 from planner.sweep.spec import BudgetShift, load_spec
+from tests.system import need_module
 from tests.test_simulate_cli import JOBS, short_quarter, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +71,9 @@ budget_shift = [{{}}, {{from = "foundation-models", to = "science", percent = 10
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray")
+    need_module("ray", "sweep")
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

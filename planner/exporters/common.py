@@ -8,14 +8,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from planner.contract import EPS, floor_gpus  # noqa: F401  (the contract's rounding)
 from planner.inputs.org import OrgTree
 
 _UNSAFE = re.compile(r"[^a-z0-9]+")
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function the exporters call for every id of every object
 def safe_name(original: str, limit: int = 63) -> str:
     """A DNS-1123 label for ``original``, deterministic and collision-resistant.
 
@@ -23,7 +26,7 @@ def safe_name(original: str, limit: int = 63) -> str:
     runs of other characters become ``-``, and an 8-hex-digit digest of the original is
     appended so that ``A_b`` and ``a-b`` stay apart.
     """
-    if re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", original) and len(original) <= limit:
+    if _LABEL.fullmatch(original) and len(original) <= limit:
         return original
     digest = hashlib.sha256(original.encode()).hexdigest()[:8]
     base = _UNSAFE.sub("-", original.lower()).strip("-")[: limit - 9].strip("-")

@@ -80,29 +80,43 @@ cluster usually runs its own): the ``Topology``; its ``ResourceFlavor``; the poo
 with that cluster's unheld GPUs; a ``ClusterQueue`` and ``LocalQueue`` for each project
 that may run on it (fill; with ``fill=False``, that holds anything on it in the period),
 with that one flavor and the same numbers as in the single set; the Cohorts above those
-projects (the org tree pruned to them). Every object carries a
+projects (the org tree pruned to them). The set's pool Cohort carries a
 ``gpu-planner.io/cluster`` annotation. Quotas are the plan's either way: the single set's
 flavor for cluster c of a project's queue is the per-cluster set c's flavor of that queue.
 
 Names are DNS-1123 labels (:func:`planner.exporters.common.safe_name`); the original id is
-kept in the ``gpu-planner.io/id`` annotation. Every object carries the labels
+kept in the ``gpu-planner.io/id`` annotation. What a set was made from and for (the plan's
+``as_of`` and input digest, the period's window, the cluster of a per-cluster set) is
+annotated on its pool Cohort alone (:data:`WINDOW_ANNOTATIONS`), the one object whose
+quota moves with nearly every plan anyway: on every object, as before, they changed every
+object every cycle, and ``kubectl diff`` between two days' sets showed every object
+however little had changed; now an object's bytes change only when its content does.
+Every object carries the labels
 ``app.kubernetes.io/managed-by: gpu-planner`` and ``gpu-planner.io/scenario: <scenario>``
 (:func:`prune_selector`), so that a day's set replaces yesterday's with ``kubectl apply
 --prune -l <that selector> -f kueue-<period>.yaml``: objects of the scenario missing from the
 new set are deleted, and nothing the planner did not make is touched. Output is a pure
 function of the inputs.
+
+The YAML is written by :mod:`planner.exporters.yamltext` (libyaml's emitter where PyYAML
+has it, the same bytes from its Python emitter otherwise). A per-cluster export repeats
+most objects in every cluster's set (the Cohorts, LocalQueues, priority classes and
+Topology do not depend on the cluster): each is written once a period and its text
+reused (:class:`_SetWriter`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
 import yaml
 
 from planner.contract import ahead_of_pace, in_force, widens
+from planner.exporters import yamltext
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
 from planner.inputs.org import OrgTree
@@ -233,7 +247,12 @@ def _flavors(clusters: list[dict[str, Any]], window: Stamp) -> list[dict[str, An
 
 def pool_name(tree: OrgTree) -> str:
     """The root Cohort's name, distinct from every org node's."""
-    names = {safe_name(n) for n in tree.ids}
+    return _pool_name(tree.ids)
+
+
+@lru_cache(maxsize=8)
+def _pool_name(ids: tuple[str, ...]) -> str:
+    names = {safe_name(n) for n in ids}
     name = POOL
     while name in names:
         name += "-root"
@@ -393,7 +412,7 @@ def widen_late(plan: dict[str, Any], objects: list[dict[str, Any]],
     """
     may = widens(plan)
     queues = {object_id(o): o for o in objects if o["kind"] == "ClusterQueue"}
-    pool = next(o for o in objects if o["kind"] == "Cohort" and "parentName" not in o["spec"])
+    pool = next(o for o in objects if _is_pool(o))
     done = []
     for project, cluster, gpus in gangs:
         queue = queues.get(project)
@@ -571,9 +590,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     """
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
-    annotations = {f"{ANN}/valid-from": start, f"{ANN}/valid-until": end,
-                   f"{ANN}/plan-as-of": plan["as_of"],
-                   f"{ANN}/input-digest": plan.get("input_digest", "")}
+    annotations = window_annotations(plan, start, end, cluster)
     if quotas is None:
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
                                 pending, reserve_nodes)
@@ -582,19 +599,38 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
         projects = sorted(set(tree.leaves) | set(quotas))
         nodes = None
     else:  # the projects holding anything on the cluster, and the org tree above them
-        annotations[f"{ANN}/cluster"] = cluster
         clusters = [c for c in clusters if c["cluster"] == cluster]
         quotas = {p: {cluster: q[cluster]} for p, q in quotas.items() if cluster in q}
         projects = sorted(quotas)
         nodes = _ancestors(tree, projects)
-    window = Stamp(object_labels(plan), annotations)
-    objects = [_topology(window), *_priority_classes(window), *_flavors(clusters, window)]
-    objects += [_pool(clusters, tree, quotas, window)]
-    objects += _cohorts(tree, nodes, window)
+    labels = object_labels(plan)
+    plain = Stamp(labels, {})
+    objects = [_topology(plain), *_priority_classes(plain), *_flavors(clusters, plain)]
+    objects += [_pool(clusters, tree, quotas, Stamp(labels, annotations))]
+    objects += _cohorts(tree, nodes, plain)
     pace = pace_weights(plan) if weights == "pace" else None
-    objects += [_cluster_queue(p, tree, quotas.get(p, {}), window, pace) for p in projects]
-    objects += [_local_queue(p, window) for p in projects]
+    objects += [_cluster_queue(p, tree, quotas.get(p, {}), plain, pace) for p in projects]
+    objects += [_local_queue(p, plain) for p in projects]
     return objects
+
+
+#: The annotations of a set's pool Cohort: what the set was made from and for.
+WINDOW_ANNOTATIONS = tuple(f"{ANN}/{key}" for key in ("valid-from", "valid-until", "plan-as-of",
+                                                       "input-digest", "cluster"))
+
+
+def window_annotations(plan: dict[str, Any], start: str, end: str,
+                       cluster: str | None = None) -> dict[str, str]:
+    """The pool Cohort's :data:`WINDOW_ANNOTATIONS`: the period, the plan, the cluster.
+
+    The period's window (``valid-from``, ``valid-until``), the plan's ``as_of`` and input
+    digest, and (a per-cluster set) the cluster.
+    """
+    out = dict(zip(WINDOW_ANNOTATIONS, (start, end, plan["as_of"],
+                                        plan.get("input_digest", "")), strict=False))
+    if cluster is not None:
+        out[WINDOW_ANNOTATIONS[-1]] = cluster
+    return out
 
 
 def most_flavors(objects: list[dict[str, Any]]) -> int:
@@ -604,8 +640,56 @@ def most_flavors(objects: list[dict[str, Any]]) -> int:
 
 
 def _dump(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False,
-                              explicit_start=True, allow_unicode=True, width=100)
+    return yamltext.dump_all(objects)
+
+
+#: The kinds whose objects are the same in every cluster's set of a period (the pool
+#: Cohort, whose quota and annotations are the cluster's, excepted): written once a period.
+SHARED_KINDS = frozenset({"Topology", "WorkloadPriorityClass", "Cohort", "LocalQueue"})
+
+
+def _is_pool(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is a set's root Cohort (the pool)."""
+    return obj["kind"] == "Cohort" and "parentName" not in obj["spec"]
+
+
+class _SetWriter:
+    """The YAML of a period's manifest sets, each object shared between sets written once.
+
+    A set's objects go out in runs: a run of objects of :data:`SHARED_KINDS` (but the pool)
+    is the concatenation of each object's own text, written the first time it is met
+    (keyed by kind, name and id: within one period an object of these kinds is the same in
+    every set); a run of the others is written in one call. YAML documents written one
+    after another are the documents written together (each starts with ``---`` and none
+    leaves its stream open-ended: such a text, ending in ``...``, is refused here and the
+    set is written whole instead), which the tests check against :func:`_dump` of the
+    whole set.
+    """
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, str], str] = {}
+
+    def text(self, objects: list[dict[str, Any]]) -> str:
+        """The set's YAML: :func:`_dump` of ``objects``, the same bytes."""
+        parts: list[str] = []
+        run: list[dict[str, Any]] = []
+        for obj in objects:
+            if obj["kind"] in SHARED_KINDS and not _is_pool(obj):
+                if run:
+                    parts.append(_dump(run))
+                    run = []
+                key = (obj["kind"], obj["metadata"]["name"], object_id(obj))
+                text = self.texts.get(key)
+                if text is None:
+                    text = self.texts[key] = _dump([obj])
+                parts.append(text)
+            else:
+                run.append(obj)
+        if run:
+            parts.append(_dump(run))
+        if any(part.endswith("...\n") for part in parts):
+            return _dump(objects)
+        return "".join(parts)
 
 
 def file_name(start: str, cluster: str | None = None) -> str:
@@ -648,6 +732,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
     for n, (start, end) in enumerate(period_bounds(plan, periods)):
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
                                 pending if n == 0 else None, reserve_nodes)
+        writer = _SetWriter()
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
                                      weights=weights)
@@ -656,7 +741,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "
                                  "export per cluster")
             name = file_name(start, cluster)
-            files[name] = _dump(objects)
+            files[name] = writer.text(objects)
             entry = {"file": name, "valid_from": start, "valid_until": end}
             if cluster is not None:
                 entry["cluster"] = cluster

@@ -13,7 +13,7 @@ what this plan's export wrote for that period, up to the GPUs rules 6 and 7 move
   writes, labelled ``app.kubernetes.io/managed-by: gpu-planner`` and with *this plan's*
   scenario label (a set of another scenario would prune this one's objects);
 - its window (``gpu-planner.io/valid-from``, ``valid-until``, ``plan-as-of``,
-  ``input-digest``, ``cluster``) one period of this plan;
+  ``input-digest``, ``cluster``, on the pool Cohort) one period of this plan;
 - exactly the objects the plan's export holds for that period (none missing: a truncated
   file; none extra), each equal to the exported one in every field except the GPU
   quantities (``nominalQuota``, ``lendingLimit``, ``borrowingLimit`` of ``nvidia.com/gpu``,
@@ -123,16 +123,24 @@ def _ours(label: str, docs: list[Any], plan: dict[str, Any]) -> list[InputProble
 
 def _window(label: str, docs: list[dict[str, Any]], plan: dict[str, Any]
             ) -> tuple[tuple[str, str, str | None] | None, list[InputProblem]]:
-    """The period (start, end, cluster) every object's annotations name: one of the plan's."""
+    """The period (start, end, cluster) the set's annotations name: one of the plan's.
+
+    The export writes the window on the set's pool Cohort alone (every other object keeps
+    its bytes from one period's set to the next); every object that names a window must
+    name the same one, and some object must name it.
+    """
     seen = set()
     for doc in docs:
         notes = doc["metadata"].get("annotations")
         notes = notes if isinstance(notes, dict) else {}
-        seen.add(tuple(notes.get(f"{ANN}/{key}") for key in WINDOW))
+        window = tuple(notes.get(f"{ANN}/{key}") for key in WINDOW)
+        if any(value is not None for value in window):
+            seen.add(window)
     if len(seen) != 1:
+        said = "name different windows" if seen else "name no window"
         return None, [InputProblem(label, None, "metadata.annotations",
-                                   "its objects name different windows (gpu-planner.io/"
-                                   "valid-from …): not one set the exporter wrote")]
+                                   f"its objects {said} (gpu-planner.io/valid-from … on the "
+                                   "pool Cohort): not one set the exporter wrote")]
     start, end, as_of, digest, cluster = seen.pop()
     periods = period_bounds(plan, len(plan["periods"]))
     if as_of != plan["as_of"] or digest != plan.get("input_digest", ""):

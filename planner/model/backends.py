@@ -38,6 +38,7 @@ import numpy as np
 
 from planner.config import SolverOptions
 from planner.errors import InputError, InputProblem
+from planner.extras import installed, require
 from planner.model.lp import MatrixForm
 from planner.model.lp_worker import run_highs
 from planner.model.result import (
@@ -103,7 +104,12 @@ def _quiet_pulp():
 
 @cache
 def _pulp_available() -> tuple[str, ...]:
-    """PuLP's solver classes that run on this machine (asked once a process)."""
+    """PuLP's solver classes that run on this machine (asked once a process).
+
+    None without PuLP (an optional dependency, :mod:`planner.extras`).
+    """
+    if not installed("pulp"):
+        return ()
     with _quiet_pulp() as pulp:
         return tuple(pulp.listSolvers(onlyAvailable=True))
 
@@ -117,8 +123,15 @@ def available_solvers() -> list[str]:
 
 
 def check_solver(name: str, where: str = "--solver", column: str | None = None) -> str:
-    """``name`` if it runs here; else :class:`InputError` listing the ones that do."""
-    if name == DEFAULT_SOLVER or _pulp_class(name) is not None:
+    """``name`` if it runs here; else :class:`InputError` listing the ones that do.
+
+    A name other than ``highs`` needs PuLP: without it, the error says what to install.
+    """
+    if name == DEFAULT_SOLVER:
+        return name
+    require("pulp", where, column, instead=f"{name!r} is reached through it; highs needs "
+                                           "nothing more")
+    if _pulp_class(name) is not None:
         return name
     known = name in PULP_NAMES or name in _all_pulp_solvers()
     why = "is not available on this machine" if known else "is not a solver PuLP knows"

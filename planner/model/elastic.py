@@ -85,15 +85,8 @@ def keys(problem: Problem, project=None, cluster=None, period=None) -> Keys:
 
 
 def elastic_triples(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """E: (p, k, t) with demand, in (p, k, t) order.
-
-    Read from ``problem.demand_cells`` when :func:`~planner.model.problem.build_problem`
-    kept them (the same triples as ``np.nonzero(dem > 0)``, without a pass over dem).
-    """
-    if problem.demand_cells is not None:
-        p, k, t = np.unravel_index(problem.demand_cells, problem.shape)
-        return p, k, t
-    p, k, t = np.nonzero(problem.dem > 0)
+    """E: (p, k, t) with demand, in (p, k, t) order: the cells ``problem.dem`` keeps."""
+    p, k, t = problem.dem.cells()
     return p, k, t
 
 
@@ -281,7 +274,7 @@ def add_churn(lp: LpBuilder, problem: Problem, e, g, o) -> None:
     prev = problem.previous
     if prev is None:
         return
-    q = np.minimum((prev.guaranteed + prev.opportunistic)[e], problem.dem[e])
+    q = np.minimum(prev.guaranteed[e] + prev.opportunistic[e], problem.dem[e])
     has = np.nonzero(q > 1e-9)[0]
     at = tuple(index[has] for index in e)
     m = lp.add_columns("churn", np.zeros(len(has)), INF, -problem.model.objective.churn,

@@ -13,7 +13,9 @@ Indices
 
 Data (GPU-hours unless NGH is said)
     cap[k,t]      nodes_k · gpn_k · hours_t
-    dem[p,k,t]    Σ demand rows: gpus × overlap hours with period t (0 where p may not use k)
+    dem[p,k,t]    Σ demand rows: gpus × overlap hours with period t (0 where p may not use k),
+                  kept at its cells > 0 only (a :class:`~planner.model.result.CellValues`:
+                  the dense array was 1.76 GB of a 100× institute's 2.54 GB peak)
     rate[k]       NGH per GPU-hour of k's GPU type
     budget[p]     quarter budget, NGH
     used[p]       usage in [quarter_start, as_of), NGH
@@ -34,6 +36,7 @@ from planner.errors import InputError, InputProblem
 from planner.fairshare.lookback import Lookback
 from planner.inputs import Scenario
 from planner.inputs.org import OrgTree
+from planner.model.result import CellValues
 from planner.times import iso
 
 HOUR = pd.Timedelta(hours=1)
@@ -71,8 +74,8 @@ class FixedReservation:
 class PreviousPlan:
     """What the model needs of ``--previous``: grants on this grid and reservation starts."""
 
-    guaranteed: np.ndarray  # (P, K, T) GPU-hours, 0 where the previous plan had none
-    opportunistic: np.ndarray  # (P, K, T)
+    guaranteed: CellValues  # (P, K, T) GPU-hours, kept where the previous plan granted any
+    opportunistic: CellValues  # (P, K, T)
     covered: np.ndarray  # (T,) bool: the previous plan had this period
     starts: dict[str, pd.Timestamp] = field(default_factory=dict)
     ends: dict[str, pd.Timestamp] = field(default_factory=dict)
@@ -95,7 +98,7 @@ class Problem:
     period_end: tuple[pd.Timestamp, ...]
     hours: np.ndarray  # (T,)
     cap: np.ndarray  # (K, T) GPU-hours
-    dem: np.ndarray  # (P, K, T) GPU-hours
+    dem: CellValues  # (P, K, T) GPU-hours, kept at the cells > 0
     allowed: np.ndarray  # (P, K) bool
     budget: np.ndarray  # (P,) NGH
     used: np.ndarray  # (P,) NGH
@@ -104,8 +107,11 @@ class Problem:
     requests: tuple[Request, ...]
     fixed: tuple[FixedReservation, ...]
     previous: PreviousPlan | None
-    # flat codes p·K·T + k·T + t of the cells with dem > 0, ascending (None: read dem)
-    demand_cells: np.ndarray | None = None
+
+    @property
+    def demand_cells(self) -> np.ndarray:
+        """Flat codes p·K·T + k·T + t of the cells with dem > 0, ascending."""
+        return self.dem.codes
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -256,34 +262,32 @@ def _usage_arrays(scenario: Scenario, projects: dict[str, int], clusters: dict[s
 
 def _demand_array(scenario: Scenario, projects: dict[str, int], clusters: dict[str, int],
                   starts: np.ndarray, ends: np.ndarray, allowed: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """dem[p,k,t] (0 where ``allowed`` is False) and the flat codes of its cells > 0, ascending.
+                  ) -> CellValues:
+    """dem[p,k,t] at its cells > 0 (none where ``allowed`` is False).
 
-    Each cell is Σ over the demand rows in file order (as ``np.add.at`` would), computed
-    at the cells some row reaches only and written into a fresh zero array: the other
-    cells, over 99 % at 28×, are never written, so their pages are never faulted in.
+    Each cell is Σ over the demand rows in file order (as ``np.add.at`` on a dense
+    array would), computed at the cells some row reaches only: no (P, K, T) array is made.
     """
     shape = (len(projects), len(clusters), len(starts))
     demand = scenario.demand
     if demand.empty:
-        return np.zeros(shape), np.zeros(0, dtype=np.int64)
+        return CellValues(shape, np.zeros(0, dtype=np.int64), np.zeros(0))
     hours = overlap_hours(_stamps_to_np(demand["start"]), _stamps_to_np(demand["end"]),
                           starts, ends)
     p_idx = demand["project"].map(projects).to_numpy(dtype=np.int64)
     k_idx = demand["cluster"].map(clusters).to_numpy(dtype=np.int64)
+    if allowed is not None:  # a row on a cluster its project may not use counts nothing
+        keep = allowed[p_idx, k_idx]
+        hours, p_idx, k_idx = hours[keep], p_idx[keep], k_idx[keep]
+        gpus = demand["gpus"].to_numpy(dtype=float)[keep]
+    else:
+        gpus = demand["gpus"].to_numpy(dtype=float)
     cell = ((p_idx * shape[1] + k_idx)[:, None] * shape[2]
             + np.arange(shape[2], dtype=np.int64)[None, :]).reshape(-1)
-    gpu_hours = (hours * demand["gpus"].to_numpy(dtype=float)[:, None]).reshape(-1)
+    gpu_hours = (hours * gpus[:, None]).reshape(-1)
     # a term of +0.0 leaves a sum of non-negative terms as it is: only the others count
     reached = np.flatnonzero(gpu_hours != 0.0)
-    cells, slot = np.unique(cell[reached], return_inverse=True)
-    # bincount adds each slot's terms in the order given (file order), as on the dense array
-    sums = np.bincount(slot, gpu_hours[reached], minlength=len(cells))
-    if allowed is not None:
-        sums *= allowed.reshape(-1)[cells // shape[2]]
-    out = np.zeros(shape)
-    out.reshape(-1)[cells] = sums
-    return out, cells[sums > 0]
+    return CellValues.summed(shape, cell[reached], gpu_hours[reached])
 
 
 def _requests(scenario: Scenario, model: ModelConfig, projects: dict[str, int],
@@ -431,7 +435,7 @@ def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
     if previous is None:
         return None
     index = {s: t for t, s in enumerate(starts)}
-    guaranteed, opportunistic = np.zeros(shape), np.zeros(shape)
+    grants: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
     covered = np.zeros(shape[2], dtype=bool)
     for period in previous.get("periods", []):
         t = index.get(pd.Timestamp(period["start"]))
@@ -445,8 +449,11 @@ def _previous_arrays(previous: dict | None, shape: tuple[int, int, int],
         p, k = projects.get(a["project"]), clusters.get(a["cluster"])
         if t is None or p is None or k is None:
             continue
-        target = guaranteed if a["kind"] == "guaranteed" else opportunistic
-        target[p, k, t] += float(a["gpu_hours"])
+        codes, values = grants[a["kind"] == "guaranteed"]
+        codes.append((p * shape[1] + k) * shape[2] + t)
+        values.append(float(a["gpu_hours"]))
+    guaranteed, opportunistic = (CellValues.summed(shape, *grants[guaranteed])
+                                 for guaranteed in (True, False))
     res = previous.get("reservations", [])
     return PreviousPlan(guaranteed, opportunistic, covered,
                         {r["request_id"]: pd.Timestamp(r["start"]) for r in res},
@@ -466,8 +473,8 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
     hours = np.array([(e - s) / HOUR for s, e in zip(starts, ends, strict=True)], dtype=float)
     cap = arrays.gpus[:, None] * hours[None, :]
     allowed = arrays.allowed
-    dem, demand_cells = _demand_array(scenario, p_index, k_index, _to_datetime64(starts),
-                                      _to_datetime64(ends), allowed)
+    dem = _demand_array(scenario, p_index, k_index, _to_datetime64(starts), _to_datetime64(ends),
+                        allowed)
     budget = arrays.budget
     lookback = lookback_of(scenario, model)
     used, past = _usage_arrays(scenario, p_index, k_index, rate,
@@ -484,4 +491,4 @@ def build_problem(scenario: Scenario, model: ModelConfig, previous: dict | None 
                             ends if model.solver.period_grid else None)
     return Problem(scenario, model, tree, projects, clusters, arrays.gpu_type, nodes, gpn,
                    rate, tuple(starts), tuple(ends), hours, cap, dem, allowed, budget, used,
-                   past, lookback, requests, fixed, prev, demand_cells)
+                   past, lookback, requests, fixed, prev)

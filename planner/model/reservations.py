@@ -82,7 +82,10 @@ and root cuts reach by themselves, so a remaining gap is the incumbent's, not th
 bound's. The stage is HiGHS's MIP rather than CP-SAT's because HiGHS's branch and cut
 finds better incumbents against equally tight bounds on these time-indexed models
 (``docs/explanation/model.md``). ``benchmarks/reservations_gap.py`` measures the gap
-(``benchmarks/results/reservations.json``).
+(``benchmarks/results/reservations.json``). Nor is CP-SAT the cluster polish's
+sub-solver: from the same placements on x10r10's hardest parts, HiGHS's sub-MIPs gained
+more at every limit tried (``benchmarks/cpsat_polish.py``,
+``benchmarks/results/cpsat-polish.json``); OR-Tools is no longer a dependency.
 """
 
 from __future__ import annotations
@@ -139,6 +142,47 @@ CLUSTER_ROUNDS = 10  # rounds at most of the cluster polish
 CLUSTER_NODES = 2000  # branch-and-bound nodes a whole cluster's sub-MIP may take
 CLUSTER_SECONDS = 3.0  # and its time (a guard)
 
+
+@dataclass(frozen=True)
+class WorkLimits:
+    """What a part may do in the work-limited mode (``solver.limits = "work"``): counts.
+
+    Every step of :func:`solve_part` stops at a count instead of a share of the time
+    left: the local search after ``lns_rounds`` rounds of sub-MIPs of ``sub_mip_nodes``
+    nodes, HiGHS's branch and cut after ``nodes`` nodes (``mip_max_nodes``), the cluster
+    polish after ``cluster_rounds`` rounds of sub-MIPs of ``cluster_nodes`` nodes, the
+    swap search after ``swap_moves`` moves (planning runs no second pass with them:
+    :func:`improve_reservation_model` keeps them when called). HiGHS with a fixed seed and
+    counts is deterministic, and a part's outcome does
+    not depend on the other parts, so the same inputs give the same placement whatever
+    the machine's load, whichever process solves a part and however many at once.
+    ``guard_seconds`` is a wall-clock guard per part, far beyond what the counts take: a
+    part stopped by it (counted in :attr:`ReservationModel.guarded`, and in ``plan.json``)
+    may depend on the load after all.
+
+    The defaults, measured on x10r10 (10 parts of 545-645 requests) one part after
+    another at load 7-9: the stage's gap 0.70 % in 195 CPU-s; with 500 nodes and a
+    cluster polish of 2,000 nodes a sub-MIP, 0.55 % in 308 CPU-s; with 100 nodes and two
+    polish rounds of 150, 0.64 % in 258 CPU-s. HiGHS's root (presolve and cuts, which the
+    node count does not bound) is most of a part's branch and cut, and its bound is what
+    brings the gap below the LP relaxation's.
+    """
+
+    nodes: int = 200
+    lns_rounds: int = 1
+    sub_mip_nodes: int = SUB_MIP_NODES
+    cluster_rounds: int = 1
+    cluster_nodes: int = 300
+    swap_moves: int = 40_000
+    guard_seconds: float = 600.0
+
+    def record(self) -> dict[str, int | float]:
+        """The limits as ``plan.json`` records them (``solver.limits.part``)."""
+        return {"nodes": self.nodes, "lns_rounds": self.lns_rounds,
+                "sub_mip_nodes": self.sub_mip_nodes, "cluster_rounds": self.cluster_rounds,
+                "cluster_nodes": self.cluster_nodes, "swap_moves": self.swap_moves,
+                "guard_seconds": self.guard_seconds}
+
 def fixed_nodes(problem: Problem) -> np.ndarray:
     """F_kt: nodes held by reservations kept from the previous plan, (K, T)."""
     _, n_clusters, n_periods = problem.shape
@@ -187,7 +231,7 @@ def displacement(problem: Problem, request: Request,
     ``demand``: the elastic demand per cluster and period, Σ_p dem (computed when not given).
     """
     k = request.cluster
-    demand = problem.dem[:, k, :].sum(axis=0) if demand is None else demand[k]
+    demand = (problem.dem.sum(axis=0) if demand is None else demand)[k]
     held = request.nodes * problem.gpus_per_node[k] * problem.hours
     lost = np.minimum(held, np.maximum(0.0, demand - (problem.cap[k] - held)))
     window = np.cumsum(np.concatenate([[0.0], lost]))
@@ -248,6 +292,7 @@ class ReservationPart:
     warm_source: str
     relaxed: float = INF  # the LP relaxation's value (× SCALE), a bound; INF: not solved
     relaxed_values: np.ndarray | None = None  # its column values, when solved
+    guarded: bool = False  # a work-limited solve of it was stopped by its wall-clock guard
 
 
 @dataclass
@@ -266,6 +311,12 @@ class ReservationModel:
     placements: list[dict[str, int] | None] = field(default_factory=list)
     workers: int = 1  # how many parts the first pass solved at once
     seconds: float = 0.0  # the passes' wall-clock seconds so far
+    work: WorkLimits | None = None  # the passes' work limits (None: time limits)
+
+    @property
+    def guarded(self) -> int:
+        """Parts a work-limited pass stopped at their wall-clock guard (0 normally)."""
+        return sum(part.guarded for part in self.parts)
 
     @property
     def requests(self) -> list[Request]:
@@ -661,7 +712,8 @@ def relaxation_bound(part: ReservationPart, threads: int, seed: int) -> float:
 
 
 def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads: int,
-               seed: int, polish_only: bool = False) -> tuple[dict[str, int], StageResult]:
+               seed: int, polish_only: bool = False, work: WorkLimits | None = None
+               ) -> tuple[dict[str, int], StageResult]:
     """One part: local search from its warm start, HiGHS, then polished.
 
     When the warm start is further than ``mip_gap`` from the part's LP relaxation value,
@@ -682,26 +734,44 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
     true bounds: a HiGHS stopped before its root has only a loose one; with
     ``polish_only``, the LP relaxation's alone); the objective the value of the placement
     returned, counted with the model's own integer coefficients. Outcome in × SCALE units.
+
+    ``work`` (the work-limited mode): the same steps, each stopped by its count in
+    :class:`WorkLimits` instead of its share of ``time_limit`` (which is then ignored:
+    every step's deadline is the part's guard, ``work.guard_seconds`` from its start);
+    the cluster polish runs whatever the part's size. ``part.guarded`` says whether the
+    guard was reached.
     """
     started = time.perf_counter()
+    if work is not None:
+        time_limit = work.guard_seconds
     warm_value = placement_value(part.requests, part.values, part.warm)
     relaxed = part.relaxed
     if relaxed == INF and warm_value < sum(max(0, int(v.max())) for v in part.values):
         relaxed = relaxation_bound(part, threads, seed)
     outcome = None
-    cluster_share = CLUSTER_SHARE if time_limit >= CLUSTER_MIN_PART_SECONDS else 0.0
+    cluster_share = (CLUSTER_SHARE if work is not None or time_limit >= CLUSTER_MIN_PART_SECONDS
+                     else 0.0)
+    # each step's end, from the part's start: its share of the time, or (work) the guard
+    lns_until, highs_until, cluster_until = (
+        (time_limit,) * 3 if work is not None else
+        (LNS_SHARE * time_limit, (1 - cluster_share - POLISH_SHARE) * time_limit,
+         (1 - POLISH_SHARE) * time_limit))
     if polish_only:
         placed, objective, bound = dict(part.warm), float(warm_value), relaxed
     else:
         if _short_of(relaxed, warm_value, mip_gap) and LNS_SHARE > 0:
-            deadline = started + LNS_SHARE * time_limit
-            improved, value = improve_placement(part, deadline, threads, seed)
+            improved, value = (
+                improve_placement(part, started + lns_until, threads, seed) if work is None
+                else improve_placement(part, started + lns_until, threads, seed,
+                                       rounds=work.lns_rounds, nodes=work.sub_mip_nodes,
+                                       seconds=time_limit))
             if value > warm_value:
                 part.warm, part.warm_source = improved, f"{part.warm_source}+local-search"
-        left = ((1 - cluster_share - POLISH_SHARE) * time_limit
-                - (time.perf_counter() - started))
+        left = highs_until - (time.perf_counter() - started)
         highs = new_highs(threads, seed, max(MIN_PART_SECONDS, left))
         highs.setOptionValue("mip_rel_gap", float(mip_gap))
+        if work is not None:
+            highs.setOptionValue("mip_max_nodes", int(work.nodes))
         highs.passModel(part.lp.to_highs(maximize=True))
         warm = highspy.HighsSolution()
         warm.col_value = _warm_vector(part).tolist()
@@ -715,6 +785,7 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
             # valid; its bound is then each request's best start value, summed (said, not
             # hidden)
             trivial = float(sum(max(0, int(v.max())) for v in part.values))
+            _mark_guard(part, work, started)
             return {}, StageResult(STAGE, SolverStatus.FEASIBLE, 0.0, trivial, 1.0,
                                    outcome.seconds)
         if outcome.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
@@ -730,15 +801,15 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
             placed, objective = dict(part.warm), float(warm_value)
     if relative_gap(objective, bound, floor=1.0) > mip_gap:
         form = part.lp.matrix(maximize=True)
-        polishers = [(cluster_polish, (1 - POLISH_SHARE) * time_limit,
-                      cluster_share > 0 or polish_only),
+        polishers = [(_cluster_polish, cluster_until, cluster_share > 0 or polish_only),
                      (_swap_polish, time_limit, POLISH_SHARE > 0)]
         for polish, until, wanted in polishers:
             if not wanted:
                 continue
-            polished, value = polish(part, placed, started + until, threads, seed)
+            polished, value = polish(part, placed, started + until, threads, seed, work)
             if value > objective and _fits(form, _warm_vector(part, polished)):
                 placed, objective = polished, float(value)
+    _mark_guard(part, work, started)
     if outcome is not None and objective == outcome.objective and bound == outcome.bound:
         return placed, outcome
     gap = relative_gap(objective, bound, floor=1.0)
@@ -746,10 +817,30 @@ def solve_part(part: ReservationPart, time_limit: float, mip_gap: float, threads
                                time.perf_counter() - started)
 
 
+def _mark_guard(part: ReservationPart, work: WorkLimits | None, started: float) -> None:
+    """Note on ``part`` that a work-limited solve ran into its wall-clock guard."""
+    if work is not None and time.perf_counter() - started >= work.guard_seconds:
+        part.guarded = True
+
+
+def _cluster_polish(part: ReservationPart, placement: dict[str, int], deadline: float,
+                    threads: int, seed: int, work: WorkLimits | None
+                    ) -> tuple[dict[str, int], int]:
+    """:func:`cluster_polish`, with the work limits' rounds and nodes when given."""
+    if work is None:
+        return cluster_polish(part, placement, deadline, threads, seed)
+    return improve_placement(part, deadline, threads, seed, cluster_neighbourhoods(part),
+                             placement, work.cluster_rounds, work.cluster_nodes,
+                             work.guard_seconds)
+
+
 def _swap_polish(part: ReservationPart, placement: dict[str, int], deadline: float,
-                 threads: int, seed: int) -> tuple[dict[str, int], int]:
+                 threads: int, seed: int, work: WorkLimits | None
+                 ) -> tuple[dict[str, int], int]:
     """:func:`swap_search` in the polishers' signature (it needs no HiGHS)."""
-    return swap_search(part, placement, deadline)
+    if work is None:
+        return swap_search(part, placement, deadline)
+    return swap_search(part, placement, deadline, work.swap_moves)
 
 
 def _solve_in_turn(built: ReservationModel, order: list[int], weight: dict[int, float],
@@ -757,14 +848,16 @@ def _solve_in_turn(built: ReservationModel, order: list[int], weight: dict[int, 
                    polish_only: bool = False) -> dict[int, tuple[dict[str, int], StageResult]]:
     """Parts of ``order`` one after another in this process, until one fails.
 
-    Each gets its share by ``weight`` of the time left when it starts (:func:`part_time_limit`).
+    Each gets its share by ``weight`` of the time left when it starts (:func:`part_time_limit`);
+    with work limits (``built.work``), its counts alone.
     """
     queued = sum(weight[j] for j in order)
     done: dict[int, tuple[dict[str, int], StageResult]] = {}
     for j in order:
         limit = part_time_limit(time_limit - (time.perf_counter() - started), weight[j], queued)
         queued -= weight[j]
-        done[j] = solve_part(built.parts[j], limit, mip_gap, threads, seed, polish_only)
+        done[j] = solve_part(built.parts[j], limit, mip_gap, threads, seed, polish_only,
+                             built.work)
         if done[j][1].status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             break
     return done
@@ -812,6 +905,10 @@ def needs_search(part: ReservationPart, mip_gap: float) -> bool:
 def part_workers(built: ReservationModel, mip_gap: float) -> int:
     """How many parts to solve at once, each in a worker process of its own.
 
+    With work limits (``built.work``), the machine's cores rather than the cores free
+    now: how many run at once changes no placement then, and the load should not
+    change what the plan records either.
+
     :data:`WORKERS_ENV` when set to a whole number ≥ 1 (anything else counts as unset); else
     the cores other processes leave free, this process's own included (it waits while
     its workers solve): cores − the cores busy elsewhere right now
@@ -831,6 +928,8 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
                for part in built.parts)
     if hard < 2:
         return 1
+    if built.work is not None:
+        return max(1, min(hard, os.cpu_count() or 1))
     others = busy_elsewhere()
     if others is None:
         try:
@@ -843,16 +942,18 @@ def part_workers(built: ReservationModel, mip_gap: float) -> int:
 
 
 def solve_remote(part: ReservationPart, limit: float, deadline: float, mip_gap: float,
-                  threads: int, seed: int, polish_only: bool = False
-                  ) -> tuple[dict[str, int], StageResult, dict[str, int], str]:
+                  threads: int, seed: int, polish_only: bool = False,
+                  work: WorkLimits | None = None
+                  ) -> tuple[dict[str, int], StageResult, dict[str, int], str, bool]:
     """:func:`solve_part` in a worker: the limit cut to the wall-clock ``deadline``.
 
     Returns the placement and outcome, and the part's warm start and its source, which
-    the local search may have changed in the worker's copy.
+    the local search may have changed in the worker's copy, and whether a work-limited
+    solve reached its guard (``work``: the limit and deadline are not used).
     """
     limit = max(MIN_PART_SECONDS, min(limit, deadline - time.time()))
-    placed, outcome = solve_part(part, limit, mip_gap, threads, seed, polish_only)
-    return placed, outcome, part.warm, part.warm_source
+    placed, outcome = solve_part(part, limit, mip_gap, threads, seed, polish_only, work)
+    return placed, outcome, part.warm, part.warm_source, part.guarded
 
 
 def _solve_at_once(built: ReservationModel, order: list[int], weight: dict[int, float],
@@ -899,15 +1000,16 @@ def _solve_at_once(built: ReservationModel, order: list[int], weight: dict[int, 
                     continue
                 try:
                     pickle.dump((built.parts[j], limit, deadline, mip_gap, threads, seed,
-                                 polish_only),
+                                 polish_only, built.work),
                                 process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
                     process.stdin.flush()
-                    placed, outcome, warm, source = pickle.load(process.stdout)
+                    placed, outcome, warm, source, guarded = pickle.load(process.stdout)
                 except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
                     failed.append(j)
                     process = _end(process)
                     continue
                 built.parts[j].warm, built.parts[j].warm_source = warm, source
+                built.parts[j].guarded |= guarded
                 done[j] = (placed, outcome)
         finally:
             _end(process)
@@ -920,7 +1022,8 @@ def _solve_at_once(built: ReservationModel, order: list[int], weight: dict[int, 
         server.join()
     for j in sorted(failed):
         left = max(MIN_PART_SECONDS, deadline - time.time())
-        done[j] = solve_part(built.parts[j], left, mip_gap, threads, seed, polish_only)
+        done[j] = solve_part(built.parts[j], left, mip_gap, threads, seed, polish_only,
+                             built.work)
     return done
 
 
@@ -941,7 +1044,8 @@ def _end(process: subprocess.Popen | None) -> None:
 
 
 def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap: float,
-                            threads: int, seed: int, workers: int | None = None
+                            threads: int, seed: int, workers: int | None = None,
+                            work: WorkLimits | None = None
                             ) -> tuple[dict[str, int], StageResult]:
     """Solve part by part; return {request_id: start period} of placed requests, the outcome.
 
@@ -957,8 +1061,13 @@ def solve_reservation_model(built: ReservationModel, time_limit: float, mip_gap:
     ``workers`` (``None``: :func:`part_workers`) > 1 solves that many parts at once, each
     in a worker process, the largest first, each with its share of the worker-time left
     (:func:`_solve_at_once`); the sums are the same, in part order.
+
+    ``work`` (the work-limited mode): each part stops at the counts of :class:`WorkLimits`
+    instead of its share of ``time_limit`` (:func:`solve_part`), and the second pass
+    (:func:`improve_reservation_model`) keeps them.
     """
     started = time.perf_counter()
+    built.work = work
     workers = part_workers(built, mip_gap) if workers is None else workers
     built.workers = max(1, min(workers, len(built.parts)))
     columns = {j: float(part.start.size) for j, part in enumerate(built.parts)}

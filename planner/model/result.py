@@ -20,18 +20,6 @@ class SolverStatus(StrEnum):
     TIME_LIMIT = "time_limit"  # stopped by the limit without a usable solution
     ERROR = "error"
 
-    @classmethod
-    def from_cp_sat(cls, code: int) -> SolverStatus:
-        """Map a CP-SAT status code."""
-        from ortools.sat.python import cp_model
-
-        return {
-            cp_model.OPTIMAL: cls.OPTIMAL,
-            cp_model.FEASIBLE: cls.FEASIBLE,
-            cp_model.INFEASIBLE: cls.INFEASIBLE,
-            cp_model.UNKNOWN: cls.TIME_LIMIT,
-        }.get(code, cls.ERROR)
-
 
 @dataclass(frozen=True)
 class StageResult:
@@ -144,9 +132,49 @@ class CellValues:
             out[found] = self.values[slot[found]] if out.ndim else self.values[slot]
         return float(out) if out.ndim == 0 else out
 
-    def sum(self) -> float:
-        """Σ of every value (the dense array's sum, up to rounding)."""
-        return float(self.values.sum())
+    @classmethod
+    def summed(cls, shape: tuple[int, int, int], codes: np.ndarray, values: np.ndarray
+               ) -> CellValues:
+        """Σ of ``values`` per flat cell code, each cell's terms added in the order given.
+
+        As ``np.add.at`` on a zero (P, K, T) array would add them; cells whose sum is not
+        positive are not kept (the values here are GPU-hours, never negative).
+        """
+        cells, slot = np.unique(np.asarray(codes, dtype=np.int64), return_inverse=True)
+        sums = np.bincount(slot, np.asarray(values, dtype=np.float64), minlength=len(cells))
+        kept = sums > 0
+        return cls(shape, cells[kept], sums[kept])
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kept cells' (p, k, t) index arrays, in (p, k, t) order."""
+        return np.unravel_index(self.codes, self.shape)
+
+    def sum(self, axis: int | None = None) -> float | np.ndarray:
+        """Σ of every value (``axis=None``), or over projects (``axis=0``: a (K, T) array).
+
+        Over projects, each (k, t)'s values are added in project order, as the dense
+        array's ``sum(axis=0)`` adds them (its zeros change no sum).
+        """
+        if axis is None:
+            return float(self.values.sum())
+        if axis != 0:
+            raise ValueError("CellValues sums over every cell or over projects (axis=0)")
+        _, n_clusters, n_periods = self.shape
+        block = n_clusters * n_periods
+        return np.bincount(self.codes % block, self.values,
+                           minlength=block).reshape(n_clusters, n_periods)
+
+    def period(self, t: int) -> np.ndarray:
+        """The (P, K) block of period ``t``, dense."""
+        n_projects, n_clusters, n_periods = self.shape
+        at = self.codes % n_periods == t
+        out = np.zeros((n_projects, n_clusters))
+        out.reshape(-1)[self.codes[at] // n_periods] = self.values[at]
+        return out
+
+    def any(self) -> bool:
+        """Whether any kept value is not zero."""
+        return bool(np.any(self.values != 0))
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:  # noqa: ARG002 (numpy's protocol)
         dense = np.zeros(self.shape, dtype=dtype or np.float64)
@@ -166,6 +194,8 @@ class Solution:
     stages: tuple[StageResult, ...]
     build_seconds: float
     solve_seconds: float
+    # what stopped the solve (plan.json's solver.limits; planner.model.solve.limits_record)
+    limits: dict[str, Any] | None = None
 
     @property
     def status(self) -> SolverStatus:

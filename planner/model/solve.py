@@ -12,6 +12,7 @@ the tests measure what the split loses against it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import subprocess
@@ -38,6 +39,7 @@ from planner.model.lp_worker import start_worker
 from planner.model.problem import Problem
 from planner.model.reservations import (
     ReservationModel,
+    WorkLimits,
     build_reservation_model,
     fixed_ngh,
     fixed_nodes,
@@ -112,9 +114,14 @@ def solve(problem: Problem, on_built: Callable[[ElasticModel], None] | None = No
             helper.close()
 
 
+#: The work limits of ``solver.limits = "work"`` (the default of ``planner cycle``).
+WORK_LIMITS = WorkLimits()
+
+
 def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: float,
            on_built: Callable[[ElasticModel], None] | None) -> Solution:
     opts = problem.model.solver
+    work = WORK_LIMITS if opts.limits == "work" else None
     deadline = started + opts.time_limit_seconds
     tick = time.perf_counter()
     reservation_model = build_reservation_model(problem, budget_headroom(problem))
@@ -124,16 +131,18 @@ def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: flo
     share = opts.time_limit_seconds * opts.reservation_time_share
     placed, stage1 = solve_reservation_model(
         reservation_model, max(1.0, share - (time.perf_counter() - started)), opts.mip_gap,
-        opts.threads, opts.random_seed)
+        opts.threads, opts.random_seed, work=work)
     if stage1.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"reservation placement found no valid plan ({stage1.status})")
     tick = time.perf_counter()
+    if work is not None:  # the LP solves to its end: its limit is a guard from its start
+        deadline = tick + work.guard_seconds
     elastic = _elastic(problem, groups, placed, helper, deadline, on_built)
     lp_seconds = time.perf_counter() - tick
     build += elastic.build
     if elastic.stage.status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
         raise SolverError(f"the elastic allocation LP ended {elastic.stage.status}; "
-                          "no plan written")
+                          f"no plan written{_time_hint(problem, elastic.stage.status)}")
     second = _second_pass(problem, groups, reservation_model, stage1, lp_seconds, deadline,
                           on_built)
     if second is not None:
@@ -142,7 +151,52 @@ def _solve(problem: Problem, groups: list, helper: LpHelper | None, started: flo
     total = time.perf_counter() - started
     return Solution(placed, _cell_values(problem, elastic.cells, elastic.guaranteed),
                     _cell_values(problem, elastic.cells, elastic.opportunistic), elastic.targets,
-                    elastic.duals, (stage1, elastic.stage), build, total - build)
+                    elastic.duals, (stage1, elastic.stage), build, total - build,
+                    limits_record(problem, reservation_model, stage1))
+
+
+#: From how many periods a uniform grid is named as the likely cause of a run out of time.
+MANY_PERIODS = 24 * 14
+
+
+def _time_hint(problem: Problem, status: SolverStatus) -> str:
+    """What to do when the LP ran out of time: a mixed grid, more time, work limits."""
+    if status is not SolverStatus.TIME_LIMIT:
+        return ""
+    opts = problem.model.solver
+    hint = (f" (its limit is {opts.time_limit_seconds:g} s of wall-clock time, which a "
+            "loaded machine shortens: raise --time-limit, or plan with --limits work, "
+            "which solves the LP to its end")
+    periods = problem.shape[2]
+    if not opts.period_grid and periods > MANY_PERIODS:
+        ph = problem.scenario.config.period_hours
+        coarse = ph * math.ceil(24.0 / ph - 1e-9)  # a day, or the next multiple of ph
+        hint += (f"; the uniform grid of {ph:g} h gives {periods} periods: a mixed grid "
+                 f"keeps that resolution near as_of only, e.g. solver.period_grid = "
+                 f"\"{ph:g}h*48, {coarse:g}h\" in the model")
+    return hint + ")"
+
+
+def limits_record(problem: Problem, built: ReservationModel, stage: StageResult
+                  ) -> dict | None:
+    """What stopped the solve, for ``plan.json`` (``solver.limits``), or ``None``.
+
+    Work limits: ``{"mode": "work", "workers": …, "parts": …, "part": {the counts},
+    "guarded": parts stopped by their wall-clock guard}``, always. Time limits: ``{"mode":
+    "time", "workers": …, "parts": …, "time_limit_seconds": …, "reservation_time_share":
+    …}`` only when the reservation stage ended above ``mip_gap`` (a part stopped by its
+    time: the plan may then depend on the machine's load); a closed stage is the same
+    whatever the load, and its plan carries no record (as before there was one).
+    """
+    opts = problem.model.solver
+    common = {"workers": built.workers, "parts": len(built.parts)}
+    if built.work is not None:
+        return {"mode": "work", **common, "part": built.work.record(),
+                "guarded": built.guarded}
+    if stage.gap <= opts.mip_gap:
+        return None
+    return {"mode": "time", **common, "time_limit_seconds": opts.time_limit_seconds,
+            "reservation_time_share": opts.reservation_time_share}
 
 
 #: The second pass of the reservation stage (:func:`_second_pass`) runs only when the
@@ -170,10 +224,15 @@ def _second_pass(problem: Problem, groups: list, reservation_model: ReservationM
     solved again for it. The new plan replaces the first only when that LP ends optimal
     or feasible; otherwise (it ran out of time) the first plan stands, whole. Returns
     the new placement, stage outcomes and build seconds, or ``None`` (the first stands).
+    With work limits (``solver.limits = "work"``) there is no second pass.
     """
     opts = problem.model.solver
     reserve = SECOND_PASS_LP_FACTOR * lp_seconds + SECOND_PASS_MARGIN
     time_left = deadline - time.perf_counter() - reserve
+    if reservation_model.work is not None:
+        # work limits: no time is left over to give back; the first pass's counts (its
+        # cluster polish and swap search included) are the stage's whole work
+        return None
     if stage1.gap <= opts.mip_gap or time_left < SECOND_PASS_MIN_SECONDS:
         return None
     placed, improved = improve_reservation_model(reservation_model, time_left, opts.mip_gap,

@@ -216,6 +216,7 @@ def extract_plan(problem: Problem, solution: Solution) -> Plan:
             "mip_gap": gap_num(solution.mip_gap),
             "stages": [{"name": s.solver, "status": str(s.status), "objective": num(s.objective),
                         "bound": num(s.bound), "gap": gap_num(s.gap)} for s in solution.stages],
+            **({"limits": solution.limits} if solution.limits is not None else {}),
         },
         "periods": [{"start": iso(s), "end": iso(e)}
                     for s, e in zip(problem.period_start, problem.period_end, strict=True)],

@@ -118,6 +118,9 @@ def run_on_ray(todo: list[CellInput], done: Callable[[CellInput, dict, float], N
     Joins a Ray already initialised in this process as it is; otherwise starts one
     (:func:`ray_init_kwargs`) and shuts it down at the end.
     """
+    from planner.extras import require
+
+    require("ray", "planner sweep", instead="or run the cells one by one (engine 'serial')")
     import ray
 
     started = not ray.is_initialized()
