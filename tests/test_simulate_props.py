@@ -208,3 +208,40 @@ def test_slurm_takes_back_only_from_projects_ahead_and_past_the_exempt_time(earl
             assert s.end - s.start >= 8.0 - EPS
     assert_no_node_over(result.segments, {0: 8})
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data):
+    # LookbackPolicy.victims computes every project's held ÷ share at once; the order is
+    # the plain one: unallocated work of every project, then each project over its share
+    # (p aside) whose ratio beats what p's would be, highest ratio first, ties by id
+    import math
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from planner.contract import JobClass
+    from planner.simulate.policies import LookbackPolicy
+
+    n = data.draw(st.integers(1, 8))
+    share = np.array(data.draw(st.lists(st.sampled_from([0.0, 1e-10, 0.5, 1.0, 2.0, 4.0, 8.0]),
+                                        min_size=n, max_size=n)))[:, None]
+    held = np.array(data.draw(st.lists(st.integers(0, 16), min_size=n, max_size=n)),
+                    dtype=np.int64)[:, None]
+    p, extra = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 8))
+    policy = LookbackPolicy()
+    policy.share = share
+    sim = SimpleNamespace(projects=list(range(n)), held_project=held, held=lambda job: extra)
+
+    def ratio(q: int, more: int = 0) -> float:
+        s, h = share[q, 0], held[q, 0] + more
+        return h / s if s > 1e-9 else math.inf if h else 0.0
+
+    after = ratio(p, extra)
+    over = sorted((-ratio(q), q) for q in range(n)
+                  if q != p and held[q, 0] > share[q, 0] + 1e-9 and ratio(q) > after)
+    expected = [(q, JobClass.UNALLOCATED) for q in range(n)]
+    for _, q in over:
+        expected += [(q, JobClass.FILL), (q, "share")]
+    assert policy.victims(sim, 0, p, 0) == expected

@@ -370,13 +370,21 @@ class LookbackPolicy(AdmissionPolicy):
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Unallocated work anywhere, then projects more over their share than p would be."""
         after = self._ratio(sim, c, p, sim.held(job))
-        n_p = len(sim.projects)
-        groups = [(q, JobClass.UNALLOCATED) for q in range(n_p)]
-        over = sorted((-self._ratio(sim, c, q), q) for q in range(n_p)
-                       if q != p and sim.held_project[q, c] > self.share[q, c] + 1e-9
-                       and self._ratio(sim, c, q) > after)
-        for _, q in over:
-            groups += [(q, JobClass.FILL), (q, "share")]
+        groups = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
+        # the projects over their share (p aside), by their _ratio, highest first, then id:
+        # _ratio for all of them at once (the same float64 divisions)
+        share, held = self.share[:, c], sim.held_project[:, c]
+        over = held > share + 1e-9
+        over[p] = False
+        qs = np.flatnonzero(over)
+        if qs.size:
+            s, h = share[qs], held[qs]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(s > 1e-9, h / s, np.where(h != 0, np.inf, 0.0))
+            keep = ratio > after
+            qs, ratio = qs[keep], ratio[keep]
+            for q in qs[np.lexsort((qs, -ratio))].tolist():
+                groups += [(q, JobClass.FILL), (q, "share")]
         return groups
 
     def fill_tag_of(self, sim, job: int) -> str:
