@@ -78,8 +78,8 @@ from planner.ingest.pending import PendingGangs, pending_gangs
 from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
-from planner.inputs.load import load_scenario
-from planner.inputs.read import read_scenario, read_text_file
+from planner.inputs.load import load_scenario, load_scenario_and_files
+from planner.inputs.read import read_text_file
 from planner.inputs.validate import parse_datetime
 from planner.locks import hold
 from planner.plan.write import plan_bytes, write_files
@@ -503,7 +503,7 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
            now: Callable[[], pd.Timestamp], step: Callable[[str], None],
            queue: tuple[str, Path] | None) -> CycleResult:
     """The cycle's steps (:func:`plan_cycle`, which holds the state's lock around them)."""
-    scenario = load_scenario(scenario_dir)
+    scenario, inputs = load_scenario_and_files(scenario_dir)
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
                 else parse_as_of(iso(floor_to_grid(now(), scenario)), scenario))
     ingest_lines: tuple[str, ...] = ()
@@ -536,9 +536,8 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
         written += (demand.target,) if demand.written else ()
     elif (origin := demand_origin(scenario_dir, now())) is not None:
         warnings.append(origin)
-    if source is not None or queue is not None:
-        scenario = load_scenario(scenario_dir)
-    inputs = read_scenario(scenario_dir).files  # the bytes just loaded, kept with the plan
+    if source is not None or queue is not None:  # the ingests wrote: plan from what they wrote
+        scenario, inputs = load_scenario_and_files(scenario_dir)
     try:
         return _plan_and_keep(scenario.with_as_of(stamp_at), state, model, targets, apply, step,
                               gangs, ingest_lines, inputs, warnings)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, InputProblem
-from planner.inputs.read import RawTable, read_scenario
+from planner.inputs.read import RawScenario, RawTable, read_scenario
 from planner.inputs.scenario import Scenario, ScenarioConfig
 from planner.inputs.schema import DTYPES, TABLES, TableSchema
 from planner.inputs.validate import (
@@ -182,7 +182,11 @@ def build_tables(tables: Mapping[str, Parsed]) -> dict[str, pd.DataFrame]:
 
 def _read_and_check(path: Path, targets: tuple[str, ...] = ()
                     ) -> tuple[Scenario | None, list[InputProblem]]:
-    raw = read_scenario(path)
+    return _check(read_scenario(path), path, targets)
+
+
+def _check(raw: RawScenario, path: Path, targets: tuple[str, ...]
+           ) -> tuple[Scenario | None, list[InputProblem]]:
     problems = list(raw.problems)
     config = None
     if raw.config is not None:
@@ -217,6 +221,20 @@ def load_scenario(path: str | os.PathLike[str], targets: tuple[str, ...] = ()) -
     if scenario is None:
         raise InputError(problems)
     return scenario
+
+
+def load_scenario_and_files(path: str | os.PathLike[str]
+                            ) -> tuple[Scenario, dict[str, bytes]]:
+    """:func:`load_scenario`, and the bytes of every file it parsed (name → bytes).
+
+    One read of the folder: what a planning cycle keeps beside its plan is exactly what it
+    planned from.
+    """
+    raw = read_scenario(Path(path))
+    scenario, problems = _check(raw, Path(path), ())
+    if scenario is None:
+        raise InputError(problems)
+    return scenario, dict(raw.files)
 
 
 def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:
