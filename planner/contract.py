@@ -65,6 +65,15 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    its pending gang's GPUs there out of the pool, until the next cycle's set replaces
    them. Slurm needs no such rule: a budget QOS holds the quarter's GPU-minutes, not a
    day's GPUs.
+8. **Lending to projects whose budget is spent** (:func:`spent`): a project whose usage
+   at the plan's ``as_of`` has reached its budget is owed nothing more this quarter. It
+   may still use GPUs nobody with budget left can use (idle GPUs are better used), but
+   only those, and only until someone with budget left can: its work then yields at
+   once, whatever its class or size. The Kueue export puts its ClusterQueue directly in
+   the pool Cohort with ``fairSharing.weight`` 0 (an infinite share at the root, so it
+   loses every tournament and any other queue's pending workload preempts its borrowed
+   work by Fair Sharing); the Slurm export moves its jobs to ``gp-spent``, a QOS below
+   ``gp-opportunistic`` that every other QOS preempts with no exempt time.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
@@ -249,6 +258,19 @@ def ahead_of_pace(plan: dict[str, Any]) -> frozenset[str]:
     share = min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
     return frozenset(b["project"] for b in plan["budgets"]
                      if float(b["used"]) > float(b["budget"]) * share + EPS)
+
+
+def spent(plan: dict[str, Any]) -> frozenset[str]:
+    """Projects whose budget is spent at the plan's ``as_of`` (rule 8): ``used`` ≥ ``budget``.
+
+    Such a project is owed nothing more this quarter: an executor lends it GPUs only
+    while no project with budget left can use them, and takes them back at once when one
+    can. None for a plan without budgets (a hand-written one).
+    """
+    if not plan.get("budgets"):
+        return frozenset()
+    return frozenset(b["project"] for b in plan["budgets"]
+                     if float(b["budget"]) - float(b["used"]) <= EPS)
 
 
 def widens(plan: dict[str, Any]) -> frozenset[str]:

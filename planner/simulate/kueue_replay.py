@@ -509,7 +509,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
                  priorities: bool = True, takes_back: bool = True,
-                 widens: bool = True, late: bool = True,
+                 widens: bool = True, late: bool = True, spent_at_pool: bool = True,
                  demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
@@ -561,6 +561,11 @@ class KueueReplayPolicy(PlannerPolicy):
         #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
         #: ``planner export --late`` does to the applied set); False: the export before
         self.late = late
+        #: the export's rule 8: a project whose budget is spent at a replan has its
+        #: ClusterQueue in the pool Cohort with weight 0 (it borrows only what no other
+        #: queue can use, and loses it to any other queue's pending workload); False: in
+        #: its team, as before the rule
+        self.spent_at_pool = spent_at_pool
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
@@ -629,7 +634,8 @@ class KueueReplayPolicy(PlannerPolicy):
                                       weights=self.weights, takes_back=self.takes_back,
                                       pending=pending,
                                       reserve_nodes=RESERVE_NODES
-                                      if self.late and self.fill else 0)
+                                      if self.late and self.fill else 0,
+                                      spent_at_pool=self.spent_at_pool)
         self.body = body
         #: one Kueue for every cluster, as the single manifest set is applied (above
         #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
