@@ -649,9 +649,9 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     #      ÷ 8 (what t could lend: the root's 8) ÷ 2, b with B 4 ÷ 8 ÷ 1: a wins,
     #      A2 1 → 3, then B 3 → 5.
     # With weights="pace" from the plan's budgets (a: 100 − 100 spent → weight 0, an
-    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5. (a's budget is
-    # spent, so rule 8 puts its queue in the pool with weight 0 whatever the weights:
-    # the org-weight order is that of the export before the rule.)
+    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5. (a, 100 used of
+    # 100 at the quarter's start, is overdrawn, so rule 8 puts its queue in the pool with
+    # weight 0 whatever the weights: the org-weight order is the export's before the rule.)
     org = [("t", "", 1.0), ("a", "t", 2.0), ("b", "t", 1.0)]
     sc = tiny(org)
     plan = hand_plan(1, {"a": (0.0, 0.0)}) | {
@@ -661,14 +661,14 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    by_org = replay(sc, tr, FixedPlan(plan, weights="org", spent_at_pool=False))
+    by_org = replay(sc, tr, FixedPlan(plan, weights="org", overdrawn_at_pool=False))
     assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
     assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
     by_pace = replay(sc, tr, FixedPlan(plan))  # the default
     assert runs(by_pace, rows["B"]) == [(1.0, 3.0, DONE)]
     assert runs(by_pace, rows["A2"]) == [(3.0, 5.0, DONE)]
     (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace",
-                                            spent_at_pool=False)
+                                            overdrawn_at_pool=False)
                   if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
     assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
 
@@ -904,17 +904,17 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     assert checks or not len(tr)
 
 
-def test_rule_8_a_spent_project_yields_to_budget_work_and_still_fills_idle_gpus():
+def test_rule_8_an_overdrawn_project_yields_to_budget_work_and_still_fills_idle_gpus():
     # One node of 8 GPUs; nobody holds nominal quota (the pool owns 8). a (team ta, org
-    # weight 2) has spent its budget (used 100 of 100); b (team tb, weight 1) has all of
-    # its budget left.
+    # weight 2) is overdrawn (used 100 of 100 at the quarter's start: a whole budget ahead
+    # of its pace, 0); b (team tb, weight 1) has all of its budget left.
     # t=0    A1 (a, 4 GPUs, 20 h) starts, t=0.5 A2 (a, 4 GPUs, 20 h) too: nobody else has
-    #        work, so the spent project borrows the whole node (no GPU idles while it waits).
+    #        work, so the overdrawn project borrows the whole node (no GPU idles while it waits).
     # t=1    B (b, 4 GPUs, 2 h) arrives; the node is full.
     # Before rule 8 (a's queue in ta, weight 0 there): Fair Sharing compares the teams at
     #        the root. tb with B borrows 4 of the 8 lendable at weight 1: 0.5; ta without
     #        A2 (the latest admitted) borrows 4 ÷ 8 ÷ 2 = 0.25. 0.5 ≤ 0.25 fails, so B waits
-    #        behind the spent project until A1 ends at 20.
+    #        behind the overdrawn project until A1 ends at 20.
     # Rule 8 (a's queue in the pool, weight 0): a without A2 still borrows 4 at weight 0,
     #        an infinite share, and 0.5 ≤ ∞: A2 is preempted at 1, B runs 1 → 3, and A2
     #        (resumable) takes the idle GPUs back at 3.
@@ -927,7 +927,7 @@ def test_rule_8_a_spent_project_yields_to_budget_work_and_still_fills_idle_gpus(
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 0.5, 4, 20.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    before = replay(sc, tr, FixedPlan(plan, spent_at_pool=False))
+    before = replay(sc, tr, FixedPlan(plan, overdrawn_at_pool=False))
     assert runs(before, rows["A2"]) == [(0.5, 20.5, DONE)]
     assert runs(before, rows["B"]) == [(20.0, 22.0, DONE)]
     now = replay(sc, tr, FixedPlan(plan))  # the default: rule 8

@@ -68,15 +68,16 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     what each project is still owed, and a project whose budget is spent (weight 0, an
     infinite share) borrows only what nobody else wants; ``weights="org"``: the org
     weight;
-  - a project whose budget is spent at the plan's ``as_of`` (the executor contract's rule 8,
-    :func:`planner.contract.spent`; ``spent_at_pool=True``, the default): its ClusterQueue's
-    ``cohortName`` is the pool and its weight 0, whatever ``weights``. Weight 0 inside its
-    team would rank it last only against its own team: at the Cohorts above, its borrowed
-    work counts toward the team's share, so another team's waiting workload could lose to
-    it and could not preempt it. Directly under the pool its share is infinite where every
-    comparison with it is made, so it is admitted only when no other queue's workload can
-    be, and any other queue's pending workload preempts its borrowed work by Fair Sharing
-    (``LessThanOrEqualToFinalShare``: any finite share is at most an infinite one).
+  - a project *overdrawn* at the plan's ``as_of`` (a whole budget ahead of its pace: the
+    executor contract's rule 8, :func:`planner.contract.overdrawn`;
+    ``overdrawn_at_pool=True``, the default): its ClusterQueue's ``cohortName`` is the
+    pool and its weight 0, whatever ``weights``. Weight 0 inside its team ranks it last
+    only against its own team: at the Cohorts above, its borrowed work counts toward the
+    team's share, so another team's waiting workload can lose to it and cannot preempt
+    it. Directly under the pool its share is infinite wherever it is compared, so it is
+    admitted only when no other queue's workload can be, and any other queue's pending
+    workload preempts its borrowed work by Fair Sharing (``LessThanOrEqualToFinalShare``:
+    a finite share is at most an infinite one) while it borrows anything beyond it.
 - a ``LocalQueue`` per project in the project's namespace.
 
 **Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
@@ -124,7 +125,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from planner.contract import ahead_of_pace, in_force, spent, widens
+from planner.contract import ahead_of_pace, in_force, overdrawn, widens
 from planner.exporters import yamltext
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
@@ -538,10 +539,10 @@ def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
 
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
                    window: Stamp, pace: dict[str, float] | None = None,
-                   spent: bool = False) -> dict[str, Any]:
-    """A project's ClusterQueue; ``spent`` (rule 8): in the pool Cohort, of weight 0."""
+                   overdrawn: bool = False) -> dict[str, Any]:
+    """A project's ClusterQueue; ``overdrawn`` (rule 8): in the pool Cohort, of weight 0."""
     known = project in tree
-    team = (tree.parent_of(project) if known and not spent else "") or pool_name(tree)
+    team = (tree.parent_of(project) if known and not overdrawn else "") or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
         q = quotas[cluster]
@@ -563,7 +564,7 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
     weight = tree.weight_of(project) if known else 1.0
     if pace is not None and project in pace:
         weight = pace[project]
-    if spent:
+    if overdrawn:
         weight = 0.0
     spec["fairSharing"] = {"weight": quantity(weight)}
     return {"apiVersion": API, "kind": "ClusterQueue",
@@ -590,7 +591,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
                    weights: str = "pace", takes_back: bool = True,
                    pending: Mapping[tuple[str, str], int] | None = None,
-                   reserve_nodes: int = 0, spent_at_pool: bool = True
+                   reserve_nodes: int = 0, overdrawn_at_pool: bool = True
                    ) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
@@ -601,9 +602,9 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
     :func:`pace_weights`; a project missing from the plan's budgets keeps its org
     weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
-    ``spent_at_pool`` (the executor contract's rule 8, the default): the ClusterQueue of
-    a project whose budget is spent (:func:`planner.contract.spent`) sits in the pool
-    Cohort with weight 0; False: in its team, as before the rule.
+    ``overdrawn_at_pool`` (the executor contract's rule 8, the default): the ClusterQueue of
+    an overdrawn project (:func:`planner.contract.overdrawn`) sits in the pool Cohort
+    with weight 0; False: in its team, as before the rule.
     """
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
@@ -626,7 +627,7 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     objects += [_pool(clusters, tree, quotas, Stamp(labels, annotations))]
     objects += _cohorts(tree, nodes, plain)
     pace = pace_weights(plan) if weights == "pace" else None
-    gone = spent(plan) if spent_at_pool else frozenset()
+    gone = overdrawn(plan) if overdrawn_at_pool else frozenset()
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), plain, pace, p in gone)
                 for p in projects]
     objects += [_local_queue(p, plain) for p in projects]
@@ -731,7 +732,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  allowed: dict[str, tuple[str, ...]] | None = None,
                  weights: str = "pace", takes_back: bool = True,
                  pending: Mapping[tuple[str, str], int] | None = None,
-                 reserve_nodes: int = 0, spent_at_pool: bool = True) -> dict[str, str]:
+                 reserve_nodes: int = 0, overdrawn_at_pool: bool = True) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
@@ -754,7 +755,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
         writer = _SetWriter()
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
-                                     weights=weights, spent_at_pool=spent_at_pool)
+                                     weights=weights, overdrawn_at_pool=overdrawn_at_pool)
             if most_flavors(objects) > MAX_FLAVORS:
                 raise ValueError(f"a Kueue resource group for {start} would hold "
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "

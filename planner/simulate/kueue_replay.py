@@ -109,6 +109,13 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   (:func:`planner.exporters.kueue.widen_to_pending`, given the queue as ``planner cycle``
   gives it the pending Workloads); the gang then reclaims borrowed work to fit;
   ``widens=False`` replays the export before the rule;
+- **rule 8** (the executor contract's lending to overdrawn projects, the export's
+  ``overdrawn_at_pool``, on by default): at each replan a project a whole budget ahead of
+  its pace has its ClusterQueue in the pool Cohort with weight 0, read back like the
+  rest: its share is infinite in every comparison, so it is admitted last and any other
+  queue's workload preempts its borrowed work by Fair Sharing while it still borrows
+  beyond that workload (its last borrowed workload has share 0 without it, as Kueue
+  computes a weight-0 share, and only a lender's reclaim takes that one);
 - **unallocated work** goes to its project's LocalQueue like allocated work and shares
   its quota, at the lower priority: admitted after the queue's waiting budget work,
   preempted by it, and taken first when its queue borrows.
@@ -509,7 +516,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
                  priorities: bool = True, takes_back: bool = True,
-                 widens: bool = True, late: bool = True, spent_at_pool: bool = True,
+                 widens: bool = True, late: bool = True, overdrawn_at_pool: bool = True,
                  demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
         # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
@@ -561,11 +568,11 @@ class KueueReplayPolicy(PlannerPolicy):
         #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
         #: ``planner export --late`` does to the applied set); False: the export before
         self.late = late
-        #: the export's rule 8: a project whose budget is spent at a replan has its
-        #: ClusterQueue in the pool Cohort with weight 0 (it borrows only what no other
-        #: queue can use, and loses it to any other queue's pending workload); False: in
-        #: its team, as before the rule
-        self.spent_at_pool = spent_at_pool
+        #: the export's rule 8: a project overdrawn at a replan (a whole budget ahead of its
+        #: pace) has its ClusterQueue in the pool Cohort with weight 0 (it borrows only
+        #: what no other queue can use, and loses it to any other queue's pending
+        #: workload); False: in its team, as before the rule
+        self.overdrawn_at_pool = overdrawn_at_pool
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
@@ -635,7 +642,7 @@ class KueueReplayPolicy(PlannerPolicy):
                                       pending=pending,
                                       reserve_nodes=RESERVE_NODES
                                       if self.late and self.fill else 0,
-                                      spent_at_pool=self.spent_at_pool)
+                                      overdrawn_at_pool=self.overdrawn_at_pool)
         self.body = body
         #: one Kueue for every cluster, as the single manifest set is applied (above
         #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
