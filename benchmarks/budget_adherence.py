@@ -31,6 +31,7 @@ import functools
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from planner.exporters.kueue import SHIPPED  # noqa: E402
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.results import load_now, write_result  # noqa: E402
 from planner.simulate import run as replays  # noqa: E402
@@ -68,7 +70,8 @@ def make_trace(args: argparse.Namespace) -> tuple[Path, Path, str]:
 
 
 #: policy → its replay with rule 8 off (the export before the rule)
-BEFORE_RULE8 = {"planner-kueue": functools.partial(KueueReplayPolicy, overdrawn_at_pool=False)}
+BEFORE_RULE8 = {"planner-kueue": functools.partial(
+    KueueReplayPolicy, export=replace(SHIPPED, overdrawn_at_pool=False))}
 
 
 def replay_one(scenario, trace, policy: str, rule8: str):

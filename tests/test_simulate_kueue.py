@@ -20,6 +20,7 @@ from planner.exporters.common import safe_name
 from planner.exporters.kueue import (
     POOL,
     RESERVE_NODES,
+    KueueExport,
     export_kueue,
     file_name,
     period_objects,
@@ -115,7 +116,8 @@ def test_grant_capped_export_admits_nothing_beyond_the_quota():
     sc = tiny(TWO_TEAMS)
     tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
                 ("B", "b", 0, 1, 1.0, 0.0)])
-    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)}), fill=False))
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)}),
+                                      export=KueueExport(fill=False)))
     assert runs(result, 0) == [(0.0, 5.0, DONE)]
     assert runs(result, 1) == [(5.0, 7.0, DONE)]
     assert runs(result, 2) == []
@@ -162,7 +164,7 @@ def test_fill_borrowing_beyond_the_grant_is_reclaimed_at_once_by_the_lender():
     assert tags(result) == {(0, 0.0): NOMINAL, (1, 0.0): BORROWED, (2, 2.0): NOMINAL,
                             (1, 4.0): BORROWED}
     # the grant-capped export: A2 waits for A1 (10 → 20) and B starts at 2 untouched
-    capped = replay(sc, tr, FixedPlan(plan, fill=False))
+    capped = replay(sc, tr, FixedPlan(plan, export=KueueExport(fill=False)))
     assert runs(capped, 1) == [(10.0, 20.0, DONE)]
     assert runs(capped, 2) == [(2.0, 4.0, DONE)]
     assert capped.preemptions.sum() == 0
@@ -383,7 +385,7 @@ def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_
     assert runs(result, rows["A1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(result, rows["C1"]) == [(0.0, 10.0, DONE)]
     assert runs(result, rows["B"]) == [(1.0, 3.0, DONE)]
-    kept = replay(sc, tr, FixedPlan(plan, takes_back=False))
+    kept = replay(sc, tr, FixedPlan(plan, export=KueueExport(takes_back=False)))
     assert runs(kept, rows["A1"]) == [(0.0, 10.0, DONE)]
     assert runs(kept, rows["C1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(kept, rows["B"]) == [(1.0, 3.0, DONE)]
@@ -661,7 +663,8 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    by_org = replay(sc, tr, FixedPlan(plan, weights="org", overdrawn_at_pool=False))
+    before_rule_8 = KueueExport(weights="org", overdrawn_at_pool=False)
+    by_org = replay(sc, tr, FixedPlan(plan, export=before_rule_8))
     assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
     assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
     by_pace = replay(sc, tr, FixedPlan(plan))  # the default
@@ -831,7 +834,7 @@ def test_planner_kueue_replans_and_runs_through_the_solver():
     assert tags(result)[(1, 10.0)] == BORROWED
     # the grant-capped export (fill=False): b has no flavor until the replan at 24 h,
     # where it is admitted within its new nominal quota (no paced class in Kueue)
-    capped = replay(sc, tr, KueueReplayPolicy(fill=False))
+    capped = replay(sc, tr, KueueReplayPolicy(export=KueueExport(fill=False)))
     assert runs(capped, 0) == [(0.0, 10.0, DONE)]
     assert runs(capped, 1) == [(24.0, 26.0, DONE)]
     assert tags(capped)[(1, 24.0)] == NOMINAL
@@ -927,7 +930,7 @@ def test_rule_8_an_overdrawn_project_yields_to_budget_work_and_still_fills_idle_
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 0.5, 4, 20.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    before = replay(sc, tr, FixedPlan(plan, overdrawn_at_pool=False))
+    before = replay(sc, tr, FixedPlan(plan, export=KueueExport(overdrawn_at_pool=False)))
     assert runs(before, rows["A2"]) == [(0.5, 20.5, DONE)]
     assert runs(before, rows["B"]) == [(20.0, 22.0, DONE)]
     now = replay(sc, tr, FixedPlan(plan))  # the default: rule 8

@@ -777,3 +777,46 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                 "prune_allowlist": list(prune_allowlist()), "periods": index},
         sort_keys=False)
     return files
+
+
+@dataclass(frozen=True)
+class KueueExport:
+    """The Kueue export's options (the module docstring says what each does).
+
+    :data:`SHIPPED` is what ``planner export --to kueue``, ``planner cycle`` and the
+    set-in-force check write, and what ``planner-kueue`` replays: both take this one
+    object, so the replay runs what ships by construction, not by keeping two call sites
+    equal. Other values are the variants the export was measured against.
+    """
+
+    fill: bool = True
+    weights: str = "pace"
+    takes_back: bool = True
+    reserve_nodes: int = RESERVE_NODES
+    overdrawn_at_pool: bool = True
+
+    def period_objects(self, plan: dict[str, Any], tree: OrgTree, start: str, end: str,
+                       cluster: str | None = None,
+                       allowed: dict[str, tuple[str, ...]] | None = None,
+                       pending: Mapping[tuple[str, str], int] | None = None
+                       ) -> list[dict[str, Any]]:
+        """:func:`period_objects` with these options."""
+        return period_objects(plan, tree, start, end, cluster, fill=self.fill,
+                              allowed=allowed, weights=self.weights,
+                              takes_back=self.takes_back, pending=pending,
+                              reserve_nodes=self.reserve_nodes,
+                              overdrawn_at_pool=self.overdrawn_at_pool)
+
+    def export(self, plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
+               per_cluster: bool | None = None,
+               allowed: dict[str, tuple[str, ...]] | None = None,
+               pending: Mapping[tuple[str, str], int] | None = None) -> dict[str, str]:
+        """:func:`export_kueue` with these options."""
+        return export_kueue(plan, org, periods, per_cluster, fill=self.fill, allowed=allowed,
+                            weights=self.weights, takes_back=self.takes_back,
+                            pending=pending, reserve_nodes=self.reserve_nodes,
+                            overdrawn_at_pool=self.overdrawn_at_pool)
+
+
+#: the export that ships (see :class:`KueueExport`)
+SHIPPED = KueueExport()
