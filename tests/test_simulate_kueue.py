@@ -943,3 +943,38 @@ def test_rule_8_an_overdrawn_project_yields_to_budget_work_and_still_fills_idle_
                   if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
     assert queue_a["spec"]["cohortName"] == POOL
     assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 30),
+                               st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.25, 10),
+                               st.booleans()),
+                     min_size=1, max_size=14))
+def test_rule_8_an_overdrawn_project_fills_idle_gpus_and_takes_none_from_others(jobs):
+    # Two nodes (16 GPUs), nobody holds nominal quota, a overdrawn, b with its budget left,
+    # every job allocated and b's smaller than a node (so b's work never preempts b's).
+    # After every scheduling pass no waiting job fits on the free GPUs (lending fills every
+    # idle GPU it can: no GPU idles while work that fits waits), and no job of b is ever
+    # preempted: a, at an infinite share and no nominal quota, can neither win a Fair
+    # Sharing comparison nor reclaim, so it takes GPUs from nobody. (Invariants, not the
+    # rule's difference: the hand-computed test above shows what the rule changes.)
+    plan = hand_plan(2, {}) | {
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0}]}
+    rows = [(f"j{i:02d}", p, round(t, 2), g if p == "a" else min(g, 4), round(d, 2), 1.0, r)
+            for i, (p, t, g, d, r) in enumerate(jobs)]
+    tr = trace(rows)
+    passes = []
+
+    class Checked(FixedPlan):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            waiting = [j for j in sim.waiting_jobs() if sim.jobs.cluster[j] == c]
+            assert not any(sim.fits(c, sim.jobs.gpus[j]) for j in waiting), sim.now
+            passes.append(sim.now)
+
+    result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
+    b = tr.index[tr["project"] == "b"]
+    assert not [s for s in result.segments if s.job in set(b) and s.ended == PREEMPTED]
+    assert passes
