@@ -2,6 +2,7 @@
 
     nice python benchmarks/budget_adherence.py [--trace synthetic|philly|FILE.csv]
         [--seed 7] [--jobs 8000] [--policy planner-kueue,planner-slurm] [--name NAME]
+        [--rule8 on,off]
 
 Replays the trace under each policy (``planner.simulate.run.simulate``, the code of
 ``planner simulate``) and, for the project charged the most beyond its budget
@@ -15,13 +16,22 @@ GPUs nobody with budget wanted is the fill working; one while budget work waited
 the budget not holding, or the waiting work not fitting (a gang needs whole nodes):
 an upper bound on what the overrun took from others, not a proof it took it. Writes
 ``benchmarks/results/<name>.json`` (default ``budget-adherence-<trace>``).
+
+``--rule8``: each policy is replayed with the executor contract's rule 8 (lending to
+overdrawn projects, :func:`planner.contract.overdrawn`) as shipped (``on``) and/or as
+the export was before it (``off``: ``planner-kueue``'s ``overdrawn_at_pool=False``), a
+row each, with the budget error, weekly delivered ÷ owed, the worst team and the CPU
+seconds of the replay.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +39,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from planner.exporters.kueue import SHIPPED  # noqa: E402
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.results import load_now, write_result  # noqa: E402
+from planner.simulate import run as replays  # noqa: E402
+from planner.simulate.kueue_replay import KueueReplayPolicy  # noqa: E402
 from planner.simulate.metrics import Axes, _job_arrays, spread  # noqa: E402
 from planner.simulate.run import simulate  # noqa: E402
 from planner.simulate.trace import read_trace  # noqa: E402
@@ -54,6 +67,32 @@ def make_trace(args: argparse.Namespace) -> tuple[Path, Path, str]:
                        capture_output=True)
         return path, ROOT / "data" / "philly", "budget-adherence-philly"
     return Path(args.trace), ROOT / "data" / "sample", f"budget-adherence-{Path(args.trace).stem}"
+
+
+#: policy → its replay with rule 8 off (the export before the rule)
+BEFORE_RULE8 = {"planner-kueue": functools.partial(
+    KueueReplayPolicy, export=replace(SHIPPED, overdrawn_at_pool=False))}
+
+
+def replay_one(scenario, trace, policy: str, rule8: str):
+    """(the policy's run, its CPU seconds), with rule 8 as shipped (on) or not (off)."""
+    shipped = replays.POLICIES[policy]
+    if rule8 == "off":
+        replays.POLICIES[policy] = BEFORE_RULE8[policy]
+    try:
+        began = time.process_time()
+        (run,) = simulate(scenario, trace, [policy])
+        return run, time.process_time() - began
+    finally:
+        replays.POLICIES[policy] = shipped
+
+
+def worst_team(figures: dict) -> str:
+    """The team with the lowest weekly delivered ÷ owed, and that ratio."""
+    teams = {t: v["delivered_over_owed_weekly"] for t, v in figures["teams"].items()
+             if v.get("owed_ngh")}
+    name = min(teams, key=lambda t: (teams[t], t))
+    return f"{name} {teams[name]:.3f}"
 
 
 def overrun(scenario, trace, run) -> dict:
@@ -118,6 +157,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=8000)
     parser.add_argument("--policy", default="planner-kueue,planner-slurm")
     parser.add_argument("--name")
+    parser.add_argument("--rule8", default="on",
+                        help="on, off or on,off: rule 8 as shipped and/or before it")
     args = parser.parse_args()
     path, scenario_dir, name = make_trace(args)
     scenario = load_scenario(scenario_dir)
@@ -125,9 +166,13 @@ def main() -> None:
     load = load_now()
     rows = []
     for policy in args.policy.split(","):
-        (run,) = simulate(scenario, trace, [policy])
-        rows.append(overrun(scenario, trace, run))
-        print(rows[-1], flush=True)
+        # rule 8 is in the Kueue export alone: another policy runs once, as shipped
+        for rule8 in args.rule8.split(",") if policy in BEFORE_RULE8 else ["(none)"]:
+            run, cpu = replay_one(scenario, trace, policy, rule8)
+            rows.append({"rule8": rule8, **overrun(scenario, trace, run),
+                         "worst_team": worst_team(run.metrics.summary),
+                         "cpu_s": round(cpu, 1)})
+            print(rows[-1], flush=True)
     out = write_result(
         args.name or name, title="Budget adherence: the project run furthest past its budget",
         columns=COLUMNS, rows=rows, load_before=load,
@@ -145,6 +190,7 @@ def main() -> None:
 
 COLUMNS = [
     {"key": "policy", "label": "policy"},
+    {"key": "rule8", "label": "rule 8"},
     {"key": "project", "label": "project"},
     {"key": "budget_ngh", "label": "budget NGH"},
     {"key": "submitted_ngh", "label": "submitted NGH"},
@@ -157,6 +203,8 @@ COLUMNS = [
     {"key": "budget_error_floor_max", "label": "budget error floor max"},
     {"key": "delivered_over_owed_weekly", "label": "delivered ÷ owed weekly",
      "better": "higher"},
+    {"key": "worst_team", "label": "worst team (weekly)"},
+    {"key": "cpu_s", "label": "CPU s", "better": "lower"},
 ]
 
 if __name__ == "__main__":

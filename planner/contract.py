@@ -65,6 +65,17 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    its pending gang's GPUs there out of the pool, until the next cycle's set replaces
    them. Slurm needs no such rule: a budget QOS holds the quarter's GPU-minutes, not a
    day's GPUs.
+8. **Lending to projects far past their pace** (:func:`overdrawn`): a project whose usage
+   at the plan's ``as_of`` exceeds its budget × the share of the quarter gone by a whole
+   budget more (twice its budget at the quarter's end) is *overdrawn*. It may still use
+   GPUs nobody else can use (idle GPUs are better used), but only those, and only until
+   someone else can: its work then yields at once, whatever its class or size. (A project
+   merely past its budget keeps rule 5's treatment: the replays' weekly delivered ÷ owed
+   still owes it its pace each week, and cutting it off at its budget measurably lost
+   that.) The Kueue export puts its ClusterQueue directly in the pool Cohort with
+   ``fairSharing.weight`` 0 (an infinite share at the root, so it loses every tournament
+   and any other queue's pending workload preempts its borrowed work by Fair Sharing while
+   it borrows anything more).
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
@@ -245,10 +256,30 @@ def ahead_of_pace(plan: dict[str, Any]) -> frozenset[str]:
     the budget over the quarter would have used by now. (A project with no budget that
     used anything is ahead; one that used nothing never is.)
     """
-    start, end, now = (pd.Timestamp(plan[k]) for k in ("quarter_start", "quarter_end", "as_of"))
-    share = min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
+    share = _quarter_gone(plan)
     return frozenset(b["project"] for b in plan["budgets"]
                      if float(b["used"]) > float(b["budget"]) * share + EPS)
+
+
+def _quarter_gone(plan: dict[str, Any]) -> float:
+    """The share of the quarter gone at the plan's ``as_of``, clipped to [0, 1]."""
+    start, end, now = (pd.Timestamp(plan[k]) for k in ("quarter_start", "quarter_end", "as_of"))
+    return min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
+
+
+def overdrawn(plan: dict[str, Any]) -> frozenset[str]:
+    """Projects a whole budget ahead of their pace at the plan's ``as_of`` (rule 8).
+
+    ``used`` ≥ ``budget`` × (1 + the share of the quarter gone), the share as in
+    :func:`ahead_of_pace`: usage beyond an even spend of the budget by now plus the whole
+    budget again (at the quarter's end, twice the budget). A project with no budget is
+    overdrawn; none for a plan without budgets (a hand-written one).
+    """
+    if not plan.get("budgets"):
+        return frozenset()
+    share = _quarter_gone(plan)
+    return frozenset(b["project"] for b in plan["budgets"]
+                     if float(b["used"]) >= float(b["budget"]) * (1.0 + share) - EPS)
 
 
 def widens(plan: dict[str, Any]) -> frozenset[str]:

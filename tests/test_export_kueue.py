@@ -19,6 +19,9 @@ from planner.contract import ahead_of_pace, widens
 from planner.exporters.common import OrgTree, safe_name
 from planner.exporters.kueue import (
     MAX_FLAVORS,
+    POOL,
+    SHIPPED,
+    KueueExport,
     export_kueue,
     file_name,
     keep_reserve,
@@ -808,3 +811,37 @@ def test_the_export_is_the_bytes_pyyaml_writes_per_set(monkeypatch):
                                            per_cluster=per_cluster, fill=fill)
     assert export_kueue(PLAN, ORG, periods=2) == reference_export(monkeypatch, PLAN, ORG,
                                                                   periods=2)
+
+
+@needs_crds
+def test_rule_8_an_overdrawn_projects_queue_sits_in_the_pool_with_weight_0():
+    # "=P 3" used three times its budget: whatever share of the quarter is gone, that is
+    # more than a whole budget ahead of its pace (rule 8). Its ClusterQueue leaves its team
+    # for the pool Cohort, weight 0; the others stay where they were. Before the rule
+    # (overdrawn_at_pool=False) it stays in its team, at weight 0 all the same.
+    over = json.loads(json.dumps(PLAN))
+    over["budgets"][2]["used"] = 3 * float(over["budgets"][2]["budget"])
+    start = PLAN["periods"][0]["start"]
+    queues = {d["metadata"]["annotations"]["gpu-planner.io/id"]: d
+              for d in objects(export_kueue(over, ORG), file_name(start))
+              if d["kind"] == "ClusterQueue"}
+    before = {d["metadata"]["annotations"]["gpu-planner.io/id"]: d
+              for d in objects(export_kueue(over, ORG, overdrawn_at_pool=False),
+                               file_name(start)) if d["kind"] == "ClusterQueue"}
+    for queue in queues.values():
+        validate(queue)
+    assert queues["=P 3"]["spec"]["cohortName"] == POOL
+    assert before["=P 3"]["spec"]["cohortName"] != POOL
+    assert queues["=P 3"]["spec"]["fairSharing"] == {"weight": "0"}
+    assert {p: q for p, q in queues.items() if p != "=P 3"} == {
+        p: q for p, q in before.items() if p != "=P 3"}
+
+
+def test_the_cli_export_and_the_replay_take_the_one_shipped_record():
+    from planner.exporters.files import export_files
+    from planner.simulate.kueue_replay import KueueReplayPolicy
+
+    assert KueueReplayPolicy().export is SHIPPED
+    assert KueueExport() == SHIPPED  # frozen: nobody can change what ships in place
+    files = export_files(PLAN, "kueue", ORG, periods=2)
+    assert files == {k: v.encode() for k, v in SHIPPED.export(PLAN, ORG, 2).items()}

@@ -20,6 +20,7 @@ from planner.exporters.common import safe_name
 from planner.exporters.kueue import (
     POOL,
     RESERVE_NODES,
+    KueueExport,
     export_kueue,
     file_name,
     period_objects,
@@ -115,7 +116,8 @@ def test_grant_capped_export_admits_nothing_beyond_the_quota():
     sc = tiny(TWO_TEAMS)
     tr = trace([("A1", "a", 0, 4, 5.0, 2.0), ("A2", "a", 0, 4, 2.0, 2.0),
                 ("B", "b", 0, 1, 1.0, 0.0)])
-    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)}), fill=False))
+    result = replay(sc, tr, FixedPlan(hand_plan(1, {"a": (4.0, 0.0)}),
+                                      export=KueueExport(fill=False)))
     assert runs(result, 0) == [(0.0, 5.0, DONE)]
     assert runs(result, 1) == [(5.0, 7.0, DONE)]
     assert runs(result, 2) == []
@@ -162,7 +164,7 @@ def test_fill_borrowing_beyond_the_grant_is_reclaimed_at_once_by_the_lender():
     assert tags(result) == {(0, 0.0): NOMINAL, (1, 0.0): BORROWED, (2, 2.0): NOMINAL,
                             (1, 4.0): BORROWED}
     # the grant-capped export: A2 waits for A1 (10 → 20) and B starts at 2 untouched
-    capped = replay(sc, tr, FixedPlan(plan, fill=False))
+    capped = replay(sc, tr, FixedPlan(plan, export=KueueExport(fill=False)))
     assert runs(capped, 1) == [(10.0, 20.0, DONE)]
     assert runs(capped, 2) == [(2.0, 4.0, DONE)]
     assert capped.preemptions.sum() == 0
@@ -383,7 +385,7 @@ def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_
     assert runs(result, rows["A1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(result, rows["C1"]) == [(0.0, 10.0, DONE)]
     assert runs(result, rows["B"]) == [(1.0, 3.0, DONE)]
-    kept = replay(sc, tr, FixedPlan(plan, takes_back=False))
+    kept = replay(sc, tr, FixedPlan(plan, export=KueueExport(takes_back=False)))
     assert runs(kept, rows["A1"]) == [(0.0, 10.0, DONE)]
     assert runs(kept, rows["C1"]) == [(0.0, 1.0, PREEMPTED), (3.0, 12.0, DONE)]
     assert runs(kept, rows["B"]) == [(1.0, 3.0, DONE)]
@@ -649,7 +651,9 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     #      ÷ 8 (what t could lend: the root's 8) ÷ 2, b with B 4 ÷ 8 ÷ 1: a wins,
     #      A2 1 → 3, then B 3 → 5.
     # With weights="pace" from the plan's budgets (a: 100 − 100 spent → weight 0, an
-    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5.
+    # infinite share; b: 100 ÷ 96 h left), b wins: B 1 → 3, A2 3 → 5. (a, 100 used of
+    # 100 at the quarter's start, is overdrawn, so rule 8 puts its queue in the pool with
+    # weight 0 whatever the weights: the org-weight order is the export's before the rule.)
     org = [("t", "", 1.0), ("a", "t", 2.0), ("b", "t", 1.0)]
     sc = tiny(org)
     plan = hand_plan(1, {"a": (0.0, 0.0)}) | {
@@ -659,13 +663,15 @@ def test_within_one_team_the_tournament_compares_the_queues_and_pace_weights_dec
     tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 1, 1, 2.0, 1.0),
                 ("B", "b", 1, 4, 2.0, 1.0)])
     rows = {j: i for i, j in enumerate(tr["job_id"])}
-    by_org = replay(sc, tr, FixedPlan(plan, weights="org"))
+    before_rule_8 = KueueExport(weights="org", overdrawn_at_pool=False)
+    by_org = replay(sc, tr, FixedPlan(plan, export=before_rule_8))
     assert runs(by_org, rows["A2"]) == [(1.0, 3.0, DONE)]
     assert runs(by_org, rows["B"]) == [(3.0, 5.0, DONE)]
     by_pace = replay(sc, tr, FixedPlan(plan))  # the default
     assert runs(by_pace, rows["B"]) == [(1.0, 3.0, DONE)]
     assert runs(by_pace, rows["A2"]) == [(3.0, 5.0, DONE)]
-    (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace")
+    (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END, weights="pace",
+                                            overdrawn_at_pool=False)
                   if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
     assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
 
@@ -828,7 +834,7 @@ def test_planner_kueue_replans_and_runs_through_the_solver():
     assert tags(result)[(1, 10.0)] == BORROWED
     # the grant-capped export (fill=False): b has no flavor until the replan at 24 h,
     # where it is admitted within its new nominal quota (no paced class in Kueue)
-    capped = replay(sc, tr, KueueReplayPolicy(fill=False))
+    capped = replay(sc, tr, KueueReplayPolicy(export=KueueExport(fill=False)))
     assert runs(capped, 0) == [(0.0, 10.0, DONE)]
     assert runs(capped, 1) == [(24.0, 26.0, DONE)]
     assert tags(capped)[(1, 24.0)] == NOMINAL
@@ -899,3 +905,76 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     assert all((s.tag in (NOMINAL_GANG, BORROWED_GANG)) == (s.job in allocated and s.gpus >= 8)
                for s in result.segments)
     assert checks or not len(tr)
+
+
+def test_rule_8_an_overdrawn_project_yields_to_budget_work_and_still_fills_idle_gpus():
+    # One node of 8 GPUs; nobody holds nominal quota (the pool owns 8). a (team ta, org
+    # weight 2) is overdrawn (used 100 of 100 at the quarter's start: a whole budget ahead
+    # of its pace, 0); b (team tb, weight 1) has all of its budget left.
+    # t=0    A1 (a, 4 GPUs, 20 h) starts, t=0.5 A2 (a, 4 GPUs, 20 h) too: nobody else has
+    #        work, so the overdrawn project borrows the whole node (no GPU idles while it waits).
+    # t=1    B (b, 4 GPUs, 2 h) arrives; the node is full.
+    # Before rule 8 (a's queue in ta, weight 0 there): Fair Sharing compares the teams at
+    #        the root. tb with B borrows 4 of the 8 lendable at weight 1: 0.5; ta without
+    #        A2 (the latest admitted) borrows 4 ÷ 8 ÷ 2 = 0.25. 0.5 ≤ 0.25 fails, so B waits
+    #        behind the overdrawn project until A1 ends at 20.
+    # Rule 8 (a's queue in the pool, weight 0): a without A2 still borrows 4 at weight 0,
+    #        an infinite share, and 0.5 ≤ ∞: A2 is preempted at 1, B runs 1 → 3, and A2
+    #        (resumable) takes the idle GPUs back at 3.
+    org = [("ta", "", 2.0), ("a", "ta", 1.0), ("tb", "", 1.0), ("b", "tb", 1.0)]
+    sc = tiny(org)
+    plan = hand_plan(1, {}) | {
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0}]}
+    tr = trace([("A1", "a", 0, 4, 20.0, 1.0), ("A2", "a", 0.5, 4, 20.0, 1.0),
+                ("B", "b", 1, 4, 2.0, 1.0)])
+    rows = {j: i for i, j in enumerate(tr["job_id"])}
+    before = replay(sc, tr, FixedPlan(plan, export=KueueExport(overdrawn_at_pool=False)))
+    assert runs(before, rows["A2"]) == [(0.5, 20.5, DONE)]
+    assert runs(before, rows["B"]) == [(20.0, 22.0, DONE)]
+    now = replay(sc, tr, FixedPlan(plan))  # the default: rule 8
+    assert runs(now, rows["A1"]) == [(0.0, 20.0, DONE)]
+    assert runs(now, rows["A2"])[0] == (0.5, 1.0, PREEMPTED)
+    assert runs(now, rows["A2"])[1][0] == 3.0
+    assert runs(now, rows["B"]) == [(1.0, 3.0, DONE)]
+    # the exported object: a's ClusterQueue in the pool Cohort, weight 0
+    (queue_a,) = [o for o in period_objects(plan, sc.tree, START, END)
+                  if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"]
+    assert queue_a["spec"]["cohortName"] == POOL
+    assert queue_a["spec"]["fairSharing"] == {"weight": "0"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 30),
+                               st.sampled_from([1, 2, 4, 8, 16]), st.floats(0.25, 10),
+                               st.booleans()),
+                     min_size=1, max_size=14))
+def test_rule_8_an_overdrawn_project_fills_idle_gpus_and_takes_none_from_others(jobs):
+    # Two nodes (16 GPUs), nobody holds nominal quota, a overdrawn, b with its budget left,
+    # every job allocated and b's smaller than a node (so b's work never preempts b's).
+    # After every scheduling pass no waiting job fits on the free GPUs (lending fills every
+    # idle GPU it can: no GPU idles while work that fits waits), and no job of b is ever
+    # preempted: a, at an infinite share and no nominal quota, can neither win a Fair
+    # Sharing comparison nor reclaim, so it takes GPUs from nobody. (Invariants, not the
+    # rule's difference: the hand-computed test above shows what the rule changes.)
+    plan = hand_plan(2, {}) | {
+        "quarter_start": START, "quarter_end": END,
+        "budgets": [{"project": "a", "budget": 100.0, "used": 100.0},
+                    {"project": "b", "budget": 100.0, "used": 0.0}]}
+    rows = [(f"j{i:02d}", p, round(t, 2), g if p == "a" else min(g, 4), round(d, 2), 1.0, r)
+            for i, (p, t, g, d, r) in enumerate(jobs)]
+    tr = trace(rows)
+    passes = []
+
+    class Checked(FixedPlan):
+        def schedule(self, sim, c):
+            super().schedule(sim, c)
+            waiting = [j for j in sim.waiting_jobs() if sim.jobs.cluster[j] == c]
+            assert not any(sim.fits(c, sim.jobs.gpus[j]) for j in waiting), sim.now
+            passes.append(sim.now)
+
+    result = replay(tiny(TWO_TEAMS, nodes=2), tr, Checked(plan))
+    b = tr.index[tr["project"] == "b"]
+    assert not [s for s in result.segments if s.job in set(b) and s.ended == PREEMPTED]
+    assert passes

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from planner.exporters.executor_json import executor_view
-from planner.exporters.kueue import RESERVE_NODES, allowed_clusters, export_kueue
+from planner.exporters.kueue import SHIPPED, allowed_clusters
 from planner.exporters.slurm import export_slurm
 
 TARGETS = ("kueue", "slurm", "json")
@@ -31,8 +31,8 @@ def export_files(plan: dict[str, Any], target: str, org: pd.DataFrame | None, pe
     """
     if target == "kueue":
         allowed = allowed_clusters(budgets) if budgets is not None else None
-        files = export_kueue(plan, org, periods, per_cluster, allowed=allowed,
-                             pending=pending, reserve_nodes=RESERVE_NODES)
+        files = SHIPPED.export(plan, org, periods, per_cluster, allowed=allowed,
+                               pending=pending)
         return {k: v.encode() for k, v in files.items()}
     if target == "slurm":
         return {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}

@@ -67,7 +67,17 @@ One multi-document YAML file per exported period, ``kueue-<period start>.yaml``,
     plan's ``budgets`` (:func:`pace_weights`): idle GPUs are borrowed in proportion to
     what each project is still owed, and a project whose budget is spent (weight 0, an
     infinite share) borrows only what nobody else wants; ``weights="org"``: the org
-    weight.
+    weight;
+  - a project *overdrawn* at the plan's ``as_of`` (a whole budget ahead of its pace: the
+    executor contract's rule 8, :func:`planner.contract.overdrawn`;
+    ``overdrawn_at_pool=True``, the default): its ClusterQueue's ``cohortName`` is the
+    pool and its weight 0, whatever ``weights``. Weight 0 inside its team ranks it last
+    only against its own team: at the Cohorts above, its borrowed work counts toward the
+    team's share, so another team's waiting workload can lose to it and cannot preempt
+    it. Directly under the pool its share is infinite wherever it is compared, so it is
+    admitted only when no other queue's workload can be, and any other queue's pending
+    workload preempts its borrowed work by Fair Sharing (``LessThanOrEqualToFinalShare``:
+    a finite share is at most an infinite one) while it borrows anything beyond it.
 - a ``LocalQueue`` per project in the project's namespace.
 
 **Per cluster.** A resource group holds at most 64 flavors (:data:`MAX_FLAVORS`, the CRDs'
@@ -115,7 +125,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from planner.contract import ahead_of_pace, in_force, widens
+from planner.contract import ahead_of_pace, in_force, overdrawn, widens
 from planner.exporters import yamltext
 from planner.exporters.common import by_depth, period_bounds, quantity, safe_name
 from planner.inputs.labels import label_value, node_selector
@@ -528,9 +538,11 @@ def pace_weights(plan: dict[str, Any]) -> dict[str, float]:
 
 
 def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
-                   window: Stamp, pace: dict[str, float] | None = None) -> dict[str, Any]:
+                   window: Stamp, pace: dict[str, float] | None = None,
+                   overdrawn: bool = False) -> dict[str, Any]:
+    """A project's ClusterQueue; ``overdrawn`` (rule 8): in the pool Cohort, of weight 0."""
     known = project in tree
-    team = (tree.parent_of(project) if known else "") or pool_name(tree)
+    team = (tree.parent_of(project) if known and not overdrawn else "") or pool_name(tree)
     flavors = []
     for cluster in sorted(quotas):
         q = quotas[cluster]
@@ -552,6 +564,8 @@ def _cluster_queue(project: str, tree: OrgTree, quotas: dict[str, Cell],
     weight = tree.weight_of(project) if known else 1.0
     if pace is not None and project in pace:
         weight = pace[project]
+    if overdrawn:
+        weight = 0.0
     spec["fairSharing"] = {"weight": quantity(weight)}
     return {"apiVersion": API, "kind": "ClusterQueue",
             "metadata": _meta(safe_name(project), project, window), "spec": spec}
@@ -577,7 +591,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
                    weights: str = "pace", takes_back: bool = True,
                    pending: Mapping[tuple[str, str], int] | None = None,
-                   reserve_nodes: int = 0) -> list[dict[str, Any]]:
+                   reserve_nodes: int = 0, overdrawn_at_pool: bool = True
+                   ) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
@@ -587,6 +602,9 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     ``weights``: the ClusterQueues' ``fairSharing.weight``, ``"pace"`` (the default,
     :func:`pace_weights`; a project missing from the plan's budgets keeps its org
     weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
+    ``overdrawn_at_pool`` (the executor contract's rule 8, the default): the ClusterQueue of
+    an overdrawn project (:func:`planner.contract.overdrawn`) sits in the pool Cohort
+    with weight 0; False: in its team, as before the rule.
     """
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
@@ -609,7 +627,9 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     objects += [_pool(clusters, tree, quotas, Stamp(labels, annotations))]
     objects += _cohorts(tree, nodes, plain)
     pace = pace_weights(plan) if weights == "pace" else None
-    objects += [_cluster_queue(p, tree, quotas.get(p, {}), plain, pace) for p in projects]
+    gone = overdrawn(plan) if overdrawn_at_pool else frozenset()
+    objects += [_cluster_queue(p, tree, quotas.get(p, {}), plain, pace, p in gone)
+                for p in projects]
     objects += [_local_queue(p, plain) for p in projects]
     return objects
 
@@ -712,7 +732,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                  allowed: dict[str, tuple[str, ...]] | None = None,
                  weights: str = "pace", takes_back: bool = True,
                  pending: Mapping[tuple[str, str], int] | None = None,
-                 reserve_nodes: int = 0) -> dict[str, str]:
+                 reserve_nodes: int = 0, overdrawn_at_pool: bool = True) -> dict[str, str]:
     """File name -> YAML text: a file per period and cluster set, and an index.
 
     Per period (the first ``periods``) one file, or one per cluster with ``per_cluster``
@@ -735,7 +755,7 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
         writer = _SetWriter()
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
-                                     weights=weights)
+                                     weights=weights, overdrawn_at_pool=overdrawn_at_pool)
             if most_flavors(objects) > MAX_FLAVORS:
                 raise ValueError(f"a Kueue resource group for {start} would hold "
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "
@@ -757,3 +777,46 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                 "prune_allowlist": list(prune_allowlist()), "periods": index},
         sort_keys=False)
     return files
+
+
+@dataclass(frozen=True)
+class KueueExport:
+    """The Kueue export's options (the module docstring says what each does).
+
+    :data:`SHIPPED` is what ``planner export --to kueue``, ``planner cycle`` and the
+    set-in-force check write, and what ``planner-kueue`` replays: both take this one
+    object, so the replay runs what ships by construction, not by keeping two call sites
+    equal. Other values are the variants the export was measured against.
+    """
+
+    fill: bool = True
+    weights: str = "pace"
+    takes_back: bool = True
+    reserve_nodes: int = RESERVE_NODES
+    overdrawn_at_pool: bool = True
+
+    def period_objects(self, plan: dict[str, Any], tree: OrgTree, start: str, end: str,
+                       cluster: str | None = None,
+                       allowed: dict[str, tuple[str, ...]] | None = None,
+                       pending: Mapping[tuple[str, str], int] | None = None
+                       ) -> list[dict[str, Any]]:
+        """:func:`period_objects` with these options."""
+        return period_objects(plan, tree, start, end, cluster, fill=self.fill,
+                              allowed=allowed, weights=self.weights,
+                              takes_back=self.takes_back, pending=pending,
+                              reserve_nodes=self.reserve_nodes,
+                              overdrawn_at_pool=self.overdrawn_at_pool)
+
+    def export(self, plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
+               per_cluster: bool | None = None,
+               allowed: dict[str, tuple[str, ...]] | None = None,
+               pending: Mapping[tuple[str, str], int] | None = None) -> dict[str, str]:
+        """:func:`export_kueue` with these options."""
+        return export_kueue(plan, org, periods, per_cluster, fill=self.fill, allowed=allowed,
+                            weights=self.weights, takes_back=self.takes_back,
+                            pending=pending, reserve_nodes=self.reserve_nodes,
+                            overdrawn_at_pool=self.overdrawn_at_pool)
+
+
+#: the export that ships (see :class:`KueueExport`)
+SHIPPED = KueueExport()

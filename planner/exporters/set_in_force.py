@@ -44,9 +44,8 @@ from planner.exporters.kueue import (
     GPU,
     KINDS,
     MANAGED_BY,
-    RESERVE_NODES,
+    SHIPPED,
     object_labels,
-    period_objects,
 )
 from planner.inputs.bounded import json_path, load_yaml_all
 from planner.inputs.org import OrgTree
@@ -80,8 +79,8 @@ def read_set(path: Path, plan: dict[str, Any], org: pd.DataFrame,
     if window is None:
         return [], problems
     start, end, cluster = window
-    expected = period_objects(plan, OrgTree.from_frame(org), start, end, cluster,
-                              allowed=dict(allowed or {}), reserve_nodes=RESERVE_NODES)
+    expected = SHIPPED.period_objects(plan, OrgTree.from_frame(org), start, end, cluster,
+                                      allowed=dict(allowed or {}))
     problems = _same_objects(label, docs, expected)
     if not problems:
         problems = _conserved(label, docs, expected)

@@ -3,12 +3,14 @@
 The replanning is the ``planner`` policy's, unchanged (:class:`PlannerPolicy`'s
 ``refresh``, ``_usage``, ``_demand``, ``_forecast``). At each replan the policy builds
 the first period's Kueue objects **with the exporter's own function**
-(:func:`planner.exporters.kueue.period_objects`, the objects ``planner export --to
-kueue`` writes) and reads its quotas back from those objects alone
-(:func:`quota_trees`): per ResourceFlavor (cluster) a tree of the root Cohort (the GPUs
-no project holds), a Cohort per org node (``parentName``, ``fairSharing.weight``) and a
-ClusterQueue per project (``nominalQuota``, ``borrowingLimit``, ``lendingLimit``,
-``preemption``, ``queueingStrategy``, ``fairSharing.weight``).
+(:meth:`planner.exporters.kueue.KueueExport.period_objects` of the policy's ``export``,
+by default :data:`planner.exporters.kueue.SHIPPED`, the very record ``planner export
+--to kueue`` writes with; the options named below are that record's fields) and reads
+its quotas back from those objects alone (:func:`quota_trees`): per ResourceFlavor
+(cluster) a tree of the root Cohort (the GPUs no project holds), a Cohort per org node
+(``parentName``, ``fairSharing.weight``) and a ClusterQueue per project
+(``nominalQuota``, ``borrowingLimit``, ``lendingLimit``, ``preemption``,
+``queueingStrategy``, ``fairSharing.weight``).
 
 Admission, as Kueue v0.19 does it (``pkg/cache`` resource nodes; one flavor, one
 resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
@@ -109,6 +111,13 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   (:func:`planner.exporters.kueue.widen_to_pending`, given the queue as ``planner cycle``
   gives it the pending Workloads); the gang then reclaims borrowed work to fit;
   ``widens=False`` replays the export before the rule;
+- **rule 8** (the executor contract's lending to overdrawn projects, the export's
+  ``overdrawn_at_pool``, on by default): at each replan a project a whole budget ahead of
+  its pace has its ClusterQueue in the pool Cohort with weight 0, read back like the
+  rest: its share is infinite in every comparison, so it is admitted last and any other
+  queue's workload preempts its borrowed work by Fair Sharing while it still borrows
+  beyond that workload (its last borrowed workload has share 0 without it, as Kueue
+  computes a weight-0 share, and only a lender's reclaim takes that one);
 - **unallocated work** goes to its project's LocalQueue like allocated work and shares
   its quota, at the lower priority: admitted after the queue's waiting budget work,
   preempted by it, and taken first when its queue borrows.
@@ -132,11 +141,11 @@ from planner.demand import QueuedJob
 from planner.exporters.kueue import (
     GPU,
     PRIORITY_CLASSES,
-    RESERVE_NODES,
+    SHIPPED,
+    KueueExport,
     allowed_clusters,
     needs_per_cluster,
     object_id,
-    period_objects,
     priority_class,
 )
 from planner.ingest.queue import workload_jobs
@@ -504,11 +513,11 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
                  fair_sharing: bool = True, reservation_requests: bool = False,
-                 fill: bool = True, weights: str = "pace",
+                 export: KueueExport = SHIPPED,
                  gang_wait_hours: float | None = math.inf,
                  fair_preemption: bool = True,
                  strategies: tuple[str, ...] = (STRATEGIES[0],),
-                 priorities: bool = True, takes_back: bool = True,
+                 priorities: bool = True,
                  widens: bool = True, late: bool = True,
                  demand: DemandSource | None = None) -> None:
         # No reservation requests for waiting gang jobs by default (``math.inf``, as the
@@ -532,10 +541,20 @@ class KueueReplayPolicy(PlannerPolicy):
         #: configuration the docs ask for, [LessThanOrEqualToFinalShare] alone (Kueue's
         #: default adds LessThanInitialShare, which preempts more for no gain)
         self.strategies = tuple(strategies)
-        #: the export's ``fill`` (False: borrowing capped at the opportunistic grant, and
-        #: flavors only where the plan grants something)
-        self.fill = fill
-        self.weights = weights  # the export's ClusterQueue weights: "org" or "pace"
+        #: the export's options (:class:`~planner.exporters.kueue.KueueExport`): ``SHIPPED``,
+        #: the very record ``planner export --to kueue`` writes with, unless a variant is
+        #: asked for. ``fill`` (False: borrowing capped at the opportunistic grant, and
+        #: flavors only where the plan grants something); ``weights``, the ClusterQueue
+        #: weights ("org" or "pace"); ``takes_back``, the executor contract's rule 5 (a
+        #: project ahead of its budget pace at a replan gets no nominal quota beyond its
+        #: reservations, so its work borrows and the others reclaim it; False: the export
+        #: before the rule); ``overdrawn_at_pool``, rule 8 (a project a whole budget ahead
+        #: of its pace has its ClusterQueue in the pool Cohort with weight 0: it borrows
+        #: only what no other queue can use, and loses it to any other queue's pending
+        #: workload; False: in its team, as before the rule); ``reserve_nodes``, rule 7's
+        #: reserve (applied with ``late`` and ``fill``)
+        self.export = export
+        self.fill = export.fill
         #: True: replans keep the scenario's own reservation requests beside the
         #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
         self.reservation_requests = reservation_requests
@@ -545,10 +564,6 @@ class KueueReplayPolicy(PlannerPolicy):
         #: preempts its own lower-priority work; False: every workload at priority 0 (the
         #: export before the classes, or a site whose jobs carry no class)
         self.priorities = priorities
-        #: the export's ``takes_back`` (the executor contract's rule 5): a project ahead of
-        #: its budget pace at a replan gets no nominal quota beyond its reservations, so
-        #: its work borrows and the others reclaim it; False: the export before the rule
-        self.takes_back = takes_back
         #: the export's widening (the executor contract's rule 6): at each replan a
         #: project with budget left, not ahead of its pace, holds nominal quota for its
         #: widest waiting gang on each cluster, out of the GPUs no project holds
@@ -624,12 +639,10 @@ class KueueReplayPolicy(PlannerPolicy):
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
         pending = self._pending_gangs(sim) if self.widens else None
-        self.objects = period_objects(body, sim.tree, period["start"], period["end"],
-                                      fill=self.fill, allowed=self.kueue_allowed,
-                                      weights=self.weights, takes_back=self.takes_back,
-                                      pending=pending,
-                                      reserve_nodes=RESERVE_NODES
-                                      if self.late and self.fill else 0)
+        export = self.export if self.late and self.fill else replace(self.export,
+                                                                     reserve_nodes=0)
+        self.objects = export.period_objects(body, sim.tree, period["start"], period["end"],
+                                             allowed=self.kueue_allowed, pending=pending)
         self.body = body
         #: one Kueue for every cluster, as the single manifest set is applied (above
         #: MAX_FLAVORS clusters the export writes a set per cluster, for a Kueue each)
