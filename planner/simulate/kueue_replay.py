@@ -168,7 +168,7 @@ TAGS_BELOW = {priority: tuple(t for lower, pair in TAGS.items() if lower < prior
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
-@dataclass
+@dataclass(slots=True)
 class QuotaNode:
     """A Cohort or ClusterQueue on one flavor: its quotas and Kueue's accounting."""
 
@@ -183,6 +183,7 @@ class QuotaNode:
     children: list[str] = field(default_factory=list)
     subtree: int = 0  # SubtreeQuota
     usage: int = 0  # a queue's usage; a Cohort's: its children's beyond their guaranteed
+    kept: int = 0  # :attr:`guaranteed`, fixed once the tree has set :attr:`subtree`
 
     @property
     def guaranteed(self) -> int:
@@ -210,19 +211,45 @@ class FlavorTree:
             node = nodes[name]
             node.subtree = node.nominal + sum(
                 nodes[k].subtree - nodes[k].guaranteed for k in node.children)
+            node.kept = node.guaranteed
         # bottom-up, with the objects at hand (set_usage runs at every scheduling pass)
         self._queues = [nodes[n] for n in self.order if nodes[n].queue]
         self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
                          for n in self.order if not nodes[n].queue]
         self._memo: dict[str, int] = {}
+        #: node → :meth:`share` as usage stands: a node's entry goes when its usage changes
+        self._shares: dict[str, float] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
-        #: node → GPUs it borrows on the other flavors of its resource group (Kueue sums a
-        #: resource's borrowing over flavors); set by the policy before shares are read
-        self.elsewhere: dict[str, int] = {}
-        #: Cohort → its lendable GPUs (Kueue's potentialAvailable), the denominator of its
-        #: children's shares: this flavor's alone, summed over flavors by quota_trees
-        self.lendable: dict[str, int] = {n: self.potential(n) for n in nodes
-                                         if not nodes[n].queue}
+        self._elsewhere: dict[str, int] = {}
+        self.lendable = {n: self.potential(n) for n in nodes if not nodes[n].queue}
+
+    @property
+    def elsewhere(self) -> dict[str, int]:
+        """Node → GPUs it borrows on the other flavors of its resource group.
+
+        Kueue sums a resource's borrowing over flavors; set by the policy before shares
+        are read (setting it forgets the shares read before).
+        """
+        return self._elsewhere
+
+    @elsewhere.setter
+    def elsewhere(self, value: dict[str, int]) -> None:
+        self._elsewhere = value
+        self._shares.clear()
+
+    @property
+    def lendable(self) -> dict[str, int]:
+        """Cohort → its lendable GPUs (Kueue's potentialAvailable).
+
+        The denominator of its children's shares: this flavor's alone, summed over
+        flavors by :func:`quota_trees` (setting it forgets the shares read before).
+        """
+        return self._lendable
+
+    @lendable.setter
+    def lendable(self, value: dict[str, int]) -> None:
+        self._lendable = value
+        self._shares.clear()
 
     def _post(self, name: str) -> None:
         for kid in self.nodes[name].children:
@@ -231,13 +258,23 @@ class FlavorTree:
 
     def set_usage(self, queue_usage: dict[str, int]) -> None:
         """Queues' usage as given; Cohorts' recomputed bottom-up."""
+        self.set_queue_usage([queue_usage.get(node.name, 0) for node in self._queues])
+
+    @property
+    def queue_names(self) -> list[str]:
+        """The ClusterQueues, in the order :meth:`set_queue_usage` reads its list."""
+        return [node.name for node in self._queues]
+
+    def set_queue_usage(self, usage: list[int]) -> None:
+        """:meth:`set_usage` given each queue's usage in :attr:`queue_names`' order."""
         self._memo.clear()
-        for node in self._queues:
-            node.usage = queue_usage.get(node.name, 0)
+        self._shares.clear()
+        for node, used in zip(self._queues, usage, strict=True):
+            node.usage = used
         for node, children in self._cohorts:
             used = 0
             for kid in children:
-                over = kid.usage - kid.guaranteed
+                over = kid.usage - kid.kept
                 if over > 0:
                     used += over
             node.usage = used
@@ -249,10 +286,12 @@ class FlavorTree:
     def add_usage(self, name: str, gpus: int) -> None:
         """Admit ``gpus`` to queue ``name``: what exceeds its unused guaranteed goes up."""
         self._memo.clear()
+        shares = self._shares
         node = self.nodes[name]
         while True:
-            local = max(0, node.guaranteed - node.usage)
+            local = max(0, node.kept - node.usage)
             node.usage += gpus
+            shares.pop(node.name, None)
             if node.parent is None or gpus <= local:
                 return
             gpus -= local
@@ -265,14 +304,18 @@ class FlavorTree:
         change in that excess goes up a level (what :meth:`set_usage` would recompute).
         """
         self._memo.clear()
-        node = self.nodes[name]
+        shares, nodes = self._shares, self.nodes
+        node = nodes[name]
         while gpus:
-            before = max(0, node.usage - node.guaranteed)
+            kept = node.kept
+            before = node.usage - kept
             node.usage += gpus
-            gpus = max(0, node.usage - node.guaranteed) - before
+            after = node.usage - kept
+            shares.pop(node.name, None)
+            gpus = (after if after > 0 else 0) - (before if before > 0 else 0)
             if node.parent is None:
                 return
-            node = self.nodes[node.parent]
+            node = nodes[node.parent]
 
     def available(self, name: str) -> int:
         """GPUs ``name`` may still take: unused guaranteed + the parent's, within limits."""
@@ -283,11 +326,11 @@ class FlavorTree:
         if node.parent is None:
             out = node.subtree - node.usage
         else:
-            local = max(0, node.guaranteed - node.usage)
+            local = max(0, node.kept - node.usage)
             parent = self.available(node.parent)
             if node.borrowing_limit is not None:
-                stored = node.subtree - node.guaranteed
-                used = max(0, node.usage - node.guaranteed)
+                stored = node.subtree - node.kept
+                used = max(0, node.usage - node.kept)
                 parent = min(parent, stored - used + node.borrowing_limit)
             out = local + parent
         self._memo[name] = out
@@ -320,13 +363,21 @@ class FlavorTree:
         over every flavor (:attr:`lendable`) ÷ weight; 0 when it borrows nothing or is the
         root, infinite for a borrower of weight 0.
         """
+        if not extra:
+            found = self._shares.get(name)
+            if found is not None:
+                return found
         node = self.nodes[name]
-        borrowed = max(0, node.usage + extra - node.subtree) + self.elsewhere.get(name, 0)
+        borrowed = max(0, node.usage + extra - node.subtree) + self._elsewhere.get(name, 0)
         if borrowed <= 0 or node.parent is None:
-            return 0.0
-        if node.weight <= 0:
-            return math.inf
-        return borrowed / max(self.lendable[node.parent], 1) / node.weight
+            out = 0.0
+        elif node.weight <= 0:
+            out = math.inf
+        else:
+            out = borrowed / max(self._lendable[node.parent], 1) / node.weight
+        if not extra:
+            self._shares[name] = out
+        return out
 
     def path(self, name: str) -> tuple[str, ...]:
         """``name`` and its ancestors, up to the root (the tree's shape: cached)."""
@@ -345,8 +396,8 @@ class FlavorTree:
         node = self.nodes[name]
         delta = -gpus
         while node.name != at:
-            before = max(0, node.usage - node.guaranteed)
-            delta = max(0, node.usage + delta - node.guaranteed) - before
+            before = max(0, node.usage - node.kept)
+            delta = max(0, node.usage + delta - node.kept) - before
             if not delta or node.parent is None:
                 return self.share(at)  # the change does not reach ``at``
             node = self.nodes[node.parent]
@@ -602,6 +653,10 @@ class KueueReplayPolicy(PlannerPolicy):
         #: no room for then): the same again finds none again
         self._no_room: list[tuple[tuple[int, int] | None, set[int]]] = []
         self._elsewhere: frozenset = frozenset()
+        self._slots: list[list[int | None]] = []
+        self._queue_nodes: list[list[tuple[str, QuotaNode]]] = []
+        #: per flavor, ((generation, its version), node → GPUs it borrows there)
+        self._excesses: dict[int, tuple[tuple[int, int], dict[str, int]]] = {}
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -642,11 +697,19 @@ class KueueReplayPolicy(PlannerPolicy):
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
+        self._excesses.clear()
         self._tagged = [{} for _ in sim.cluster_ids]
         self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
+        #: per cluster, the project of each of its tree's queues (FlavorTree.queue_names)
+        self._slots = [[self.project_of.get(q) for q in tree.queue_names] if tree else []
+                       for tree in self.trees]
+        #: per cluster, its tree's (queue, node) of every project's ClusterQueue
+        self._queue_nodes = [[(q, tree.nodes[q]) for q in self.project_of
+                              if q in tree.nodes and tree.nodes[q].queue] if tree else []
+                             for tree in self.trees]
 
     def refresh(self, sim, now: float) -> bool:
         """The planner's replan at period boundaries; every other hour, rule 7's widening.
@@ -750,8 +813,9 @@ class KueueReplayPolicy(PlannerPolicy):
     # -- admission ---------------------------------------------------------------------------
 
     def _sync(self, sim, c: int, tree: FlavorTree) -> None:
+        """``tree``'s usage (cluster ``c``'s flavor) as the engine holds it."""
         held = sim.held_project[:, c].tolist()
-        tree.set_usage({q: held[p] for q, p in self.project_of.items()})
+        tree.set_queue_usage([0 if p is None else held[p] for p in self._slots[c]])
 
     def _borrowed_elsewhere(self, sim, c: int, tree: FlavorTree) -> None:
         """Set what each node borrows on the other flavors, for ``c``'s shares.
@@ -764,13 +828,24 @@ class KueueReplayPolicy(PlannerPolicy):
         for f, other in enumerate(self.trees if self.one_kueue else ()):
             if f == c or other is None:
                 continue
-            self._sync(sim, f, other)
-            for name in other.nodes:
-                gpus = other.excess(name)
-                if gpus:
-                    elsewhere[name] = elsewhere.get(name, 0) + gpus
+            for name, gpus in self._excess(sim, f, other).items():
+                elsewhere[name] = elsewhere.get(name, 0) + gpus
         tree.elsewhere = elsewhere
         self._elsewhere = frozenset(elsewhere.items())
+
+    def _excess(self, sim, f: int, tree: FlavorTree) -> dict[str, int]:
+        """Node → GPUs it borrows on flavor ``f`` (only those borrowing), synced from the engine.
+
+        Follows from ``f``'s running work and the trees alone: kept while neither changed
+        (the engine's version of ``f``, the policy's generation).
+        """
+        now = (self._generation, sim.version(f))
+        seen, excess = self._excesses.get(f, (None, None))
+        if seen != now or excess is None:
+            self._sync(sim, f, tree)
+            excess = {name: gpus for name in tree.nodes if (gpus := tree.excess(name))}
+            self._excesses[f] = (now, excess)
+        return excess
 
     def _size_held(self, sim, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
@@ -1095,7 +1170,7 @@ class KueueReplayPolicy(PlannerPolicy):
         # preemptor's new share at their split, so neither strategy can pass
         tree.shift(q, need)
         try:
-            if not self._hope(tree, q):
+            if not self._hope(c, tree, q):
                 return None
         finally:
             tree.shift(q, -need)
@@ -1185,24 +1260,17 @@ class KueueReplayPolicy(PlannerPolicy):
         finally:
             self._sync(sim, c, tree)
 
-    def _hope(self, tree: FlavorTree, q: str) -> bool:
+    def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
 
-        Read with the preemptor's workload counted in ``q``; each node's share once.
+        Read with the preemptor's workload counted in ``q`` (the tree keeps each share).
         """
-        shares: dict[str, float] = {}
-        for y in self.project_of:
-            node = tree.nodes.get(y)
-            if node is None or not node.queue or y == q or node.usage <= node.nominal:
+        share, split = tree.share, self._split
+        for y, node in self._queue_nodes[c]:
+            if node.usage <= node.nominal or y == q:
                 continue
-            ax, ay = self._split(tree, q, y)
-            a = shares.get(ax)
-            if a is None:
-                a = shares[ax] = tree.share(ax)
-            b = shares.get(ay)
-            if b is None:
-                b = shares[ay] = tree.share(ay)
-            if a < b:
+            ax, ay = split(tree, q, y)
+            if share(ax) < share(ay):
                 return True
         return False
 
