@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.simulate.engine import Replay
-from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, NodeRoom, QuotaNode
+from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, Highest, NodeRoom, QuotaNode
 from tests.test_simulate import trace
 from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
 
@@ -279,3 +279,43 @@ def test_kept_shares_are_the_shares_of_the_usage_as_it_stands(usage, steps):
     again = cohort_tree({q: tree.nodes[q].usage for q in ("q1", "q2", "q3")})
     assert {n: node.usage for n, node in again.nodes.items()} == \
         {n: node.usage for n, node in tree.nodes.items()}
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       name=st.sampled_from(["q1", "q2", "q3"]), gpus=st.integers(0, 12))
+def test_available_less_reads_what_a_shift_then_available_would(usage, name, gpus):
+    # The search asks whether its workload fits with its own GPUs taken back out of its
+    # queue: read down the path without shifting, it must be what shifting gives.
+    tree = cohort_tree(usage)
+    gpus = min(gpus, usage[name])
+    got = tree.available_less(name, gpus)
+    tree.shift(name, -gpus)
+    assert got == tree.available(name)
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       queues=st.sets(st.sampled_from(["q1", "q2", "q3"]), min_size=1),
+       steps=st.lists(st.integers(0, 4), max_size=12))
+def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
+    # As a search does: take GPUs from the queue picked (its path's shares fall), now and
+    # then drop a queue (forget); after each step the kept pick is the fresh walk's.
+    tree = cohort_tree(usage)
+    cands = {y: None for y in sorted(queues)}
+    holds: dict[str, int] = {}
+    for y in cands:
+        for n in tree.path(y):
+            holds[n] = holds.get(n, 0) + 1
+    pick = Highest(tree, holds, cands)
+    for gpus in steps:
+        y = pick()
+        assert y == highest(tree, set(cands))
+        if gpus and tree.nodes[y].usage:
+            tree.shift(y, -min(gpus, tree.nodes[y].usage))
+        elif len(cands) > 1:
+            del cands[y]
+            pick.forget()
+            for n in tree.path(y):
+                holds[n] -= 1
+                if not holds[n]:
+                    del holds[n]
+    assert pick() == highest(tree, set(cands))

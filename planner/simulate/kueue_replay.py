@@ -336,6 +336,36 @@ class FlavorTree:
         self._memo[name] = out
         return out
 
+    def available_less(self, name: str, gpus: int) -> int:
+        """:meth:`available` of queue ``name`` were it using ``gpus`` GPUs fewer.
+
+        What :meth:`shift` by ``-gpus``, :meth:`available`, then :meth:`shift` back would
+        read, without changing anything: the change in each node's usage up the path,
+        then the path's availability from the root down.
+        """
+        nodes = self.nodes
+        path = self.path(name)
+        usage: list[int] = []
+        delta = -gpus
+        for n in path:
+            node = nodes[n]
+            usage.append(node.usage + delta)
+            if delta:
+                kept = node.kept
+                delta = max(0, node.usage + delta - kept) - max(0, node.usage - kept)
+        out = 0
+        for n, used in zip(reversed(path), reversed(usage), strict=True):
+            node = nodes[n]
+            if node.parent is None:
+                out = node.subtree - used
+                continue
+            kept = node.kept
+            local = max(0, kept - used)
+            if node.borrowing_limit is not None:
+                out = min(out, node.subtree - kept - max(0, used - kept) + node.borrowing_limit)
+            out = local + out
+        return out
+
     def potential(self, name: str) -> int:
         """Kueue's ``potentialAvailable``: what ``name`` could take with nothing in use.
 
@@ -446,6 +476,13 @@ class NodeRoom:
             free[node] += per
             count[free[node]] += 1
 
+    def copy(self) -> NodeRoom:
+        """Another room, the same what-if, moved on its own from here."""
+        other = NodeRoom.__new__(NodeRoom)
+        other.gpn, other.gpus_of, other.nodes_of = self.gpn, self.gpus_of, self.nodes_of
+        other.free, other.count = list(self.free), list(self.count)
+        return other
+
     def take(self, job: int) -> None:
         """Count running ``job``'s GPUs as free (it would be preempted)."""
         self._move(job, 1)
@@ -460,6 +497,69 @@ class NodeRoom:
         if gpus >= gpn:
             return self.count[gpn] >= -(-gpus // gpn)
         return any(self.count[f] for f in range(gpus, gpn + 1))
+
+
+class Highest:
+    """A fair-sharing search's next queue: from the root, the highest-share children down.
+
+    ``holds``: node → how many of ``queues`` lie at or below it (the root among them).
+    The walk notes, at each Cohort it passes, the best child beside the one it took; while
+    only the shares on the chosen queue's path change (the search takes from it) and
+    ``holds`` stays as it was, the queue stays the highest as long as its path still
+    beats each of those, so the next question costs a look per level, not a walk over
+    every child. :meth:`forget` when ``holds`` changes.
+    """
+
+    __slots__ = ("holds", "levels", "pick", "queues", "tree")
+
+    def __init__(self, tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> None:
+        self.tree, self.holds, self.queues = tree, holds, queues
+        self.pick: str | None = None
+        self.levels: list[tuple[str, str | None, float]] = []
+
+    def forget(self) -> None:
+        """``holds`` changed: walk afresh next time."""
+        self.pick = None
+
+    def __call__(self) -> str:
+        """The queue among ``queues`` reached by the highest (share, name) children."""
+        if self.pick is not None and self._still():
+            return self.pick
+        tree, holds, queues = self.tree, self.holds, self.queues
+        nodes, share, known = tree.nodes, tree.share, tree._shares
+        top = next(n for n in holds if nodes[n].parent is None)
+        levels = []
+        while top not in queues:
+            best: str | None = None
+            second: str | None = None
+            most = runner = 0.0
+            for k in nodes[top].children:
+                if k in holds:
+                    found = known.get(k)
+                    if found is None:
+                        found = share(k)
+                    if best is None or found > most or (found == most and k > best):
+                        second, runner = best, most
+                        best, most = k, found
+                    elif second is None or found > runner or (found == runner and k > second):
+                        second, runner = k, found
+            levels.append((best, second, runner))
+            top = best  # a candidate lies below ``top``: some child is on its path
+        self.pick, self.levels = top, levels
+        return top
+
+    def _still(self) -> bool:
+        """Whether the last pick's path still beats the best other child at every level."""
+        share, known = self.tree.share, self.tree._shares
+        for k, rival, runner in self.levels:
+            if rival is None:
+                continue
+            found = known.get(k)
+            if found is None:
+                found = share(k)
+            if not (found > runner or (found == runner and k > rival)):
+                return False
+        return True
 
 
 def tournament_order(a: tuple, b: tuple) -> int:
@@ -612,13 +712,21 @@ class KueueReplayPolicy(PlannerPolicy):
         #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
         #: ``planner export --late`` does to the applied set); False: the export before
         self.late = late
+        #: (the replay's jobs, each one's priority): :meth:`_priority`'s table
+        self._priorities: tuple[Any, list[int]] = (None, [])
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
         if not self.priorities:
             return 0
-        whole = sim.jobs.gpus[job] >= sim.gpn[sim.jobs.cluster[job]]
-        return PRIORITY_CLASSES[priority_class(sim.jobs.allocated[job], whole)]
+        jobs, table = self._priorities
+        if jobs is not sim.jobs:  # a job's class is fixed: every job's, once per trace
+            jobs = sim.jobs
+            table = [PRIORITY_CLASSES[priority_class(jobs.allocated[j],
+                                                     jobs.gpus[j] >= sim.gpn[jobs.cluster[j]])]
+                     for j in range(jobs.n)]
+            self._priorities = (jobs, table)
+        return table[job]
 
     def job_key(self, sim, job: int) -> tuple:
         """``BestEffortFIFO``'s order: higher priority first, then submit order."""
@@ -657,6 +765,8 @@ class KueueReplayPolicy(PlannerPolicy):
         self._queue_nodes: list[list[tuple[str, QuotaNode]]] = []
         #: per flavor, ((generation, its version), node → GPUs it borrows there)
         self._excesses: dict[int, tuple[tuple[int, int], dict[str, int]]] = {}
+        #: per cluster, ((generation, version), the room with all borrowed work gone)
+        self._every_gone: dict[int, tuple[tuple[int, int], NodeRoom]] = {}
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -698,6 +808,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
         self._excesses.clear()
+        self._every_gone.clear()
         self._tagged = [{} for _ in sim.cluster_ids]
         self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
@@ -904,8 +1015,8 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
         """Borrowing queues' borrowed work, the highest share first, lowest priority first."""
-        borrowing = [(-tree.share(q), q) for q, node in tree.nodes.items()
-                     if node.queue and node.usage > node.nominal and q in self.project_of]
+        borrowing = [(-tree.share(q), q) for q, node in self._queue_nodes[c]
+                     if node.usage > node.nominal]
         if not borrowing:
             return []
         projects = [self.project_of[q] for _, q in sorted(borrowing)]
@@ -1182,15 +1293,13 @@ class KueueReplayPolicy(PlannerPolicy):
         if not cands:
             return None
         held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
+        second = self.strategies[1:] == STRATEGIES[1:]
         # the nodes were every candidate not yet turned down gone: under the first strategy
         # a candidate turned down is never taken, so once this room cannot hold the
         # workload no search can end with it fitting (the nodes' room only shrinks)
-        reach = NodeRoom(sim, c)
-        for v in held_of:
-            reach.take(v)
+        reach = self._reach(sim, c, me, victims)
         if not reach.fits(gpus):
             return None  # not even every candidate gone would make room on the nodes
-        second = self.strategies[1:] == STRATEGIES[1:]
         room = NodeRoom(sim, c)
         targets: list[int] = []
 
@@ -1199,13 +1308,8 @@ class KueueReplayPolicy(PlannerPolicy):
             ax, ay = self._split(tree, q, y)
             return tree.share(ax), tree.share(ay)
 
-        def fits() -> bool:
-            if not room.fits(gpus):
-                return False
-            tree.shift(q, -need)
-            ok = tree.available(q) >= need
-            tree.shift(q, need)
-            return ok
+        def fits() -> bool:  # q's usage holds the workload: without it, is there room?
+            return room.fits(gpus) and tree.available_less(q, need) >= need
 
         def take(v: int) -> None:
             targets.append(v)
@@ -1217,11 +1321,12 @@ class KueueReplayPolicy(PlannerPolicy):
         for y in cands:
             for n in tree.path(y):
                 holds[n] = holds.get(n, 0) + 1
+        highest = Highest(tree, holds, cands)
         tree.shift(q, need)  # the preemptor's workload counted, as Kueue simulates it
         try:
             retry: dict[str, list[int]] = {}
             while cands and not fits():
-                y = self._highest(tree, holds, cands)
+                y = highest()
                 ax, ay = self._split(tree, q, y)
                 mine = tree.share(ax)
                 line = cands[y]
@@ -1243,6 +1348,7 @@ class KueueReplayPolicy(PlannerPolicy):
                             return None  # what is left can no longer make room
                 if not line:
                     del cands[y]
+                    highest.forget()
                     for n in tree.path(y):
                         holds[n] -= 1
                         if not holds[n]:
@@ -1260,17 +1366,43 @@ class KueueReplayPolicy(PlannerPolicy):
         finally:
             self._sync(sim, c, tree)
 
+    def _reach(self, sim, c: int, me: int, victims: list[tuple[int, str]]) -> NodeRoom:
+        """The nodes of ``c`` were every borrowed workload of ``victims`` but ``me``'s gone.
+
+        The room with every borrowing queue's borrowed work gone follows from ``c``'s
+        running work, tags and the trees alone (the engine's version, read after
+        :meth:`_victims` retagged): built once per version, then ``me``'s given back.
+        """
+        now = (self._generation, sim.version(c))
+        seen, every = self._every_gone.get(c, (None, None))
+        if seen != now or every is None:
+            every = NodeRoom(sim, c)
+            for v in sim.victim_jobs(c, victims):
+                every.take(v)
+            self._every_gone[c] = (now, every)
+        reach = every.copy()
+        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
+            reach.give_back(v)
+        return reach
+
     def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
 
         Read with the preemptor's workload counted in ``q`` (the tree keeps each share).
         """
-        share, split = tree.share, self._split
+        share, known = tree.share, tree._shares  # the tree's memo read directly: hot
+        splits = self._splits.get(id(tree), {})
         for y, node in self._queue_nodes[c]:
             if node.usage <= node.nominal or y == q:
                 continue
-            ax, ay = split(tree, q, y)
-            if share(ax) < share(ay):
+            ax, ay = splits.get((q, y)) or self._split(tree, q, y)
+            a = known.get(ax)
+            if a is None:
+                a = share(ax)
+            b = known.get(ay)
+            if b is None:
+                b = share(ay)
+            if a < b:
                 return True
         return False
 
@@ -1290,24 +1422,6 @@ class KueueReplayPolicy(PlannerPolicy):
                 targets.append(v)
                 room.take(v)
                 tree.shift(y, -sim.held(v))
-
-    @staticmethod
-    def _highest(tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> str:
-        """The queue among ``queues`` reached from the root by the highest-share children.
-
-        ``holds``: the nodes on the paths of ``queues`` (the root among them).
-        """
-        nodes, share = tree.nodes, tree.share
-        top = next(n for n in holds if nodes[n].parent is None)
-        while top not in queues:
-            best: tuple[float, str] | None = None
-            for k in nodes[top].children:
-                if k in holds:
-                    key = (share(k), k)
-                    if best is None or key > best:
-                        best = key
-            top = best[1]  # a candidate lies below ``top``: some child is on its path
-        return top
 
     def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         """Preempt for ``job`` by Fair Sharing, when its strategies allow it.
