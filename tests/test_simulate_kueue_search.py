@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.simulate.engine import Replay
-from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, NodeRoom, QuotaNode
+from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, Highest, NodeRoom, QuotaNode
 from tests.test_simulate import trace
 from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
 
@@ -239,3 +239,83 @@ def test_node_room_answers_as_a_walk_over_the_nodes(jobs, every):
 
     Replay(tiny(ORG, nodes=3), trace(rows), Checked(hand_plan(3, {}))).run()
     assert checked
+
+
+def fresh_share(tree: FlavorTree, name: str) -> float:
+    # the share read from the node's fields alone, as FlavorTree.share computed it before
+    # it kept shares: borrowed ÷ the parent's lendable ÷ weight
+    node = tree.nodes[name]
+    borrowed = max(0, node.usage - node.subtree) + tree.elsewhere.get(name, 0)
+    if borrowed <= 0 or node.parent is None:
+        return 0.0
+    if node.weight <= 0:
+        return float("inf")
+    return borrowed / max(tree.lendable[node.parent], 1) / node.weight
+
+
+STEP = st.tuples(st.sampled_from(["shift", "add", "set", "elsewhere", "read"]),
+                 st.sampled_from(["q1", "q2", "q3"]), st.integers(-6, 6))
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       steps=st.lists(STEP, max_size=25))
+def test_kept_shares_are_the_shares_of_the_usage_as_it_stands(usage, steps):
+    # The tree keeps each node's share until that node's usage changes (a shift or an
+    # admission up its path, a new usage, new borrowing elsewhere): after any sequence
+    # of changes and reads every share it gives is the one computed afresh, and every
+    # Cohort's usage is what set_usage would compute from the queues'.
+    tree = cohort_tree(usage)
+    for kind, name, gpus in steps:
+        if kind == "shift":
+            tree.shift(name, max(gpus, -tree.nodes[name].usage))
+        elif kind == "add":
+            tree.add_usage(name, abs(gpus))
+        elif kind == "set":
+            tree.set_usage({q: tree.nodes[q].usage for q in ("q1", "q2", "q3")} | {name: abs(gpus)})
+        elif kind == "elsewhere":
+            tree.elsewhere = {name: abs(gpus)} if gpus else {}
+        for n in tree.nodes:
+            assert tree.share(n) == fresh_share(tree, n)
+    again = cohort_tree({q: tree.nodes[q].usage for q in ("q1", "q2", "q3")})
+    assert {n: node.usage for n, node in again.nodes.items()} == \
+        {n: node.usage for n, node in tree.nodes.items()}
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       name=st.sampled_from(["q1", "q2", "q3"]), gpus=st.integers(0, 12))
+def test_available_less_reads_what_a_shift_then_available_would(usage, name, gpus):
+    # The search asks whether its workload fits with its own GPUs taken back out of its
+    # queue: read down the path without shifting, it must be what shifting gives.
+    tree = cohort_tree(usage)
+    gpus = min(gpus, usage[name])
+    got = tree.available_less(name, gpus)
+    tree.shift(name, -gpus)
+    assert got == tree.available(name)
+
+
+@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
+       queues=st.sets(st.sampled_from(["q1", "q2", "q3"]), min_size=1),
+       steps=st.lists(st.integers(0, 4), max_size=12))
+def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
+    # As a search does: take GPUs from the queue picked (its path's shares fall), now and
+    # then drop a queue (forget); after each step the kept pick is the fresh walk's.
+    tree = cohort_tree(usage)
+    cands = {y: None for y in sorted(queues)}
+    holds: dict[str, int] = {}
+    for y in cands:
+        for n in tree.path(y):
+            holds[n] = holds.get(n, 0) + 1
+    pick = Highest(tree, holds, cands)
+    for gpus in steps:
+        y = pick()
+        assert y == highest(tree, set(cands))
+        if gpus and tree.nodes[y].usage:
+            tree.shift(y, -min(gpus, tree.nodes[y].usage))
+        elif len(cands) > 1:
+            del cands[y]
+            pick.forget()
+            for n in tree.path(y):
+                holds[n] -= 1
+                if not holds[n]:
+                    del holds[n]
+    assert pick() == highest(tree, set(cands))

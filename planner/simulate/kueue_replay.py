@@ -177,7 +177,7 @@ TAGS_BELOW = {priority: tuple(t for lower, pair in TAGS.items() if lower < prior
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
-@dataclass
+@dataclass(slots=True)
 class QuotaNode:
     """A Cohort or ClusterQueue on one flavor: its quotas and Kueue's accounting."""
 
@@ -192,6 +192,7 @@ class QuotaNode:
     children: list[str] = field(default_factory=list)
     subtree: int = 0  # SubtreeQuota
     usage: int = 0  # a queue's usage; a Cohort's: its children's beyond their guaranteed
+    kept: int = 0  # :attr:`guaranteed`, fixed once the tree has set :attr:`subtree`
 
     @property
     def guaranteed(self) -> int:
@@ -219,19 +220,45 @@ class FlavorTree:
             node = nodes[name]
             node.subtree = node.nominal + sum(
                 nodes[k].subtree - nodes[k].guaranteed for k in node.children)
+            node.kept = node.guaranteed
         # bottom-up, with the objects at hand (set_usage runs at every scheduling pass)
         self._queues = [nodes[n] for n in self.order if nodes[n].queue]
         self._cohorts = [(nodes[n], [nodes[k] for k in nodes[n].children])
                          for n in self.order if not nodes[n].queue]
         self._memo: dict[str, int] = {}
+        #: node → :meth:`share` as usage stands: a node's entry goes when its usage changes
+        self._shares: dict[str, float] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
-        #: node → GPUs it borrows on the other flavors of its resource group (Kueue sums a
-        #: resource's borrowing over flavors); set by the policy before shares are read
-        self.elsewhere: dict[str, int] = {}
-        #: Cohort → its lendable GPUs (Kueue's potentialAvailable), the denominator of its
-        #: children's shares: this flavor's alone, summed over flavors by quota_trees
-        self.lendable: dict[str, int] = {n: self.potential(n) for n in nodes
-                                         if not nodes[n].queue}
+        self._elsewhere: dict[str, int] = {}
+        self.lendable = {n: self.potential(n) for n in nodes if not nodes[n].queue}
+
+    @property
+    def elsewhere(self) -> dict[str, int]:
+        """Node → GPUs it borrows on the other flavors of its resource group.
+
+        Kueue sums a resource's borrowing over flavors; set by the policy before shares
+        are read (setting it forgets the shares read before).
+        """
+        return self._elsewhere
+
+    @elsewhere.setter
+    def elsewhere(self, value: dict[str, int]) -> None:
+        self._elsewhere = value
+        self._shares.clear()
+
+    @property
+    def lendable(self) -> dict[str, int]:
+        """Cohort → its lendable GPUs (Kueue's potentialAvailable).
+
+        The denominator of its children's shares: this flavor's alone, summed over
+        flavors by :func:`quota_trees` (setting it forgets the shares read before).
+        """
+        return self._lendable
+
+    @lendable.setter
+    def lendable(self, value: dict[str, int]) -> None:
+        self._lendable = value
+        self._shares.clear()
 
     def _post(self, name: str) -> None:
         for kid in self.nodes[name].children:
@@ -240,13 +267,23 @@ class FlavorTree:
 
     def set_usage(self, queue_usage: dict[str, int]) -> None:
         """Queues' usage as given; Cohorts' recomputed bottom-up."""
+        self.set_queue_usage([queue_usage.get(node.name, 0) for node in self._queues])
+
+    @property
+    def queue_names(self) -> list[str]:
+        """The ClusterQueues, in the order :meth:`set_queue_usage` reads its list."""
+        return [node.name for node in self._queues]
+
+    def set_queue_usage(self, usage: list[int]) -> None:
+        """:meth:`set_usage` given each queue's usage in :attr:`queue_names`' order."""
         self._memo.clear()
-        for node in self._queues:
-            node.usage = queue_usage.get(node.name, 0)
+        self._shares.clear()
+        for node, used in zip(self._queues, usage, strict=True):
+            node.usage = used
         for node, children in self._cohorts:
             used = 0
             for kid in children:
-                over = kid.usage - kid.guaranteed
+                over = kid.usage - kid.kept
                 if over > 0:
                     used += over
             node.usage = used
@@ -258,10 +295,12 @@ class FlavorTree:
     def add_usage(self, name: str, gpus: int) -> None:
         """Admit ``gpus`` to queue ``name``: what exceeds its unused guaranteed goes up."""
         self._memo.clear()
+        shares = self._shares
         node = self.nodes[name]
         while True:
-            local = max(0, node.guaranteed - node.usage)
+            local = max(0, node.kept - node.usage)
             node.usage += gpus
+            shares.pop(node.name, None)
             if node.parent is None or gpus <= local:
                 return
             gpus -= local
@@ -274,14 +313,18 @@ class FlavorTree:
         change in that excess goes up a level (what :meth:`set_usage` would recompute).
         """
         self._memo.clear()
-        node = self.nodes[name]
+        shares, nodes = self._shares, self.nodes
+        node = nodes[name]
         while gpus:
-            before = max(0, node.usage - node.guaranteed)
+            kept = node.kept
+            before = node.usage - kept
             node.usage += gpus
-            gpus = max(0, node.usage - node.guaranteed) - before
+            after = node.usage - kept
+            shares.pop(node.name, None)
+            gpus = (after if after > 0 else 0) - (before if before > 0 else 0)
             if node.parent is None:
                 return
-            node = self.nodes[node.parent]
+            node = nodes[node.parent]
 
     def available(self, name: str) -> int:
         """GPUs ``name`` may still take: unused guaranteed + the parent's, within limits."""
@@ -292,14 +335,44 @@ class FlavorTree:
         if node.parent is None:
             out = node.subtree - node.usage
         else:
-            local = max(0, node.guaranteed - node.usage)
+            local = max(0, node.kept - node.usage)
             parent = self.available(node.parent)
             if node.borrowing_limit is not None:
-                stored = node.subtree - node.guaranteed
-                used = max(0, node.usage - node.guaranteed)
+                stored = node.subtree - node.kept
+                used = max(0, node.usage - node.kept)
                 parent = min(parent, stored - used + node.borrowing_limit)
             out = local + parent
         self._memo[name] = out
+        return out
+
+    def available_less(self, name: str, gpus: int) -> int:
+        """:meth:`available` of queue ``name`` were it using ``gpus`` GPUs fewer.
+
+        What :meth:`shift` by ``-gpus``, :meth:`available`, then :meth:`shift` back would
+        read, without changing anything: the change in each node's usage up the path,
+        then the path's availability from the root down.
+        """
+        nodes = self.nodes
+        path = self.path(name)
+        usage: list[int] = []
+        delta = -gpus
+        for n in path:
+            node = nodes[n]
+            usage.append(node.usage + delta)
+            if delta:
+                kept = node.kept
+                delta = max(0, node.usage + delta - kept) - max(0, node.usage - kept)
+        out = 0
+        for n, used in zip(reversed(path), reversed(usage), strict=True):
+            node = nodes[n]
+            if node.parent is None:
+                out = node.subtree - used
+                continue
+            kept = node.kept
+            local = max(0, kept - used)
+            if node.borrowing_limit is not None:
+                out = min(out, node.subtree - kept - max(0, used - kept) + node.borrowing_limit)
+            out = local + out
         return out
 
     def potential(self, name: str) -> int:
@@ -329,13 +402,21 @@ class FlavorTree:
         over every flavor (:attr:`lendable`) ÷ weight; 0 when it borrows nothing or is the
         root, infinite for a borrower of weight 0.
         """
+        if not extra:
+            found = self._shares.get(name)
+            if found is not None:
+                return found
         node = self.nodes[name]
-        borrowed = max(0, node.usage + extra - node.subtree) + self.elsewhere.get(name, 0)
+        borrowed = max(0, node.usage + extra - node.subtree) + self._elsewhere.get(name, 0)
         if borrowed <= 0 or node.parent is None:
-            return 0.0
-        if node.weight <= 0:
-            return math.inf
-        return borrowed / max(self.lendable[node.parent], 1) / node.weight
+            out = 0.0
+        elif node.weight <= 0:
+            out = math.inf
+        else:
+            out = borrowed / max(self._lendable[node.parent], 1) / node.weight
+        if not extra:
+            self._shares[name] = out
+        return out
 
     def path(self, name: str) -> tuple[str, ...]:
         """``name`` and its ancestors, up to the root (the tree's shape: cached)."""
@@ -354,8 +435,8 @@ class FlavorTree:
         node = self.nodes[name]
         delta = -gpus
         while node.name != at:
-            before = max(0, node.usage - node.guaranteed)
-            delta = max(0, node.usage + delta - node.guaranteed) - before
+            before = max(0, node.usage - node.kept)
+            delta = max(0, node.usage + delta - node.kept) - before
             if not delta or node.parent is None:
                 return self.share(at)  # the change does not reach ``at``
             node = self.nodes[node.parent]
@@ -404,6 +485,13 @@ class NodeRoom:
             free[node] += per
             count[free[node]] += 1
 
+    def copy(self) -> NodeRoom:
+        """Another room, the same what-if, moved on its own from here."""
+        other = NodeRoom.__new__(NodeRoom)
+        other.gpn, other.gpus_of, other.nodes_of = self.gpn, self.gpus_of, self.nodes_of
+        other.free, other.count = list(self.free), list(self.count)
+        return other
+
     def take(self, job: int) -> None:
         """Count running ``job``'s GPUs as free (it would be preempted)."""
         self._move(job, 1)
@@ -418,6 +506,69 @@ class NodeRoom:
         if gpus >= gpn:
             return self.count[gpn] >= -(-gpus // gpn)
         return any(self.count[f] for f in range(gpus, gpn + 1))
+
+
+class Highest:
+    """A fair-sharing search's next queue: from the root, the highest-share children down.
+
+    ``holds``: node → how many of ``queues`` lie at or below it (the root among them).
+    The walk notes, at each Cohort it passes, the best child beside the one it took; while
+    only the shares on the chosen queue's path change (the search takes from it) and
+    ``holds`` stays as it was, the queue stays the highest as long as its path still
+    beats each of those, so the next question costs a look per level, not a walk over
+    every child. :meth:`forget` when ``holds`` changes.
+    """
+
+    __slots__ = ("holds", "levels", "pick", "queues", "tree")
+
+    def __init__(self, tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> None:
+        self.tree, self.holds, self.queues = tree, holds, queues
+        self.pick: str | None = None
+        self.levels: list[tuple[str, str | None, float]] = []
+
+    def forget(self) -> None:
+        """``holds`` changed: walk afresh next time."""
+        self.pick = None
+
+    def __call__(self) -> str:
+        """The queue among ``queues`` reached by the highest (share, name) children."""
+        if self.pick is not None and self._still():
+            return self.pick
+        tree, holds, queues = self.tree, self.holds, self.queues
+        nodes, share, known = tree.nodes, tree.share, tree._shares
+        top = next(n for n in holds if nodes[n].parent is None)
+        levels = []
+        while top not in queues:
+            best: str | None = None
+            second: str | None = None
+            most = runner = 0.0
+            for k in nodes[top].children:
+                if k in holds:
+                    found = known.get(k)
+                    if found is None:
+                        found = share(k)
+                    if best is None or found > most or (found == most and k > best):
+                        second, runner = best, most
+                        best, most = k, found
+                    elif second is None or found > runner or (found == runner and k > second):
+                        second, runner = k, found
+            levels.append((best, second, runner))
+            top = best  # a candidate lies below ``top``: some child is on its path
+        self.pick, self.levels = top, levels
+        return top
+
+    def _still(self) -> bool:
+        """Whether the last pick's path still beats the best other child at every level."""
+        share, known = self.tree.share, self.tree._shares
+        for k, rival, runner in self.levels:
+            if rival is None:
+                continue
+            found = known.get(k)
+            if found is None:
+                found = share(k)
+            if not (found > runner or (found == runner and k > rival)):
+                return False
+        return True
 
 
 def tournament_order(a: tuple, b: tuple) -> int:
@@ -576,13 +727,21 @@ class KueueReplayPolicy(PlannerPolicy):
         #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
         #: ``planner export --late`` does to the applied set); False: the export before
         self.late = late
+        #: (the replay's jobs, each one's priority): :meth:`_priority`'s table
+        self._priorities: tuple[Any, list[int]] = (None, [])
 
     def _priority(self, sim, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
         if not self.priorities:
             return 0
-        whole = sim.jobs.gpus[job] >= sim.gpn[sim.jobs.cluster[job]]
-        return PRIORITY_CLASSES[priority_class(sim.jobs.allocated[job], whole)]
+        jobs, table = self._priorities
+        if jobs is not sim.jobs:  # a job's class is fixed: every job's, once per trace
+            jobs = sim.jobs
+            table = [PRIORITY_CLASSES[priority_class(jobs.allocated[j],
+                                                     jobs.gpus[j] >= sim.gpn[jobs.cluster[j]])]
+                     for j in range(jobs.n)]
+            self._priorities = (jobs, table)
+        return table[job]
 
     def job_key(self, sim, job: int) -> tuple:
         """``BestEffortFIFO``'s order: higher priority first, then submit order."""
@@ -617,6 +776,12 @@ class KueueReplayPolicy(PlannerPolicy):
         #: no room for then): the same again finds none again
         self._no_room: list[tuple[tuple[int, int] | None, set[int]]] = []
         self._elsewhere: frozenset = frozenset()
+        self._slots: list[list[int | None]] = []
+        self._queue_nodes: list[list[tuple[str, QuotaNode]]] = []
+        #: per flavor, ((generation, its version), node → GPUs it borrows there)
+        self._excesses: dict[int, tuple[tuple[int, int], dict[str, int]]] = {}
+        #: per cluster, ((generation, version), the room with all borrowed work gone)
+        self._every_gone: dict[int, tuple[tuple[int, int], NodeRoom]] = {}
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -655,11 +820,20 @@ class KueueReplayPolicy(PlannerPolicy):
         self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
+        self._excesses.clear()
+        self._every_gone.clear()
         self._tagged = [{} for _ in sim.cluster_ids]
         self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
         self.queue = [project_queue.get(p) for p in sim.projects]
         self.project_of = {q: p for p, q in enumerate(self.queue) if q is not None}
+        #: per cluster, the project of each of its tree's queues (FlavorTree.queue_names)
+        self._slots = [[self.project_of.get(q) for q in tree.queue_names] if tree else []
+                       for tree in self.trees]
+        #: per cluster, its tree's (queue, node) of every project's ClusterQueue
+        self._queue_nodes = [[(q, tree.nodes[q]) for q in self.project_of
+                              if q in tree.nodes and tree.nodes[q].queue] if tree else []
+                             for tree in self.trees]
 
     def refresh(self, sim, now: float) -> bool:
         """The planner's replan at period boundaries; every other hour, rule 7's widening.
@@ -763,8 +937,9 @@ class KueueReplayPolicy(PlannerPolicy):
     # -- admission ---------------------------------------------------------------------------
 
     def _sync(self, sim, c: int, tree: FlavorTree) -> None:
+        """``tree``'s usage (cluster ``c``'s flavor) as the engine holds it."""
         held = sim.held_project[:, c].tolist()
-        tree.set_usage({q: held[p] for q, p in self.project_of.items()})
+        tree.set_queue_usage([0 if p is None else held[p] for p in self._slots[c]])
 
     def _borrowed_elsewhere(self, sim, c: int, tree: FlavorTree) -> None:
         """Set what each node borrows on the other flavors, for ``c``'s shares.
@@ -777,13 +952,24 @@ class KueueReplayPolicy(PlannerPolicy):
         for f, other in enumerate(self.trees if self.one_kueue else ()):
             if f == c or other is None:
                 continue
-            self._sync(sim, f, other)
-            for name in other.nodes:
-                gpus = other.excess(name)
-                if gpus:
-                    elsewhere[name] = elsewhere.get(name, 0) + gpus
+            for name, gpus in self._excess(sim, f, other).items():
+                elsewhere[name] = elsewhere.get(name, 0) + gpus
         tree.elsewhere = elsewhere
         self._elsewhere = frozenset(elsewhere.items())
+
+    def _excess(self, sim, f: int, tree: FlavorTree) -> dict[str, int]:
+        """Node → GPUs it borrows on flavor ``f`` (only those borrowing), synced from the engine.
+
+        Follows from ``f``'s running work and the trees alone: kept while neither changed
+        (the engine's version of ``f``, the policy's generation).
+        """
+        now = (self._generation, sim.version(f))
+        seen, excess = self._excesses.get(f, (None, None))
+        if seen != now or excess is None:
+            self._sync(sim, f, tree)
+            excess = {name: gpus for name in tree.nodes if (gpus := tree.excess(name))}
+            self._excesses[f] = (now, excess)
+        return excess
 
     def _size_held(self, sim, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
@@ -842,8 +1028,8 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
         """Borrowing queues' borrowed work, the highest share first, lowest priority first."""
-        borrowing = [(-tree.share(q), q) for q, node in tree.nodes.items()
-                     if node.queue and node.usage > node.nominal and q in self.project_of]
+        borrowing = [(-tree.share(q), q) for q, node in self._queue_nodes[c]
+                     if node.usage > node.nominal]
         if not borrowing:
             return []
         projects = [self.project_of[q] for _, q in sorted(borrowing)]
@@ -1108,7 +1294,7 @@ class KueueReplayPolicy(PlannerPolicy):
         # preemptor's new share at their split, so neither strategy can pass
         tree.shift(q, need)
         try:
-            if not self._hope(tree, q):
+            if not self._hope(c, tree, q):
                 return None
         finally:
             tree.shift(q, -need)
@@ -1120,15 +1306,13 @@ class KueueReplayPolicy(PlannerPolicy):
         if not cands:
             return None
         held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
+        second = self.strategies[1:] == STRATEGIES[1:]
         # the nodes were every candidate not yet turned down gone: under the first strategy
         # a candidate turned down is never taken, so once this room cannot hold the
         # workload no search can end with it fitting (the nodes' room only shrinks)
-        reach = NodeRoom(sim, c)
-        for v in held_of:
-            reach.take(v)
+        reach = self._reach(sim, c, me, victims)
         if not reach.fits(gpus):
             return None  # not even every candidate gone would make room on the nodes
-        second = self.strategies[1:] == STRATEGIES[1:]
         room = NodeRoom(sim, c)
         targets: list[int] = []
 
@@ -1137,13 +1321,8 @@ class KueueReplayPolicy(PlannerPolicy):
             ax, ay = self._split(tree, q, y)
             return tree.share(ax), tree.share(ay)
 
-        def fits() -> bool:
-            if not room.fits(gpus):
-                return False
-            tree.shift(q, -need)
-            ok = tree.available(q) >= need
-            tree.shift(q, need)
-            return ok
+        def fits() -> bool:  # q's usage holds the workload: without it, is there room?
+            return room.fits(gpus) and tree.available_less(q, need) >= need
 
         def take(v: int) -> None:
             targets.append(v)
@@ -1155,11 +1334,12 @@ class KueueReplayPolicy(PlannerPolicy):
         for y in cands:
             for n in tree.path(y):
                 holds[n] = holds.get(n, 0) + 1
+        highest = Highest(tree, holds, cands)
         tree.shift(q, need)  # the preemptor's workload counted, as Kueue simulates it
         try:
             retry: dict[str, list[int]] = {}
             while cands and not fits():
-                y = self._highest(tree, holds, cands)
+                y = highest()
                 ax, ay = self._split(tree, q, y)
                 mine = tree.share(ax)
                 line = cands[y]
@@ -1181,6 +1361,7 @@ class KueueReplayPolicy(PlannerPolicy):
                             return None  # what is left can no longer make room
                 if not line:
                     del cands[y]
+                    highest.forget()
                     for n in tree.path(y):
                         holds[n] -= 1
                         if not holds[n]:
@@ -1198,23 +1379,42 @@ class KueueReplayPolicy(PlannerPolicy):
         finally:
             self._sync(sim, c, tree)
 
-    def _hope(self, tree: FlavorTree, q: str) -> bool:
+    def _reach(self, sim, c: int, me: int, victims: list[tuple[int, str]]) -> NodeRoom:
+        """The nodes of ``c`` were every borrowed workload of ``victims`` but ``me``'s gone.
+
+        The room with every borrowing queue's borrowed work gone follows from ``c``'s
+        running work, tags and the trees alone (the engine's version, read after
+        :meth:`_victims` retagged): built once per version, then ``me``'s given back.
+        """
+        now = (self._generation, sim.version(c))
+        seen, every = self._every_gone.get(c, (None, None))
+        if seen != now or every is None:
+            every = NodeRoom(sim, c)
+            for v in sim.victim_jobs(c, victims):
+                every.take(v)
+            self._every_gone[c] = (now, every)
+        reach = every.copy()
+        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
+            reach.give_back(v)
+        return reach
+
+    def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
 
-        Read with the preemptor's workload counted in ``q``; each node's share once.
+        Read with the preemptor's workload counted in ``q`` (the tree keeps each share).
         """
-        shares: dict[str, float] = {}
-        for y in self.project_of:
-            node = tree.nodes.get(y)
-            if node is None or not node.queue or y == q or node.usage <= node.nominal:
+        share, known = tree.share, tree._shares  # the tree's memo read directly: hot
+        splits = self._splits.get(id(tree), {})
+        for y, node in self._queue_nodes[c]:
+            if node.usage <= node.nominal or y == q:
                 continue
-            ax, ay = self._split(tree, q, y)
-            a = shares.get(ax)
+            ax, ay = splits.get((q, y)) or self._split(tree, q, y)
+            a = known.get(ax)
             if a is None:
-                a = shares[ax] = tree.share(ax)
-            b = shares.get(ay)
+                a = share(ax)
+            b = known.get(ay)
             if b is None:
-                b = shares[ay] = tree.share(ay)
+                b = share(ay)
             if a < b:
                 return True
         return False
@@ -1235,24 +1435,6 @@ class KueueReplayPolicy(PlannerPolicy):
                 targets.append(v)
                 room.take(v)
                 tree.shift(y, -sim.held(v))
-
-    @staticmethod
-    def _highest(tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> str:
-        """The queue among ``queues`` reached from the root by the highest-share children.
-
-        ``holds``: the nodes on the paths of ``queues`` (the root among them).
-        """
-        nodes, share = tree.nodes, tree.share
-        top = next(n for n in holds if nodes[n].parent is None)
-        while top not in queues:
-            best: tuple[float, str] | None = None
-            for k in nodes[top].children:
-                if k in holds:
-                    key = (share(k), k)
-                    if best is None or key > best:
-                        best = key
-            top = best[1]  # a candidate lies below ``top``: some child is on its path
-        return top
 
     def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         """Preempt for ``job`` by Fair Sharing, when its strategies allow it.
