@@ -232,7 +232,8 @@ def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data
     p, extra = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 8))
     policy = LookbackPolicy()
     policy.share = share
-    sim = SimpleNamespace(projects=list(range(n)), held_project=held, held=lambda job: extra)
+    sim = SimpleNamespace(projects=list(range(n)), held_project=held, held=lambda job: extra,
+                          version=lambda c: 0)
 
     def ratio(q: int, more: int = 0) -> float:
         s, h = share[q, 0], held[q, 0] + more
