@@ -346,6 +346,8 @@ class Replay:
             [set() for _ in range(g)] + [set(range(n))] for n, g in zip(self.nodes, self.gpn,
                                                                       strict=True)]
         self.free_total = list(self.capacity)
+        #: per cluster and node, bumped by every start, stop and retag of a job on it
+        self.node_versions = [[0] * n for n in self.nodes]
         self.queues: list[dict[int, ProjectQueue]] = [{} for _ in range(n_k)]
         self.waiting_sizes: list[dict[int, int]] = [{} for _ in range(n_k)]
         self.n_waiting = [0] * n_k
@@ -391,11 +393,15 @@ class Replay:
 
     def fits(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()) -> bool:
         """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now, off ``blocked``."""
-        if blocked:
-            return self._place(c, gpus, blocked) is not None
         gpn = self.gpn[c]
         buckets = self.buckets[c]
         held = self.held_nodes[c]
+        if blocked:  # as ``_place(c, gpus, blocked) is not None``, by set operations
+            if held:
+                blocked = blocked | held
+            if gpus >= gpn:
+                return len(buckets[gpn] - blocked) >= -(-gpus // gpn)
+            return any(not buckets[f] <= blocked for f in range(gpus, gpn + 1))
         if held:  # nodes of active holds take no new work (their own job: nodes=)
             if gpus >= gpn:
                 return len(buckets[gpn] - held) >= -(-gpus // gpn)
@@ -427,6 +433,7 @@ class Replay:
         return None
 
     def _take(self, c: int, node: int, gpus: int, job: int) -> None:
+        self.node_versions[c][node] += 1
         free = self.free[c]
         self.buckets[c][free[node]].discard(node)
         free[node] -= gpus
@@ -435,6 +442,7 @@ class Replay:
         self.free_total[c] -= gpus
 
     def _give(self, c: int, node: int, gpus: int, job: int) -> None:
+        self.node_versions[c][node] += 1
         free = self.free[c]
         self.buckets[c][free[node]].discard(node)
         free[node] += gpus
@@ -556,6 +564,13 @@ class Replay:
         """Free GPUs of each node of cluster ``c`` (a copy)."""
         return list(self.free[c])
 
+    def node_version(self, c: int) -> list[int]:
+        """Per node of ``c``, a counter of changes to its jobs (starts, stops, retags).
+
+        Equal numbers: the same jobs on the node, with the same tags and free GPUs (read-only).
+        """
+        return self.node_versions[c]
+
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
         return zip(range(self.nodes[c]), self.free[c], self.node_jobs[c], strict=True)
@@ -609,7 +624,7 @@ class Replay:
         if not queue or not queue.count:
             return None
         if blocked:
-            top = queue.head_fit(lambda g: self._place(c, g, blocked) is not None)
+            top = queue.head_fit(lambda g: self.fits(c, g, blocked))
         else:
             top = queue.head_fit(fits or (lambda g: self.fits(c, g)))
         return None if top is None else top[1]
@@ -697,6 +712,8 @@ class Replay:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
         self.versions[c] += 1
         self.project_versions[c][p] += 1
+        for node in self.placed[job]:
+            self.node_versions[c][node] += 1
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held

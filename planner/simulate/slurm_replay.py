@@ -212,6 +212,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.reserved: list[list[tuple[float, float, int, frozenset[int]]]] = [
             [] for _ in sim.cluster_ids]
         self.nodes_of: dict[str, tuple[int, int, frozenset[int]]] = {}  # name → (c, n, nodes)
+        #: per cluster, ((version, now, state), kind → :meth:`_node_frees`' table)
+        self._frees_of: dict[int, tuple[tuple, dict]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
@@ -578,12 +580,73 @@ class SlurmReplayPolicy(PlannerPolicy):
         beyond ``bf_window`` ("starts too far in the future to worry about").
         """
         if self.reserve_each:
-            shadow, held = FairTreePolicy._reservation(
-                sim, c, job, self._avoid(plans, math.inf), self._freed_at(sim, job))
+            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
         else:
             shadow, held = FairTreePolicy._reservation(sim, c, job)
         if shadow <= sim.now + self.bf_window + _EPS:
             plans.append((shadow, held))
+
+    def _reservation(self, sim, c: int, job: int, taken: frozenset[int]
+                     ) -> tuple[float, frozenset[int]]:
+        """``FairTreePolicy._reservation(sim, c, job, taken, self._freed_at(sim, job))``.
+
+        The same nodes and time, from :meth:`_node_frees`' table, which the reservations
+        of one backfill pass share while nothing starts or stops.
+        """
+        g, gpn, now = sim.jobs.gpus[job], sim.gpn[c], sim.now
+        frees: list[tuple[float, int]] = []
+        for node, free, ends in self._node_frees(sim, c, job):
+            if node in taken:
+                continue
+            if g >= gpn:
+                frees.append((ends[-1][0] if ends else now, node))  # the last to end
+                continue
+            if free >= g:
+                frees.append((now, node))
+                continue
+            have = free
+            for t, gives in ends:
+                have += gives
+                if have >= g:
+                    frees.append((t, node))
+                    break
+        need = -(-g // gpn) if g >= gpn else 1
+        if len(frees) < need:
+            return math.inf, frozenset()
+        first = sorted(frees)[:need]
+        return first[-1][0], frozenset(n for _, n in first)
+
+    def _node_frees(self, sim, c: int, job: int
+                    ) -> list[tuple[int, int, list[tuple[float, int]]]]:
+        """(node, free GPUs, [(when, GPUs)]) per node of ``c``: its running jobs by (when, job).
+
+        When each job frees its GPUs for ``job`` (:meth:`_freed_at`), and the GPUs it frees
+        on the node. Kept per kind of asker (a budget job of the projects ``p`` takes back
+        from, or any other) until ``c``'s running work, the clock or the state change.
+        """
+        p = sim.jobs.project[job]
+        budget = self.qos_of(sim, p, job) == BUDGET
+        kind = self.takes_back[p] if budget else None
+        stamp = (sim.now, self.state)
+        tables = self._frees_of.get(c)
+        if tables is None or tables[0] != stamp:
+            tables = self._frees_of[c] = (stamp, {})
+        version = sim.version(c)
+        cached = tables[1].get(kind)
+        if cached is not None and cached[0] == version:
+            return cached[2]
+        # the nodes whose jobs changed since (all, the first time at this clock and state)
+        end = self._freed_at(sim, job)
+        gpn, gpus = sim.gpn[c], sim.jobs.gpus
+        versions = sim.node_version(c)
+        seen = cached[1] if cached is not None else [-1] * sim.nodes[c]
+        table = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
+        for node, free, jobs in sim.nodes_on(c):
+            if seen[node] != versions[node]:
+                table[node] = (node, free, [(t, gpn if gpus[j] >= gpn else gpus[j])
+                                            for t, j in sorted((end(j), j) for j in jobs)])
+        tables[1][kind] = (version, list(versions), table)
+        return table
 
     def _freed_at(self, sim, job: int):
         """When a running job frees its GPUs for ``job``, by the jobs' limits.
