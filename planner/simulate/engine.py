@@ -458,9 +458,16 @@ class Replay:
         whole limit). Never before ``now`` (a job past its estimate is expected to end
         at any moment).
         """
+        return max(self.limit_end(job), self.now)
+
+    def limit_end(self, job: int) -> float:
+        """``run_start`` + the limit left of a running job: :meth:`expected_end` before ``now``.
+
+        Fixed for the whole run (it does not move with the clock).
+        """
         done_before = self.jobs.duration[job] - self.remaining[job]
         left = max(self.jobs.time_limit[job] - done_before, 0.0)
-        return max(self.run_start[job] + left, self.now)
+        return self.run_start[job] + left
 
     def requested_hours(self, job: int) -> float:
         """The time limit left of a waiting job: what it asks the scheduler for."""
