@@ -550,6 +550,13 @@ class Replay:
                 out.extend(group.order())
         return out
 
+    def victim_groups(self, c: int) -> set[tuple[int, str]]:
+        """(project, tag) groups on ``c`` with running jobs past their protected runtime.
+
+        The groups :meth:`preempt_for` can take victims from (read-only use).
+        """
+        return self.expired_live[c]
+
     def version(self, c: int) -> int:
         """A counter of changes to cluster ``c``'s running work (starts, stops, expiries, tags).
 

@@ -332,6 +332,8 @@ class LookbackPolicy(AdmissionPolicy):
         #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
         self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
         self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
+        #: per cluster, (version, the unallocated groups with expired jobs)
+        self._live_of: dict[int, tuple[int, list[tuple[int, str]]]] = {}
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -401,7 +403,7 @@ class LookbackPolicy(AdmissionPolicy):
                 continue
             if not sim.fits(c, gpus[job]):
                 version = sim.version(c)
-                room = sim.preempt_for(job, self.victims(sim, c, p, job))
+                room = sim.preempt_for(job, self._victims_with_members(sim, c, p, job))
                 if later and sim.version(c) != version:  # work was preempted: held dropped
                     waiting = []
                     for e in later:
@@ -432,17 +434,37 @@ class LookbackPolicy(AdmissionPolicy):
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Unallocated work anywhere, then projects more over their share than p would be."""
-        after = self._ratio(sim, c, p, sim.held(job))
         if len(self._unallocated) != len(sim.projects):
             self._unallocated = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
-        groups = self._unallocated.copy()
-        # the projects over their share (p aside) whose ratio beats p's, highest first
+        return self._unallocated + self._over_groups(sim, c, p, job)
+
+    def _over_groups(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """The groups of the projects over their share (p aside) whose ratio beats p's.
+
+        Highest ratio first (:meth:`_over`); what p's would be with ``job``.
+        """
+        after = self._ratio(sim, c, p, sim.held(job))
+        groups = []
         for ratio, q in self._over(sim, c):
             if ratio <= after:
                 break
             if q != p:
                 groups += [(q, JobClass.FILL), (q, "share")]
         return groups
+
+    def _victims_with_members(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
+
+        The unallocated groups with members are kept until ``c``'s running work changes.
+        """
+        version = sim.version(c)
+        cached = self._live_of.get(c)
+        if cached is None or cached[0] != version:
+            live = sim.victim_groups(c)
+            cached = self._live_of[c] = (version, [
+                (q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
+                if (q, JobClass.UNALLOCATED) in live])
+        return cached[1] + self._over_groups(sim, c, p, job)
 
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
