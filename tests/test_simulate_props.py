@@ -302,7 +302,8 @@ def _fates(result) -> str:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=st.lists(JOB, min_size=1, max_size=20),
        nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
-       name=st.sampled_from(["lookback", "planner-slurm", "quota", "priority", "planner"]))
+       name=st.sampled_from(["lookback", "planner-slurm", "quota", "priority", "planner",
+                              "planner-kueue"]))
 def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # the same jobs start, end and are preempted at the same times, to the last digit, with
     # the fast entitled pass of lookback, the remembered queue heads, failed preemption
