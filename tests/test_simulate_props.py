@@ -6,9 +6,10 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.simulate.engine import DONE, PREEMPTED, replay
+from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.metrics import compute_metrics
 from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.policies import AdmissionPolicy, FairTreePolicy, LookbackPolicy
 from planner.simulate.run import POLICIES
 from planner.simulate.slurm_replay import BUDGET, SlurmReplayPolicy
 from tests.test_simulate import COLUMNS, Q0
@@ -232,7 +233,8 @@ def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data
     p, extra = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 8))
     policy = LookbackPolicy()
     policy.share = share
-    sim = SimpleNamespace(projects=list(range(n)), held_project=held, held=lambda job: extra)
+    sim = SimpleNamespace(projects=list(range(n)), held_project=held, held=lambda job: extra,
+                          version=lambda c: 0)
 
     def ratio(q: int, more: int = 0) -> float:
         s, h = share[q, 0], held[q, 0] + more
@@ -245,3 +247,68 @@ def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data
     for _, q in over:
         expected += [(q, JobClass.FILL), (q, "share")]
     assert policy.victims(sim, 0, p, 0) == expected
+
+
+# -- the replay's fast paths against the plain ones ----------------------------------------
+
+
+class PlainReplay(Replay):
+    """The engine without its shortcuts, checking the remembered first jobs as it goes.
+
+    ``fits`` off blocked nodes places the job (``_place``); ``preempt_for`` forgets the
+    asks that found no room before each ask; every queue's remembered first job (and the
+    first that fits) is the one a scan of its buckets finds.
+    """
+
+    def fits(self, c, gpus, blocked=frozenset()):
+        if blocked:
+            return self._place(c, gpus, blocked) is not None
+        return super().fits(c, gpus)
+
+    def preempt_for(self, job, victims, blocked=frozenset(), scan_limit=512):
+        self._no_room = [(-1, set())] * len(self._no_room)
+        return super().preempt_for(job, victims, blocked, scan_limit)
+
+    def head(self, c, p):
+        queue = self.queues[c].get(p)
+        scan = min((h[0] for h in queue.buckets.values() if h), default=None) if queue else None
+        job = super().head(c, p)
+        assert job == (None if scan is None else scan[1])
+        return job
+
+
+class PlainLookback(LookbackPolicy):
+    """``lookback`` through :meth:`AdmissionPolicy.schedule` (every project in the heap)."""
+
+    schedule = AdmissionPolicy.schedule
+
+
+class CheckedSlurm(SlurmReplayPolicy):
+    """``planner-slurm`` asserting each backfill reservation equals Fair Tree's plain one."""
+
+    def _reservation(self, sim, c, job, taken):
+        fast = super()._reservation(sim, c, job, taken)
+        plain = FairTreePolicy._reservation(sim, c, job, taken, self._freed_at(sim, job))
+        assert fast == plain, (sim.now, c, job, fast, plain)
+        return fast
+
+
+def _fates(result) -> str:
+    """Every segment and job fate, as text (NaN equals NaN; floats to the last digit)."""
+    return repr((result.segments, result.first_start.tolist(), result.finish.tolist(),
+                 result.preemptions.tolist(), result.lost_gpu_hours.tolist()))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=1, max_size=20),
+       nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
+       name=st.sampled_from(["lookback", "planner-slurm", "quota", "priority", "planner",
+                              "planner-kueue"]))
+def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
+    # the same jobs start, end and are preempted at the same times, to the last digit, with
+    # the fast entitled pass of lookback, the remembered queue heads, failed preemption
+    # asks and backfill tables, as with the plain pass and engine
+    sc, tr = random_case(jobs, nodes)
+    fast = {"lookback": LookbackPolicy, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
+    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
+    assert _fates(replay(sc, tr, fast())) == _fates(PlainReplay(sc, tr, plain()).run())

@@ -78,6 +78,7 @@ from planner.simulate.trace import time_limits
 
 DONE, PREEMPTED, CUT = "done", "preempted", "cut"
 _EPS = 1e-9
+_STALE = object()  # a ProjectQueue's first job is not known (one left): look again
 
 
 class JobState(IntEnum):
@@ -176,27 +177,46 @@ class ProjectQueue:
     fits is found in O(number of sizes).
     """
 
-    __slots__ = ("buckets", "count")
+    __slots__ = ("_head", "buckets", "count")
 
     def __init__(self) -> None:
         self.buckets: dict[int, list[tuple]] = {}
         self.count = 0
+        #: (first entry, its size) while known; _STALE after a removal (found again on demand)
+        self._head: tuple[tuple[tuple, int], int] | None | object = None
 
     def push(self, key: tuple, job: int, gpus: int) -> None:
         """Add a waiting job."""
-        heapq.heappush(self.buckets.setdefault(gpus, []), (key, job))
+        entry = (key, job)
+        heapq.heappush(self.buckets.setdefault(gpus, []), entry)
         self.count += 1
+        head = self._head
+        if head is not _STALE and (head is None or entry < head[0]):
+            self._head = (entry, gpus)
+
+    def _first(self) -> tuple[tuple[tuple, int], int] | None:
+        """(first entry by key, its size), remembered until a job leaves the queue."""
+        head = self._head
+        if head is _STALE:
+            head = None
+            for size, heap in self.buckets.items():
+                if heap and (head is None or heap[0] < head[0]):
+                    head = (heap[0], size)
+            self._head = head
+        return head
 
     def head(self) -> tuple[tuple, int] | None:
         """The first waiting job by key, whatever its size."""
-        best = None
-        for heap in self.buckets.values():
-            if heap and (best is None or heap[0] < best):
-                best = heap[0]
-        return best
+        head = self._first()
+        return None if head is None else head[0]
 
     def head_fit(self, fits) -> tuple[tuple, int] | None:
         """The first waiting job by key among the sizes for which ``fits(size)``."""
+        head = self._first()
+        if head is None:
+            return None
+        if fits(head[1]):  # the first of all fits: it is the first that fits
+            return head[0]
         best = None
         for size, heap in self.buckets.items():
             if heap and (best is None or heap[0] < best) and fits(size):
@@ -213,6 +233,14 @@ class ProjectQueue:
         """Drop the first job of the ``gpus`` bucket (it was just started)."""
         heapq.heappop(self.buckets[gpus])
         self.count -= 1
+        self._head = _STALE
+
+    def remove(self, key: tuple, job: int, gpus: int) -> None:
+        """Drop a job that is not the first of its bucket (a policy picked a later one)."""
+        self.buckets[gpus].remove((key, job))
+        heapq.heapify(self.buckets[gpus])
+        self.count -= 1
+        self._head = _STALE
 
 
 class VictimGroup:
@@ -318,6 +346,8 @@ class Replay:
             [set() for _ in range(g)] + [set(range(n))] for n, g in zip(self.nodes, self.gpn,
                                                                       strict=True)]
         self.free_total = list(self.capacity)
+        #: per cluster and node, bumped by every start, stop and retag of a job on it
+        self.node_versions = [[0] * n for n in self.nodes]
         self.queues: list[dict[int, ProjectQueue]] = [{} for _ in range(n_k)]
         self.waiting_sizes: list[dict[int, int]] = [{} for _ in range(n_k)]
         self.n_waiting = [0] * n_k
@@ -331,9 +361,13 @@ class Replay:
         # running jobs past their min runtime, per cluster → (project, tag) → victim group
         self.expired: list[dict[tuple[int, str], VictimGroup]] = [{} for _ in range(n_k)]
         self.expired_held = [0] * n_k
+        #: per cluster, the (project, tag) keys of the groups that have members now
+        self.expired_live: list[set[tuple[int, str]]] = [set() for _ in range(n_k)]
         #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
         #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
         self.versions = [0] * n_k
+        #: per cluster, (version, the preempt_for asks that found no room at that version)
+        self._no_room: list[tuple[int, set]] = [(-1, set())] * n_k
         #: the same per (cluster, project): bumped by the changes to that project's jobs
         self.project_versions = [[0] * n_p for _ in range(n_k)]
         #: per cluster, (version, its running jobs in :meth:`running_jobs`' order)
@@ -359,11 +393,15 @@ class Replay:
 
     def fits(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()) -> bool:
         """Whether a job of ``gpus`` GPUs can start on cluster ``c`` now, off ``blocked``."""
-        if blocked:
-            return self._place(c, gpus, blocked) is not None
         gpn = self.gpn[c]
         buckets = self.buckets[c]
         held = self.held_nodes[c]
+        if blocked:  # as ``_place(c, gpus, blocked) is not None``, by set operations
+            if held:
+                blocked = blocked | held
+            if gpus >= gpn:
+                return len(buckets[gpn] - blocked) >= -(-gpus // gpn)
+            return any(not buckets[f] <= blocked for f in range(gpus, gpn + 1))
         if held:  # nodes of active holds take no new work (their own job: nodes=)
             if gpus >= gpn:
                 return len(buckets[gpn] - held) >= -(-gpus // gpn)
@@ -395,6 +433,7 @@ class Replay:
         return None
 
     def _take(self, c: int, node: int, gpus: int, job: int) -> None:
+        self.node_versions[c][node] += 1
         free = self.free[c]
         self.buckets[c][free[node]].discard(node)
         free[node] -= gpus
@@ -403,6 +442,7 @@ class Replay:
         self.free_total[c] -= gpus
 
     def _give(self, c: int, node: int, gpus: int, job: int) -> None:
+        self.node_versions[c][node] += 1
         free = self.free[c]
         self.buckets[c][free[node]].discard(node)
         free[node] += gpus
@@ -418,9 +458,16 @@ class Replay:
         whole limit). Never before ``now`` (a job past its estimate is expected to end
         at any moment).
         """
+        return max(self.limit_end(job), self.now)
+
+    def limit_end(self, job: int) -> float:
+        """``run_start`` + the limit left of a running job: :meth:`expected_end` before ``now``.
+
+        Fixed for the whole run (it does not move with the clock).
+        """
         done_before = self.jobs.duration[job] - self.remaining[job]
         left = max(self.jobs.time_limit[job] - done_before, 0.0)
-        return max(self.run_start[job] + left, self.now)
+        return self.run_start[job] + left
 
     def requested_hours(self, job: int) -> float:
         """The time limit left of a waiting job: what it asks the scheduler for."""
@@ -503,6 +550,13 @@ class Replay:
                 out.extend(group.order())
         return out
 
+    def victim_groups(self, c: int) -> set[tuple[int, str]]:
+        """(project, tag) groups on ``c`` with running jobs past their protected runtime.
+
+        The groups :meth:`preempt_for` can take victims from (read-only use).
+        """
+        return self.expired_live[c]
+
     def version(self, c: int) -> int:
         """A counter of changes to cluster ``c``'s running work (starts, stops, expiries, tags).
 
@@ -523,6 +577,13 @@ class Replay:
     def free_gpus(self, c: int) -> list[int]:
         """Free GPUs of each node of cluster ``c`` (a copy)."""
         return list(self.free[c])
+
+    def node_version(self, c: int) -> list[int]:
+        """Per node of ``c``, a counter of changes to its jobs (starts, stops, retags).
+
+        Equal numbers: the same jobs on the node, with the same tags and free GPUs (read-only).
+        """
+        return self.node_versions[c]
 
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
@@ -577,7 +638,7 @@ class Replay:
         if not queue or not queue.count:
             return None
         if blocked:
-            top = queue.head_fit(lambda g: self._place(c, g, blocked) is not None)
+            top = queue.head_fit(lambda g: self.fits(c, g, blocked))
         else:
             top = queue.head_fit(fits or (lambda g: self.fits(c, g)))
         return None if top is None else top[1]
@@ -609,9 +670,7 @@ class Replay:
         queue = self.queues[c][p]
         top = queue.buckets[g][0]
         if top[1] != job:  # not the head of its bucket: rare (policy picked a later one)
-            queue.buckets[g].remove((self.key[job], job))
-            heapq.heapify(queue.buckets[g])
-            queue.count -= 1
+            queue.remove(self.key[job], job, g)
         else:
             queue.remove_head(g)
         self.waiting_sizes[c][g] -= 1
@@ -656,6 +715,7 @@ class Replay:
             group = self.expired[c][(p, self.tag[job])] = VictimGroup()
         held = self.held(job)
         group.add(job, held, self.jobs.resumable[job], self.run_start[job])
+        self.expired_live[c].add((p, self.tag[job]))
         self.expired_held[c] += held
 
     def retag(self, job: int, tag: str) -> None:
@@ -666,6 +726,8 @@ class Replay:
         c, p = self.jobs.cluster[job], self.jobs.project[job]
         self.versions[c] += 1
         self.project_versions[c][p] += 1
+        for node in self.placed[job]:
+            self.node_versions[c][node] += 1
         held = self.held(job)
         self.held_by[c][(p, old)] -= held
         self.held_by[c][(p, tag)] = self.held_by[c].get((p, tag), 0) + held
@@ -675,10 +737,13 @@ class Replay:
         if group is not None and job in group:
             resumable, started = self.jobs.resumable[job], self.run_start[job]
             group.remove(job, resumable, started)
+            if not group:
+                self.expired_live[c].discard((p, old))
             into = self.expired[c].get((p, tag))
             if into is None:
                 into = self.expired[c][(p, tag)] = VictimGroup()
             into.add(job, held, resumable, started)
+            self.expired_live[c].add((p, tag))
         self.tag[job] = tag
 
     def _held_tag(self, c: int, tag: str) -> np.ndarray:
@@ -727,6 +792,8 @@ class Replay:
         group = self.expired[c].get((p, tag))
         if group is not None and job in group:
             group.remove(job, self.jobs.resumable[job], self.run_start[job])
+            if not group:
+                self.expired_live[c].discard((p, tag))
             self.expired_held[c] -= held
         self.epoch[job] += 1
 
@@ -766,8 +833,27 @@ class Replay:
         need_nodes = -(-g // gpn)
         if gang and need_nodes > self.nodes[c]:
             return False
-        groups = [self.expired[c].get(v) for v in victims]
-        groups = [grp for grp in groups if grp]
+        expired = self.expired[c]
+        named = list(filter(self.expired_live[c].__contains__, victims))  # groups with members
+        # nothing changed on c since the same ask found no room: none now (the scan below
+        # reads only what a start, stop, expiry or retag on c changes: ``versions``)
+        ask = (g, blocked, scan_limit, tuple(named))
+        version, failed = self._no_room[c]
+        if version != self.versions[c]:
+            failed = set()
+            self._no_room[c] = (self.versions[c], failed)
+        elif ask in failed:
+            return False
+        if not self._room_for(job, c, g, gpn, gang, need_nodes, [expired[v] for v in named],
+                              blocked, scan_limit):
+            failed.add(ask)
+            return False
+        return True
+
+    def _room_for(self, job: int, c: int, g: int, gpn: int, gang: bool, need_nodes: int,
+                  groups: list[VictimGroup], blocked: frozenset[int], scan_limit: int
+                  ) -> bool:
+        """:meth:`preempt_for`'s scan: False when no room can be made (nothing preempted)."""
         reclaim = sum(grp.total for grp in groups)
         short = need_nodes * gpn - len(self.buckets[c][gpn]) * gpn if gang else \
             g - self.free_total[c]

@@ -329,6 +329,11 @@ class LookbackPolicy(AdmissionPolicy):
 
     def __init__(self, window_hours: float = HOURS_PER_WEEK) -> None:
         self.window = int(round(window_hours))
+        #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
+        self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
+        self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
+        #: per cluster, (version, the unallocated groups with expired jobs)
+        self._live_of: dict[int, tuple[int, list[tuple[int, str]]]] = {}
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -357,6 +362,66 @@ class LookbackPolicy(AdmissionPolicy):
         held = sim.held_project[p, c] + extra
         return held / share if share > 1e-9 else math.inf if held else 0.0
 
+    def _ratios(self, sim, c: int) -> np.ndarray:
+        """:meth:`_ratio` of every project on ``c`` at once (the same float64 divisions)."""
+        share, held = self.share[:, c], sim.held_project[:, c]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
+
+    def schedule(self, sim, c: int) -> None:
+        """:meth:`AdmissionPolicy.schedule`'s passes, the entitled one skipping the idle.
+
+        The plain pass heaps every waiting project's first job and asks :meth:`entitled` of
+        each as it pops; only allocated jobs of projects below their share are, and a
+        project's GPUs held drop during a pass only when its work is preempted. So the
+        heap here holds the projects entitled at the start; the others with allocated work
+        wait aside (``later``), and after each preemption those the plain pass has not
+        popped yet (above every entry popped so far) and now below their share join the
+        heap under the rank they had at the start, as the plain pass would pop them. The
+        same jobs start in the same order (a property test replays both).
+        """
+        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+            return  # nothing fits and nothing may be preempted: no start is possible
+        share, held = self.share[:, c], sim.held_project[:, c]
+        ratio = self._ratios(sim, c).tolist()
+        below = (held < share - 1e-9).tolist()
+        allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
+        heap, later = [], []
+        for p in sim.waiting_projects(c):
+            job = sim.head(c, p)
+            if allocated[job]:  # a project whose first job is unallocated is never entitled
+                (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
+        heapq.heapify(heap)
+        popped = None  # the largest entry popped so far
+        while heap:
+            entry = heapq.heappop(heap)
+            if popped is None or entry > popped:
+                popped = entry
+            _, p, job = entry
+            tag = self.entitled(sim, c, p, job)
+            if tag is None:
+                continue
+            if not sim.fits(c, gpus[job]):
+                version = sim.version(c)
+                room = sim.preempt_for(job, self._victims_with_members(sim, c, p, job))
+                if later and sim.version(c) != version:  # work was preempted: held dropped
+                    waiting = []
+                    for e in later:
+                        if e < popped:
+                            continue  # the plain pass popped it already (not entitled)
+                        if self.entitled(sim, c, e[1], e[2]) is None:
+                            waiting.append(e)
+                        else:
+                            heapq.heappush(heap, e)
+                    later = waiting
+                if not room:
+                    continue
+            sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+            nxt = sim.head(c, p)
+            if nxt is not None:
+                heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+        self.fill(sim, c)
+
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Furthest below its share first."""
         return (self._ratio(sim, c, p), *sim.key[job])
@@ -369,23 +434,57 @@ class LookbackPolicy(AdmissionPolicy):
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Unallocated work anywhere, then projects more over their share than p would be."""
+        if len(self._unallocated) != len(sim.projects):
+            self._unallocated = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
+        return self._unallocated + self._over_groups(sim, c, p, job)
+
+    def _over_groups(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """The groups of the projects over their share (p aside) whose ratio beats p's.
+
+        Highest ratio first (:meth:`_over`); what p's would be with ``job``.
+        """
         after = self._ratio(sim, c, p, sim.held(job))
-        groups = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
-        # the projects over their share (p aside), by their _ratio, highest first, then id:
-        # _ratio for all of them at once (the same float64 divisions)
-        share, held = self.share[:, c], sim.held_project[:, c]
-        over = held > share + 1e-9
-        over[p] = False
-        qs = np.flatnonzero(over)
-        if qs.size:
-            s, h = share[qs], held[qs]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(s > 1e-9, h / s, np.where(h != 0, np.inf, 0.0))
-            keep = ratio > after
-            qs, ratio = qs[keep], ratio[keep]
-            for q in qs[np.lexsort((qs, -ratio))].tolist():
+        groups = []
+        for ratio, q in self._over(sim, c):
+            if ratio <= after:
+                break
+            if q != p:
                 groups += [(q, JobClass.FILL), (q, "share")]
         return groups
+
+    def _victims_with_members(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
+
+        The unallocated groups with members are kept until ``c``'s running work changes.
+        """
+        version = sim.version(c)
+        cached = self._live_of.get(c)
+        if cached is None or cached[0] != version:
+            live = sim.victim_groups(c)
+            cached = self._live_of[c] = (version, [
+                (q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
+                if (q, JobClass.UNALLOCATED) in live])
+        return cached[1] + self._over_groups(sim, c, p, job)
+
+    def _over(self, sim, c: int) -> list[tuple[float, int]]:
+        """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
+
+        Every project's at once (the same float64 divisions); kept until the shares or
+        ``c``'s running work change (:meth:`Replay.version`).
+        """
+        version = sim.version(c)
+        cached = self._over_of.get(c)
+        if cached is not None and cached[0] == version and cached[1] is self.share:
+            return cached[2]
+        share, held = self.share[:, c], sim.held_project[:, c]
+        qs = np.flatnonzero(held > share + 1e-9)
+        s, h = share[qs], held[qs]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(s > 1e-9, h / s, np.where(h != 0, np.inf, 0.0))
+        order = np.lexsort((qs, -ratio))
+        over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
+        self._over_of[c] = (version, self.share, over)
+        return over
 
     def fill_tag_of(self, sim, job: int) -> str:
         """Unallocated work apart from allocated work beyond the share."""

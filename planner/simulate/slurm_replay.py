@@ -212,12 +212,21 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.reserved: list[list[tuple[float, float, int, frozenset[int]]]] = [
             [] for _ in sim.cluster_ids]
         self.nodes_of: dict[str, tuple[int, int, frozenset[int]]] = {}  # name → (c, n, nodes)
+        #: bumped by every change to what :meth:`qos_of` reads but the clock and job (starts,
+        #: accruals, a new state); job -> ((now, epoch, its cluster's version), its QOS)
+        self._budget_epoch = 0
+        #: (the Fair Tree ranks, :meth:`_victims`' gp-opportunistic groups by them)
+        self._lowest_first: tuple[list[int] | None, list[tuple[int, str]]] = (None, [])
+        self._qos_known: dict[int, tuple[tuple, str]] = {}
+        #: per (cluster, asker kind): (version, node versions, :meth:`_node_frees`' table)
+        self._frees_of: dict[tuple, tuple[int, list[int], list]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
         self._accrue(sim)
         if now >= 1.0 - _EPS:
             self.qos_used *= self.qos_decay
+            self._budget_epoch += 1
             self.fs_usage *= self.decay
         super().refresh(sim, now)
         self._end_exemptions(sim)
@@ -256,6 +265,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.opp_factor = state.opportunistic.usage_factor
         self._apply_reservations(sim, state.reservations)
         self.state = state
+        self._budget_epoch += 1
 
     @staticmethod
     def _pending_widest(sim) -> dict[int, int]:
@@ -342,6 +352,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.fs_usage += (self.run_ngh + self.opp_factor * self.run_opp_ngh) * step
             self.budget_used[:, :, hour] += self.run_by_cluster * step
         self.accrued_to = sim.now
+        self._budget_epoch += 1
 
     def _booked(self, sim) -> np.ndarray:
         """What the replans see as usage: budget-QOS GPU-hours (sacct less gp-opportunistic)."""
@@ -366,9 +377,17 @@ class SlurmReplayPolicy(PlannerPolicy):
         g = sim.jobs.gpus[job]
         if self.run_gpus[p] + g > self.cap_gpus[p] + 1e-6:  # (the cheap test first)
             return OPPORTUNISTIC
+        # the answer stands while the clock, the budget QOS's usage and running jobs
+        # (``_budget_epoch``) and the job's cluster (a preempted job's time left) stand
+        stamp = (sim.now, self._budget_epoch, sim.version(sim.jobs.cluster[job]))
+        known = self._qos_known.get(job)
+        if known is not None and known[0] == stamp:
+            return known[1]
         admits = budget_admits(g, sim.requested_hours(job), limit, self.committed_hours(sim, p),
                                self.cap_gpus[p], self.run_gpus[p])
-        return BUDGET if admits else OPPORTUNISTIC
+        qos = BUDGET if admits else OPPORTUNISTIC
+        self._qos_known[job] = (stamp, qos)
+        return qos
 
     def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
         """The queue as ``squeue`` lines, read back by ``planner ingest squeue``'s code.
@@ -411,6 +430,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         None when it cannot run inside one (no active reservation of its account that
         outlasts its time limit).
         """
+        if not self.reserved[c]:  # no reservation on c: nothing inside, nothing kept off
+            return None if inside else frozenset()
         now = sim.now
         end = now + sim.requested_hours(job)
         if inside:
@@ -450,8 +471,12 @@ class SlurmReplayPolicy(PlannerPolicy):
         not ahead of its pace) budget-QOS jobs of the projects ahead past theirs (the
         engine takes none inside the protection its run started with).
         """
-        order = sorted(range(len(sim.projects)), key=lambda q: -self.rank_of[q])
-        out = [(q, OPPORTUNISTIC) for q in order]
+        ranks, opportunistic = self._lowest_first
+        if ranks is not self.rank_of:  # new ranks (every hour): sort them again
+            order = sorted(range(len(sim.projects)), key=lambda q: -self.rank_of[q])
+            opportunistic = [(q, OPPORTUNISTIC) for q in order]
+            self._lowest_first = (self.rank_of, opportunistic)
+        out = list(opportunistic)
         back = self.takes_back[p] if qos == BUDGET else ()
         if back:
             out += [(q, BUDGET) for q in sorted(back, key=lambda q: -self.rank_of[q])]
@@ -466,6 +491,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_gpus[p] += sim.jobs.gpus[job]
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
+            self._budget_epoch += 1
         elif self.exempt_hours > 0:
             self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, EXEMPT, blocked, protect=0.0)
@@ -578,12 +604,94 @@ class SlurmReplayPolicy(PlannerPolicy):
         beyond ``bf_window`` ("starts too far in the future to worry about").
         """
         if self.reserve_each:
-            shadow, held = FairTreePolicy._reservation(
-                sim, c, job, self._avoid(plans, math.inf), self._freed_at(sim, job))
+            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
         else:
             shadow, held = FairTreePolicy._reservation(sim, c, job)
         if shadow <= sim.now + self.bf_window + _EPS:
             plans.append((shadow, held))
+
+    def _reservation(self, sim, c: int, job: int, taken: frozenset[int]
+                     ) -> tuple[float, frozenset[int]]:
+        """``FairTreePolicy._reservation(sim, c, job, taken, self._freed_at(sim, job))``.
+
+        The same nodes and time, from :meth:`_node_frees`' table: a running job frees its
+        GPUs at max(its bound, now), so the jobs in (bound, job) order are in the plain
+        order but for those whose bound has passed, which all free them now.
+        """
+        g, gpn, now = sim.jobs.gpus[job], sim.gpn[c], sim.now
+        frees: list[tuple[float, int]] = []
+        for node, free, ends in self._node_frees(sim, c, job):
+            if node in taken:
+                continue
+            if g >= gpn:  # the last to end
+                frees.append((max(ends[-1][0], now) if ends else now, node))
+                continue
+            if free >= g:
+                frees.append((now, node))
+                continue
+            have = free
+            for bound, gives in ends:
+                have += gives
+                if have >= g:
+                    frees.append((max(bound, now), node))
+                    break
+        need = -(-g // gpn) if g >= gpn else 1
+        if len(frees) < need:
+            return math.inf, frozenset()
+        first = sorted(frees)[:need]
+        return first[-1][0], frozenset(n for _, n in first)
+
+    def _node_frees(self, sim, c: int, job: int
+                    ) -> list[tuple[int, int, list[tuple[float, int]]]]:
+        """(node, free GPUs, [(bound, GPUs)]) per node of ``c``, its jobs by (bound, job).
+
+        A running job frees its GPUs for ``job`` at max(bound, now) (:meth:`_freed_by`),
+        the bound fixed for its run; the GPUs it frees on the node. Kept per kind of asker
+        (a budget job, by the exempt times and the projects it takes back from, or any
+        other job), recomputed only for the nodes whose jobs changed (:meth:`Replay.node_version`).
+        """
+        p = sim.jobs.project[job]
+        budget = self.qos_of(sim, p, job) == BUDGET
+        kind = (self.exempt_hours, self.budget_exempt, self.takes_back[p]) if budget else None
+        version = sim.version(c)
+        cached = self._frees_of.get((c, kind))
+        if cached is not None and cached[0] == version:
+            return cached[2]
+        bound = self._freed_by(sim, job)
+        gpn, gpus = sim.gpn[c], sim.jobs.gpus
+        versions = sim.node_version(c)
+        seen = cached[1] if cached is not None else [-1] * sim.nodes[c]
+        table = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
+        for node, free, jobs in sim.nodes_on(c):
+            if seen[node] != versions[node]:
+                table[node] = (node, free, [(t, gpn if gpus[j] >= gpn else gpus[j])
+                                            for t, j in sorted((bound(j), j) for j in jobs)])
+        self._frees_of[c, kind] = (version, list(versions), table)
+        return table
+
+    def _freed_by(self, sim, job: int):
+        """:meth:`_freed_at` as max(bound(j), now): the bound of each running job ``j``.
+
+        min(max(a, now), max(b, now)) is max(min(a, b), now), exactly (min and max pick).
+        """
+        p = sim.jobs.project[job]
+        if self.qos_of(sim, p, job) != BUDGET:
+            return sim.limit_end
+        exempt, budget_exempt = self.exempt_hours, self.budget_exempt
+        back = frozenset(self.takes_back[p])
+        project = sim.jobs.project
+
+        def bound(j: int) -> float:
+            tag = sim.tag_of(j)
+            if tag == OPPORTUNISTIC:
+                return -math.inf
+            if tag == EXEMPT:
+                return min(sim.limit_end(j), sim.started_at(j) + exempt)
+            if tag == BUDGET and project[j] in back:
+                return min(sim.limit_end(j), sim.started_at(j) + budget_exempt)
+            return sim.limit_end(j)
+
+        return bound
 
     def _freed_at(self, sim, job: int):
         """When a running job frees its GPUs for ``job``, by the jobs' limits.
