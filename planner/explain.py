@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig, load_model
+from planner.contract import overdrawn
 from planner.errors import InputError, InputProblem
 from planner.fairshare.targets import fair_share_targets_at, usage_ages
 from planner.fairshare.waterfill import water_fill
@@ -55,7 +56,7 @@ from planner.model.problem import Problem, build_problem
 from planner.model.result import CellValues
 from planner.plan.build import num
 from planner.times import iso
-from planner.words import NGH_DEFINITION, number, percent, water_level_words
+from planner.words import NGH_DEFINITION, OVERDRAWN_WORDS, number, percent, water_level_words
 
 EPS = 1e-6  # GPU-hours / NGH below which two figures are equal
 KINDS = ("demand", "budget", "reservation", "fair share", "capacity", "none")
@@ -150,6 +151,7 @@ class ProjectWhy:
     usage: float  # U_p: its lookback usage in the explained period, NGH
     bindings: tuple[Binding, ...]  # clusters it wants or holds in the period
     unplaced: tuple[Unplaced, ...]
+    overdrawn: bool = False  # a whole budget ahead of its pace (executor contract rule 8)
 
     @property
     def headline(self) -> str:
@@ -500,7 +502,8 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
                       why["used"], why["planned"], why["planned_reserved"],
                       why["planned_opportunistic"], num(forecast), num(_pace(ctx, why["budget"])),
                       num(why["budget"] - forecast), why["marginal_value"],
-                      num(ctx.offset[p]), bindings, _unplaced(ctx, project))
+                      num(ctx.offset[p]), bindings, _unplaced(ctx, project),
+                      project in overdrawn(ctx.plan))
 
 
 # --------------------------------------------------------------------------- a team
@@ -641,6 +644,8 @@ def explanation_lines(ex: Explanation) -> list[str]:
         f"{s.marginal_value:g} (what one more NGH of budget would be worth to the plan's "
         "objective; 0: the budget does not bind)",
         f"lookback usage this period: {n(s.usage, 1)} NGH", f"binds: {s.headline}"]
+    if s.overdrawn:
+        lines.append(OVERDRAWN_WORDS)
     for b in s.bindings:
         lines += ["", f"{b.cluster}: demand {n(b.demand, 1)} GPU-hours, target "
                       f"{n(b.target, 1)}, guaranteed {n(b.guaranteed, 1)}, opportunistic "

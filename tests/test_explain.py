@@ -25,6 +25,7 @@ from planner.explain import (
 )
 from planner.run import plan_scenario
 from planner.status import OPPORTUNISTIC, UNUSED, plan_status, running_gpus, status_lines
+from planner.words import OVERDRAWN_WORDS
 from tests.scenario_factory import write_scenario
 from tests.test_properties import scenarios
 from tests.tiny import scenario, ts
@@ -287,6 +288,33 @@ def planned(tmp_path_factory):
     return folder, root / "out" / "plan.json"
 
 
+# p2 (budget 3,000 NGH) ran 16 H100s from 10-20 to 10-31: 16 × 264 = 4,224 NGH, plus the
+# tiny scenario's j2 (4 × 12 h = 48): 4,272 used. At as_of 11-02, 32 of the quarter's 92
+# days are gone: a whole budget ahead of pace is 3,000 × (1 + 32/92) = 4,043.5, so p2 is
+# overdrawn (rule 8); p1 (5,000, 8 × 48 = 384 used) is not.
+OVERDRAWN_USAGE = ("job_id,project,cluster,gpus,start,end\n"
+                   "j1,p1,h100-a,8,2026-10-20,2026-10-22\n"
+                   "j2,p2,h100-a,4,2026-10-25T12:00:00Z,2026-10-26T02:00:00+02:00\n"
+                   "j3,p3,a100-b,8,2026-10-28,2026-10-30\n"
+                   "hog,p2,h100-a,16,2026-10-20,2026-10-31\n")
+
+
+def test_explain_says_a_project_is_overdrawn_and_what_that_means(tmp_path, capsys):
+    folder = write_scenario(tmp_path / "sc", usage=OVERDRAWN_USAGE)
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = str(tmp_path / "out" / "plan.json")
+    body = json.loads((tmp_path / "out" / "plan.json").read_text())
+    used = {b["project"]: b["used"] for b in body["budgets"]}
+    assert used["p2"] == pytest.approx(4272.0) and used["p1"] == pytest.approx(384.0)
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan]) == 0
+    out = capsys.readouterr().out
+    assert OVERDRAWN_WORDS in out.splitlines()
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["subject"]["overdrawn"] is True
+    assert main(["explain", "p1", "--scenario", str(folder), "--plan", plan]) == 0
+    assert "overdrawn" not in capsys.readouterr().out
+
+
 def test_explain_json_is_schema_stable(planned, capsys):
     folder, plan = planned
     assert main(["explain", "p1", "--scenario", str(folder), "--plan", str(plan),
@@ -298,7 +326,7 @@ def test_explain_json_is_schema_stable(planned, capsys):
     assert set(body["subject"]) == {
         "project", "path", "weight", "budget", "used", "planned", "planned_reserved",
         "planned_opportunistic", "forecast", "pace", "budget_left", "marginal_value", "usage",
-        "bindings", "unplaced", "headline"}
+        "bindings", "unplaced", "overdrawn", "headline"}
     for b in body["subject"]["bindings"]:
         assert b["kind"] in KINDS
         assert set(b) == {"cluster", "kind", "detail", "demand", "target", "guaranteed",

@@ -26,7 +26,7 @@ from planner.cli import main
 from planner.cycle import read_log
 from planner.serve import deploy
 from planner.serve.metrics import FAMILIES, PREFIX, metric_names
-from planner.words import PROJECT_RISKS
+from planner.words import OVERDRAWN_WORDS, PROJECT_RISKS
 from tests.scenario_factory import write_scenario
 from tests.served import (
     CHROMIUM,
@@ -338,6 +338,15 @@ def test_no_url_reaches_outside_the_state_folder_and_nothing_writes(state, tmp_p
 
 HOSTILE = {"project": "<script>alert(1)</script>", "team": '"><img src=x onerror=alert(2)>',
            "other": "p&amp;'\"2"}
+
+
+def test_an_overdrawn_project_page_says_so(tmp_path):
+    from tests.test_explain import OVERDRAWN_USAGE
+
+    folder = write_scenario(tmp_path / "sc", usage=OVERDRAWN_USAGE)
+    with served(sample_state(tmp_path / "run", folder, ("2026-11-02",), ("kueue",))[1]) as url:
+        p2, p1 = (_text(get(url, f"/project/{p}")[1]) for p in ("p2", "p1"))
+    assert OVERDRAWN_WORDS in p2 and "overdrawn" not in p1
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ from planner.serve import svg
 from planner.serve.metrics import cycle_exposition, plan_exposition
 from planner.serve.state import Kept, current_name, kept_cycles, link_stamp, log_stamp, runs
 from planner.serve.views import CycleView, changes
-from planner.words import RISKS, legend_lines, number, percent, water_level_words
+from planner.words import OVERDRAWN_WORDS, RISKS, legend_lines, number, percent, water_level_words
 
 TEMPLATES = ("planner", "templates/serve")
 MAX_GPUS = 100_000  # the largest N the start-by form accepts
@@ -194,6 +194,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
     env.globals.update(n=number, pct=percent, legend=RISKS, lam_words=water_level_words,
+                       overdrawn_words=OVERDRAWN_WORDS,
                        q=lambda text: quote(str(text), safe=""))
     env.filters["when"] = when
     return env
