@@ -587,11 +587,22 @@ class FairTreePolicy(Policy):
                 if have >= g:
                     frees.append((t, node))
                     break
-        need = -(-g // gpn) if g >= gpn else 1
-        if len(frees) < need:
-            return math.inf, frozenset()
-        first = sorted(frees)[:need]
-        return first[-1][0], frozenset(n for _, n in first)
+        return earliest_nodes(frees, g, gpn)
+
+
+def earliest_nodes(frees: list[tuple[float, int]], g: int, gpn: int
+                   ) -> tuple[float, frozenset[int]]:
+    """When a job of ``g`` GPUs could start, and on which nodes.
+
+    ``frees``: each node's (time it frees room for the job, node). A job of a whole node or
+    more needs ``ceil(g / gpn)`` nodes, a smaller one one node; ``inf`` and no nodes when too
+    few nodes ever free room.
+    """
+    need = -(-g // gpn) if g >= gpn else 1
+    if len(frees) < need:
+        return math.inf, frozenset()
+    first = sorted(frees)[:need]
+    return first[-1][0], frozenset(n for _, n in first)
 
 
 def fair_tree_ranks(tree, usage: np.ndarray, shares: np.ndarray | None = None) -> list[int]:

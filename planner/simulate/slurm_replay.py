@@ -110,7 +110,12 @@ from planner.exporters.slurm import SlurmReservation, SlurmState, slurm_state
 from planner.ingest.queue import squeue_jobs
 from planner.ingest.squeue import parse_squeue_text, squeue_text
 from planner.simulate.planner_policy import DemandSource, PlannerPolicy
-from planner.simulate.policies import HOURS_PER_WEEK, FairTreePolicy, fair_tree_ranks
+from planner.simulate.policies import (
+    HOURS_PER_WEEK,
+    FairTreePolicy,
+    earliest_nodes,
+    fair_tree_ranks,
+)
 from planner.simulate.queue_render import squeue_rows
 from planner.tick import budget_admits
 
@@ -635,11 +640,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                 if have >= g:
                     frees.append((max(bound, now), node))
                     break
-        need = -(-g // gpn) if g >= gpn else 1
-        if len(frees) < need:
-            return math.inf, frozenset()
-        first = sorted(frees)[:need]
-        return first[-1][0], frozenset(n for _, n in first)
+        return earliest_nodes(frees, g, gpn)
 
     def _node_frees(self, sim, c: int, job: int
                     ) -> list[tuple[int, int, list[tuple[float, int]]]]:
