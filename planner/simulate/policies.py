@@ -476,11 +476,8 @@ class LookbackPolicy(AdmissionPolicy):
         cached = self._over_of.get(c)
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
-        share, held = self.share[:, c], sim.held_project[:, c]
-        qs = np.flatnonzero(held > share + 1e-9)
-        s, h = share[qs], held[qs]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(s > 1e-9, h / s, np.where(h != 0, np.inf, 0.0))
+        qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
+        ratio = self._ratios(sim, c)[qs]
         order = np.lexsort((qs, -ratio))
         over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
         self._over_of[c] = (version, self.share, over)
