@@ -85,7 +85,7 @@ the plan's periods raises ``ValueError``: the plan says nothing there.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -267,19 +267,50 @@ def _quarter_gone(plan: dict[str, Any]) -> float:
     return min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
 
 
-def overdrawn(plan: dict[str, Any]) -> frozenset[str]:
+def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = None
+              ) -> frozenset[str]:
     """Projects a whole budget ahead of their pace at the plan's ``as_of`` (rule 8).
 
-    ``used`` ≥ ``budget`` × (1 + the share of the quarter gone), the share as in
-    :func:`ahead_of_pace`: usage beyond an even spend of the budget by now plus the whole
-    budget again (at the quarter's end, twice the budget). A project with no budget is
-    overdrawn; none for a plan without budgets (a hand-written one).
+    What the project *ran* ≥ ``budget`` × (1 + the share of the quarter gone), the share
+    as in :func:`ahead_of_pace`: usage beyond an even spend of the budget by now plus the
+    whole budget again (at the quarter's end, twice the budget). What it ran is ``used``
+    (charged to its budget) plus ``unbudgeted``'s NGH for it: what it ran in the quarter
+    up to ``as_of`` charged to no budget, where the executor's accounting keeps that
+    apart (Slurm's ``gp-opportunistic`` and ``gp-overdrawn`` jobs,
+    :func:`unbudgeted_ngh`; Kueue's usage counts every run in ``used``). A project with no
+    budget is overdrawn once it ran anything; none for a plan without budgets (a
+    hand-written one).
     """
     if not plan.get("budgets"):
         return frozenset()
     share = _quarter_gone(plan)
+    extra = unbudgeted or {}
     return frozenset(b["project"] for b in plan["budgets"]
-                     if float(b["used"]) >= float(b["budget"]) * (1.0 + share) - EPS)
+                     if float(b["used"]) + float(extra.get(b["project"], 0.0))
+                     >= float(b["budget"]) * (1.0 + share) - EPS)
+
+
+def unbudgeted_ngh(plan: dict[str, Any], usage: pd.DataFrame) -> dict[str, float]:
+    """Project -> NGH its ``usage`` rows ran in the quarter up to the plan's ``as_of``.
+
+    ``usage``: rows in ``usage.csv``'s columns (``project``, ``cluster``, ``gpus``,
+    ``start``, ``end``), e.g. a scenario's ``unbudgeted.csv``
+    (:func:`planner.inputs.load.load_unbudgeted`); each row's GPUs × its hours inside
+    [``quarter_start``, ``as_of``) × its cluster's NGH rate. Rows of clusters the plan
+    does not know add nothing.
+    """
+    rate = {c["cluster"]: float(c["rate"]) for c in plan.get("clusters", [])}
+    lo, hi = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["as_of"])
+    out: dict[str, float] = {}
+    for row in usage.itertuples(index=False):
+        if row.cluster not in rate:
+            continue
+        start, end = max(pd.Timestamp(row.start), lo), min(pd.Timestamp(row.end), hi)
+        hours = (end - start) / pd.Timedelta(hours=1)
+        if hours > 0:
+            out[row.project] = out.get(row.project, 0.0) + float(row.gpus) * hours * rate[
+                row.cluster]
+    return out
 
 
 def widens(plan: dict[str, Any]) -> frozenset[str]:

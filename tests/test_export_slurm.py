@@ -19,6 +19,7 @@ from planner.cli import main
 from planner.contract import ahead_of_pace
 from planner.exporters.slurm import (
     OPPORTUNISTIC_QOS,
+    OVERDRAWN_QOS,
     RESV_UPDATE,
     SLURM_CONF_LINES,
     WIDE_CAP,
@@ -69,10 +70,11 @@ def wide_line(project: str, cap: int) -> str:
 def test_full_script_sets_accounts_budgets_and_reservations():
     script = export_slurm(PLAN, ORG)
     lines = commands(script)
-    # 6 org nodes x (guarded add, parent, share); the opportunistic QOS (add, settings); 3 projects
-    # x (qos add, priority preempt and flags, limit, attach, the pace cap read from the
-    # queue: every project widens, nobody being ahead of pace in PLAN); 2 reservations
-    assert len(lines) == 6 * 3 + 2 + 3 * 5 + 2
+    # 6 org nodes x (guarded add, parent, share); the overdrawn and the opportunistic QOS
+    # (add, settings, each); 3 projects x (qos add, priority preempt and flags, limit,
+    # attach, the pace cap read from the queue: every project widens, nobody being ahead
+    # of pace in PLAN); 2 reservations
+    assert len(lines) == 6 * 3 + 2 + 2 + 3 * 5 + 2
     assert "sacctmgr -n show account team-a | grep -q . || run sacctmgr -i add account team-a " \
            "parent=area fairshare=3500" in script
     # fairshare: the budgets (NGH) summed under each account: p1 2000, team-a 2000 + 1500
@@ -90,7 +92,7 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     assert "sacctmgr -n -P show qos gp-p1 format=grptresmins | grep -qx gres/gpu=127217 " \
            "|| { run sacctmgr -i modify qos gp-p1 set GrpTRESMins=gres/gpu=127217 && " \
            "run sacctmgr -i modify qos gp-p1 set RawUsage=0; }" in script
-    assert "run sacctmgr -i modify account p1 set qos+=gp-p1,gp-opportunistic " \
+    assert "run sacctmgr -i modify account p1 set qos+=gp-p1,gp-opportunistic,gp-overdrawn " \
            "DefaultQOS=gp-p1" in script
     # guaranteed work preempts opportunistic work and goes first; the shared QOS is bound by no
     # budget (no GrpTRESMins), adds no usage and is requeued when preempted
@@ -98,9 +100,9 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     # (nobody is ahead of pace in PLAN, so no budget QOS takes back from another: below);
     # its jobs are protected for the contract's 8 h before a QOS that takes back may requeue
     assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags,preemptmode," \
-           "preemptexempttime | grep -qx '100|gp-opportunistic|NoDecay|requeue|08:00:00' || " \
-           "run sacctmgr -i modify qos gp-p1 set Priority=100 Preempt=gp-opportunistic " \
-           "Flags=NoDecay PreemptMode=requeue PreemptExemptTime=08:00:00" in lines
+           "preemptexempttime | grep -qx '100|gp-opportunistic,gp-overdrawn|NoDecay|requeue|" \
+           "08:00:00' || run sacctmgr -i modify qos gp-p1 set Priority=100 " \
+           "Preempt=gp-opportunistic,gp-overdrawn Flags=NoDecay PreemptMode=requeue PreemptExemptTime=08:00:00" in lines
     # every budget QOS is added before any is set (a Preempt list names other budget QOS)
     adds = [i for i, line in enumerate(lines) if " add qos gp-p" in line]
     sets = [i for i, line in enumerate(lines) if " modify qos gp-p" in line]
@@ -113,16 +115,25 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     # set when the script runs: 23, or the GPUs of p1's widest pending job where more
     assert wide_line("p1", 23) in lines
     assert not any("GrpTRES=gres/gpu=23" in line for line in lines)
-    assert lines[18:20] == [
+    # rule 8: gp-overdrawn first (gp-opportunistic's Preempt names it), priority 0, no
+    # exempt time; gp-opportunistic's priority 11 puts its jobs above every gp-overdrawn
+    # one whatever their fair share (100000 x 11 / 100 = 11000 > PriorityWeightFairshare)
+    assert lines[18:22] == [
+        "sacctmgr -n show qos gp-overdrawn | grep -q . || run sacctmgr -i add qos gp-overdrawn",
+        "sacctmgr -n -P show qos gp-overdrawn "
+        "format=priority,preemptmode,usagefactor,preemptexempttime,preempt | "
+        "grep -qx '0|requeue|1.000000|00:00:00|' || run sacctmgr -i modify qos gp-overdrawn "
+        "set Priority=0 PreemptMode=requeue UsageFactor=1 PreemptExemptTime=00:00:00",
         "sacctmgr -n show qos gp-opportunistic | grep -q . || "
         "run sacctmgr -i add qos gp-opportunistic",
         "sacctmgr -n -P show qos gp-opportunistic "
-        "format=priority,preemptmode,usagefactor,preemptexempttime | "
-        "grep -qx '0|requeue|1.000000|08:00:00' || run sacctmgr -i modify qos gp-opportunistic "
-        "set Priority=0 PreemptMode=requeue UsageFactor=1 PreemptExemptTime=08:00:00"]
+        "format=priority,preemptmode,usagefactor,preemptexempttime,preempt | "
+        "grep -qx '11|requeue|1.000000|08:00:00|gp-overdrawn' || run sacctmgr -i modify qos "
+        "gp-opportunistic set Preempt=gp-overdrawn Priority=11 PreemptMode=requeue "
+        "UsageFactor=1 PreemptExemptTime=08:00:00"]
     # an opportunistic job runs at least the contract's protected minimum runtime
     # (min_runtime_cap_hours, 8 h in PLAN) before a budget job may requeue it
-    assert "GrpTRESMins" not in " ".join(lines[18:20])
+    assert "GrpTRESMins" not in " ".join(lines[18:22])
     # what slurm.conf must hold is in the header, as comments
     header = script[:script.index("set -eu")]
     assert "# slurm.conf must have" in header
@@ -168,7 +179,8 @@ def test_every_create_is_guarded_so_rerunning_converges():
             assert re.match(r"sacctmgr -n show (account|qos) (\S+) \| grep -q \. \|\| "
                             r"run sacctmgr -i add \1 \2( |$)", line), line
         elif any(f"set {key}=" in line
-                 for key in ("parent", "fairshare", "GrpTRESMins", "GrpTRES", "Priority")):
+                 for key in ("parent", "fairshare", "GrpTRESMins", "GrpTRES", "Priority",
+                             "Preempt")):
             # a modify that changes nothing exits 1 under set -e: only where values differ
             assert re.match(r"sacctmgr -n -P show (assoc account=|qos )(\S+) format=\S+ \| "
                             r"grep -qx ('[^']+'|\S+) \|\| \{? ?run sacctmgr -i modify "
@@ -192,7 +204,7 @@ def test_every_create_is_guarded_so_rerunning_converges():
             acct = re.search(r"run sacctmgr -i modify account (\S+) set qos\+=", line).group(1)
             assert line.startswith(f"sacctmgr -n -P show assoc account={acct} "
                                    "format=user,defaultqos,qos | grep -Eqx "), line
-            assert line.count("grep -Eqx") == 2 and line.count(" || run ") == 1
+            assert line.count("grep -Eqx") == 3 and line.count(" || run ") == 1
 
 
 def test_replan_with_one_moved_reservation_updates_only_that_one():
@@ -221,7 +233,7 @@ def test_replan_deletes_dropped_creates_new_and_reports_changed_limits():
     # (add, priority and preemption, limit, attach; its cap is among the widening lines)
     assert sum("qos gp-p1" in line for line in lines) == 3
     assert sum(OPPORTUNISTIC_QOS in line for line in lines) == 2 + 2
-    assert len(lines) == 2 + 2 + 4
+    assert len(lines) == 2 + 2 + 2 + 4  # and gp-overdrawn's two lines (rule 8)
     assert changes(export_slurm(PLAN, ORG, previous=PLAN)) == []
 
 
@@ -238,14 +250,14 @@ def test_projects_behind_their_pace_take_back_from_those_ahead():
         "p1": (), "p2": ("gp-p1",), "=P 3": ("gp-p1",)}
     lines = commands(export_slurm(ahead, ORG))
     assert "sacctmgr -n -P show qos gp-p2 format=priority,preempt,flags,preemptmode," \
-           "preemptexempttime | grep -qx '100|gp-opportunistic,gp-p1|NoDecay|requeue|" \
-           "08:00:00' || run sacctmgr -i modify qos gp-p2 set Priority=100 " \
-           "Preempt=gp-opportunistic,gp-p1 Flags=NoDecay PreemptMode=requeue " \
+           "preemptexempttime | grep -qx '100|gp-opportunistic,gp-overdrawn,gp-p1|NoDecay|" \
+           "requeue|08:00:00' || run sacctmgr -i modify qos gp-p2 set Priority=100 " \
+           "Preempt=gp-opportunistic,gp-overdrawn,gp-p1 Flags=NoDecay PreemptMode=requeue " \
            "PreemptExemptTime=08:00:00" in lines
-    assert any("modify qos gp-p-3-8aff7f51 set Priority=100 Preempt=gp-opportunistic,gp-p1 "
+    assert any("modify qos gp-p-3-8aff7f51 set Priority=100 "
+               "Preempt=gp-opportunistic,gp-overdrawn,gp-p1 " in line for line in lines)
+    assert any("modify qos gp-p1 set Priority=100 Preempt=gp-opportunistic,gp-overdrawn Flags"
                in line for line in lines)
-    assert any("modify qos gp-p1 set Priority=100 Preempt=gp-opportunistic Flags" in line
-               for line in lines)
     # exactly at pace is not ahead: 1000 of 2000 at half the quarter
     even = plan_copy()
     even["budgets"][0]["used"] = 1000.0
@@ -255,13 +267,13 @@ def test_projects_behind_their_pace_take_back_from_those_ahead():
     # added before any is set
     changed = commands(export_slurm(ahead, ORG, previous=PLAN))
     added = [line.split()[-1] for line in changed if " add qos gp-" in line]
-    assert added == [OPPORTUNISTIC_QOS, "gp-p-3-8aff7f51", "gp-p1", "gp-p2"]
+    assert added == [OVERDRAWN_QOS, OPPORTUNISTIC_QOS, "gp-p-3-8aff7f51", "gp-p1", "gp-p2"]
     first_set = min(i for i, line in enumerate(changed) if " modify qos gp-p" in line)
     assert max(i for i, line in enumerate(changed) if " add qos gp-p" in line) < first_set
     # without taking back (the export measured before), every budget QOS preempts
-    # gp-opportunistic alone
+    # gp-opportunistic alone  # (and gp-overdrawn: rule 8)
     assert {b.preempt_list for b in slurm_state(ahead, ORG, takes_back=False).budgets} == {
-        "gp-opportunistic"}
+        "gp-opportunistic,gp-overdrawn"}
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -275,9 +287,9 @@ def test_take_back_lists_apply_and_converge_with_a_hashed_qos_name(tmp_path):
     assert ahead_of_pace(ahead) == {"=P 3"}
     slurm = FakeSlurm(tmp_path / "a")
     once = slurm.apply(export_slurm(ahead, ORG))
-    assert once["qos"]["gp-p1"]["preempt"] == "gp-opportunistic,gp-p-3-8aff7f51"
-    assert once["qos"]["gp-p2"]["preempt"] == "gp-opportunistic,gp-p-3-8aff7f51"
-    assert once["qos"]["gp-p-3-8aff7f51"]["preempt"] == "gp-opportunistic"
+    assert once["qos"]["gp-p1"]["preempt"] == "gp-opportunistic,gp-overdrawn,gp-p-3-8aff7f51"
+    assert once["qos"]["gp-p2"]["preempt"] == "gp-opportunistic,gp-overdrawn,gp-p-3-8aff7f51"
+    assert once["qos"]["gp-p-3-8aff7f51"]["preempt"] == "gp-opportunistic,gp-overdrawn"
     assert slurm.apply(export_slurm(ahead, ORG)) == once
     # the replan that follows from PLAN's state lands where a fresh apply does
     fresh = FakeSlurm(tmp_path / "b")
@@ -391,13 +403,15 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
                                     "p-3-8aff7f51"}
     assert once["account"]["p1"] == {"parent": "team-a", "fairshare": "2000",
                                      "description": "org:p1",
-                                     "qos": "gp-opportunistic,gp-p1", "defaultqos": "gp-p1"}
+                                     "qos": "gp-opportunistic,gp-overdrawn,gp-p1",
+                                     "defaultqos": "gp-p1"}
     assert once["qos"]["gp-p1"] == {"grptresmins": "gres/gpu=127217", "rawusage": "0",
-                                    "priority": "100", "preempt": "gp-opportunistic",
+                                    "priority": "100",
+                                    "preempt": "gp-opportunistic,gp-overdrawn",
                                     "preemptmode": "requeue", "usagefactor": "1.000000",
                                     "preemptexempttime": "08:00:00", "flags": "NoDecay",
                                     "grptres": "gres/gpu=23"}
-    assert once["qos"]["gp-opportunistic"] == {"priority": "0", "preempt": "",
+    assert once["qos"]["gp-opportunistic"] == {"priority": "11", "preempt": "gp-overdrawn",
                                                "preemptmode": "requeue",
                                                "usagefactor": "1.000000",
                                                "preemptexempttime": "08:00:00",
@@ -407,12 +421,12 @@ def test_applying_twice_converges_and_a_replan_lands_where_a_fresh_apply_does(tm
         "NodeCnt": "1", "PartitionName": "c2", "Flags": "IGNORE_JOBS"}
     twice = slurm.apply(export_slurm(PLAN, ORG))
     assert twice == once
-    assert slurm.calls("sacctmgr -i add") == 6 + 1 + 3  # each added once, never again
+    assert slurm.calls("sacctmgr -i add") == 6 + 2 + 3  # each added once, never again
     assert slurm.calls("scontrol create") == 2 and slurm.calls("scontrol update") == 0
     # QOS settings, limits (and usage reset) and the QOS attach set once, in the first apply;
     # accounts added with the plan's parent and share are never modified; the second apply
     # changes nothing at all
-    assert slurm.calls("sacctmgr -i modify qos") == 1 + 3 * (1 + 2 + 1)
+    assert slurm.calls("sacctmgr -i modify qos") == 2 + 3 * (1 + 2 + 1)
     assert slurm.calls("sacctmgr -i modify account") == 3
     assert slurm.calls("sacctmgr -i modify account p1 set qos+=") == 1
     # replan: r2 moves a day, r1 is dropped, p1 has used more
@@ -441,13 +455,14 @@ def test_a_project_called_opportunistic_gets_a_budget_qos_of_its_own(tmp_path):
     assert re.fullmatch(r"gp-opportunistic-[0-9a-f]{8}", own) and qos_name("p1") == "gp-p1"
     state = FakeSlurm(tmp_path).apply(export_slurm(plan, org))
     assert state["qos"][own]["grptresmins"] == "gres/gpu=3600"  # 60 NGH at rate 1
-    assert state["qos"][own]["preempt"] == OPPORTUNISTIC_QOS
-    assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "0", "preempt": "",
+    assert state["qos"][own]["preempt"] == f"{OPPORTUNISTIC_QOS},{OVERDRAWN_QOS}"
+    assert state["qos"][OPPORTUNISTIC_QOS] == {"priority": "11", "preempt": OVERDRAWN_QOS,
                                                "preemptmode": "requeue",
                                                "usagefactor": "1.000000",
                                                "preemptexempttime": "08:00:00",
                                                "flags": "", "grptres": ""}
-    assert state["account"]["opportunistic"]["qos"] == f"{OPPORTUNISTIC_QOS},{own}"
+    assert state["account"]["opportunistic"]["qos"] == \
+        f"{OPPORTUNISTIC_QOS},{own},{OVERDRAWN_QOS}"
     assert state["account"]["opportunistic"]["defaultqos"] == own
 
 
@@ -1281,7 +1296,7 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_protected_runtime(cap, sho
     line = next(line for line in commands(export_slurm(plan, ORG))
                 if "modify qos gp-opportunistic" in line)
     assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
-    assert f"grep -qx '0|requeue|1.000000|{shown}'" in line
+    assert f"grep -qx '11|requeue|1.000000|{shown}|gp-overdrawn'" in line
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == cap
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from planner.exporters.executor_json import executor_view
 from planner.exporters.kueue import SHIPPED, allowed_clusters
-from planner.exporters.slurm import export_slurm
+from planner.exporters.slurm import SHIPPED as SLURM_SHIPPED
 
 TARGETS = ("kueue", "slurm", "json")
 
@@ -35,7 +35,7 @@ def export_files(plan: dict[str, Any], target: str, org: pd.DataFrame | None, pe
                                pending=pending)
         return {k: v.encode() for k, v in files.items()}
     if target == "slurm":
-        return {"slurm-apply.sh": export_slurm(plan, org, previous).encode()}
+        return {"slurm-apply.sh": SLURM_SHIPPED.export(plan, org, previous).encode()}
     if target == "json":
         text = json.dumps(executor_view(plan), indent=1, ensure_ascii=False) + "\n"
         return {"executor-view.json": text.encode()}

@@ -122,7 +122,7 @@ import hashlib
 import math
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,7 @@ from planner.contract import (
     fair_share_half_life,
     in_force,
     min_runtime_cap,
+    overdrawn,
     planned_guaranteed,
     preemptible_protection,
     reservations,
@@ -147,9 +148,14 @@ RESERVATION_PREFIX = "gp-"
 _SLURM_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 RUN = "run "  # the script's function that runs a mutating command, or prints it (dry run)
 OPPORTUNISTIC_QOS = "gp-opportunistic"
-GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0
+OVERDRAWN_QOS = "gp-overdrawn"  # rule 8: the work of overdrawn projects, below everything
+GUARANTEED_PRIORITY = 100  # a budget QOS's priority; gp-opportunistic has 0 (11 with rule 8)
 PRIORITY_WEIGHT_QOS = 100000  # the QOS term decides before fair share ...
 PRIORITY_WEIGHT_FAIRSHARE = 10000  # ... which orders jobs within a QOS (Fair Tree)
+#: gp-opportunistic's priority beside gp-overdrawn (0): its QOS term, 100000 × 11 / 100 =
+#: 11000, exceeds the whole fair-share term (10000), so every gp-opportunistic job comes
+#: before every gp-overdrawn one, and stays far below a budget job's 100000
+OPPORTUNISTIC_PRIORITY = GUARANTEED_PRIORITY * PRIORITY_WEIGHT_FAIRSHARE // PRIORITY_WEIGHT_QOS + 1
 SLURM_CONF_LINES = (
     "GresTypes=gpu                # GPUs are generic resources (gres.conf lists them)",
     "AccountingStorageType=accounting_storage/slurmdbd   # accounts and QOS live in slurmdbd",
@@ -203,9 +209,9 @@ def account(node: str) -> str:
 
 
 def qos_name(project: str) -> str:
-    """The QOS holding a project's budget: ``gp-<account>``, never the shared one's name."""
+    """The QOS holding a project's budget: ``gp-<account>``, never a shared one's name."""
     name = f"gp-{account(project)}"
-    if name == OPPORTUNISTIC_QOS:  # a project whose id is "opportunistic"
+    if name in (OPPORTUNISTIC_QOS, OVERDRAWN_QOS):  # a project "opportunistic", "overdrawn"
         digest = hashlib.sha256(project.encode()).hexdigest()[:8]
         name = f"{name}-{digest}"
     return name
@@ -252,7 +258,11 @@ class SlurmAccount:
 
 @dataclass(frozen=True)
 class OpportunisticQos:
-    """The shared QOS for work beyond a budget (and work with none)."""
+    """A shared QOS charged to no budget: work beyond a budget (and work with none).
+
+    ``gp-opportunistic``, and with rule 8 ``gp-overdrawn`` (the same kind of record: no
+    ``GrpTRESMins``, its own priority, exempt time and ``Preempt`` list).
+    """
 
     name: str = OPPORTUNISTIC_QOS
     priority: int = 0
@@ -260,6 +270,8 @@ class OpportunisticQos:
     usage_factor: float = 1.0  # its jobs' usage counts in fair share (no budget: no limit)
     #: PreemptExemptTime: the contract's protected minimum runtime (min_runtime_cap_hours)
     preempt_exempt_hours: float = 0.0
+    #: Preempt=: the QOS whose jobs it may requeue (gp-overdrawn, with rule 8; else none)
+    preempt: str = ""
 
 
 @dataclass(frozen=True)
@@ -285,11 +297,19 @@ class BudgetQos:
     #: them (the contract's protected runtime, ``min_runtime_cap_hours``)
     preempt_exempt_hours: float = 0.0
     preempt_mode: str = "requeue"  # PreemptMode: a preempted job goes back to the queue
+    #: rule 8: ``gp-overdrawn``, which it preempts and its account may use ("": no rule 8)
+    overdrawn: str = ""
 
     @property
     def preempt_list(self) -> str:
         """``Preempt=`` as set and as ``sacctmgr show qos`` prints it (names sorted)."""
-        return ",".join(sorted((self.preempt, *self.takes_back)))
+        return ",".join(sorted((self.preempt, *self.takes_back,
+                                *((self.overdrawn,) if self.overdrawn else ()))))
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The QOS its account may use: its own, ``gp-opportunistic`` (and ``gp-overdrawn``)."""
+        return (self.name, self.preempt, *((self.overdrawn,) if self.overdrawn else ()))
 
     @property
     def exempt(self) -> str:
@@ -341,6 +361,17 @@ class SlurmState:
     reservations: tuple[SlurmReservation, ...]  # by request id
     #: slurm.conf's PriorityDecayHalfLife the plan asks for (hours; None: Slurm's own)
     decay_half_life_hours: float | None = None
+    #: rule 8: ``gp-overdrawn`` (None: the export before the rule) ...
+    overdrawn: OpportunisticQos | None = None
+    #: ... and the projects overdrawn at the plan's ``as_of`` (:func:`planner.contract.overdrawn`
+    #: with the unbudgeted usage given), whose pending jobs ``planner tick`` moves there
+    overdrawn_projects: frozenset[str] = frozenset()
+
+    def overdrawn_accounts(self) -> frozenset[str]:
+        """The Slurm accounts of :attr:`overdrawn_projects` (none without rule 8)."""
+        if self.overdrawn is None:
+            return frozenset()
+        return frozenset(b.account for b in self.budgets if b.project in self.overdrawn_projects)
 
     def minutes(self) -> dict[str, int]:
         """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
@@ -501,7 +532,8 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
                 shares: str = "budget", opportunistic_usage: float = 1.0,
                 floor: str = "node", takes_back: bool = True,
-                widens: bool = True) -> SlurmState:
+                widens: bool = True, overdrawn_qos: bool = True,
+                unbudgeted: Mapping[str, float] | None = None) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
@@ -509,8 +541,11 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     ``takes_back`` whether budget QOS take back from the projects ahead of their pace
     (:func:`take_back`; False: each preempts ``gp-opportunistic`` only, the export measured
     before), ``widens`` whether the caps of :func:`widening` projects widen to their
-    widest pending job (False: the caps as the plan computes them, the export before);
-    the defaults are what
+    widest pending job (False: the caps as the plan computes them, the export before),
+    ``overdrawn_qos`` the executor contract's rule 8 (``gp-overdrawn``, below
+    ``gp-opportunistic``, named in every other ``Preempt`` list; the projects overdrawn by
+    :func:`planner.contract.overdrawn` with ``unbudgeted``, project -> NGH run charged to
+    no budget: False, the export before the rule); the defaults are what
     ``planner export --to slurm`` ships (the other values are for measuring them).
     """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
@@ -519,10 +554,11 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     back = take_back(plan, minutes) if takes_back else {}
     wide = widening(plan, minutes, caps) if widens else frozenset()
     exempt = budget_exempt_hours(plan)
+    over = OVERDRAWN_QOS if overdrawn_qos else ""
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
                               minutes=minutes[p], gpus=caps.get(p), widens=p in wide,
                               no_decay=no_decay, takes_back=back.get(p, ()),
-                              preempt_exempt_hours=exempt)
+                              preempt_exempt_hours=exempt, overdrawn=over)
                     for p in sorted(minutes))
     held = tuple(
         SlurmReservation(request_id=r.request_id, name=reservation_name(r.request_id),
@@ -534,23 +570,30 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     chosen = budget_shares(plan, tree) if shares == "budget" else None
     return SlurmState(as_of=plan["as_of"],
                       accounts=slurm_accounts(tree, by_depth(tree, tree.ids), chosen),
-                      opportunistic=OpportunisticQos(preempt_exempt_hours=exempt_hours(plan),
-                                                     usage_factor=opportunistic_usage),
+                      opportunistic=OpportunisticQos(
+                          preempt_exempt_hours=exempt_hours(plan), usage_factor=opportunistic_usage,
+                          priority=OPPORTUNISTIC_PRIORITY if over else 0, preempt=over),
                       budgets=budgets, reservations=held,
-                      decay_half_life_hours=fair_share_half_life(plan))
+                      decay_half_life_hours=fair_share_half_life(plan),
+                      overdrawn=OpportunisticQos(name=OVERDRAWN_QOS,
+                                                 usage_factor=opportunistic_usage)
+                      if over else None,
+                      overdrawn_projects=overdrawn(plan, unbudgeted) if over else frozenset())
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
     """``sacctmgr modify qos`` settings, and how ``sacctmgr -n -P show qos`` prints them.
 
-    The show reads ``format=priority,preemptmode,usagefactor,preemptexempttime``
-    (the exempt time as ``[D-]HH:MM:SS``).
+    The show reads ``format=priority,preemptmode,usagefactor,preemptexempttime,preempt``
+    (the exempt time as ``[D-]HH:MM:SS``); ``Preempt=`` is set only where the QOS
+    preempts one (``gp-opportunistic`` preempts ``gp-overdrawn``, rule 8).
     """
     factor = f"{qos.usage_factor:g}"
     exempt = exempt_clock(qos.preempt_exempt_hours)
-    return (f"Priority={qos.priority} PreemptMode={qos.preempt_mode} UsageFactor={factor} "
-            f"PreemptExemptTime={exempt}",
-            f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}|{exempt}")
+    preempt = f"Preempt={qos.preempt} " if qos.preempt else ""
+    return (f"{preempt}Priority={qos.priority} PreemptMode={qos.preempt_mode} "
+            f"UsageFactor={factor} PreemptExemptTime={exempt}",
+            f"{qos.priority}|{qos.preempt_mode}|{qos.usage_factor:.6f}|{exempt}|{qos.preempt}")
 
 
 def exempt_clock(hours: float) -> str:
@@ -624,7 +667,7 @@ def _opportunistic_lines(qos: OpportunisticQos) -> list[str]:
     q, (settings, shown) = qos.name, opportunistic_settings(qos)
     return [f"sacctmgr -n show qos {_q(q)} | grep -q . || {RUN}sacctmgr -i add qos {_q(q)}",
             f"sacctmgr -n -P show qos {_q(q)} "
-            "format=priority,preemptmode,usagefactor,preemptexempttime | "
+            "format=priority,preemptmode,usagefactor,preemptexempttime,preempt | "
             f"grep -qx {_q(shown)} || {RUN}sacctmgr -i modify qos {_q(q)} set "
             + _q(*settings.split())]
 
@@ -648,7 +691,7 @@ def _qos_lines(budget: BudgetQos) -> list[str]:
     # DefaultQOS makes the budget bind the account's jobs that name no --qos; the account
     # may also use gp-opportunistic for work beyond its budget or its pace.
     q, acct, tres = budget.name, budget.account, f"gres/gpu={budget.minutes}"
-    opp, priority, preempt = budget.preempt, budget.priority, budget.preempt_list
+    priority, preempt = budget.priority, budget.preempt_list
     flags = budget.flags or "-1"  # -1: no flags
     cap = budget.grptres or "gres/gpu=-1"  # -1: no cap
     shown = f"{priority}|{preempt}|{budget.flags}|{budget.preempt_mode}|{budget.exempt}"
@@ -662,8 +705,8 @@ def _qos_lines(budget: BudgetQos) -> list[str]:
             f"{RUN}sacctmgr -i modify qos {_q(q, 'set', 'RawUsage=0')}; }}",
             # a widening cap is set by _wide_cap_line instead, on every run
             *([] if budget.widens else [_cap_guard(q, _q(budget.grptres), _q(f"GrpTRES={cap}"))]),
-            f"{_holds_qos(acct, q, (q, opp))} || {RUN}sacctmgr -i modify account "
-            + _q(acct, "set", f"qos+={q},{opp}", f"DefaultQOS={q}")]
+            f"{_holds_qos(acct, q, budget.allowed)} || {RUN}sacctmgr -i modify account "
+            + _q(acct, "set", f"qos+={','.join(budget.allowed)}", f"DefaultQOS={q}")]
 
 
 def _cap_guard(q: str, shown: str, setting: str) -> str:
@@ -836,18 +879,20 @@ def _header(plan: dict[str, Any]) -> list[str]:
 
 
 def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, Any] | None = None,
-                 previous_org: pd.DataFrame | None = None) -> str:
+                 previous_org: pd.DataFrame | None = None, options: SlurmExport | None = None
+                 ) -> str:
     """The bash script that makes Slurm hold what the plan says (see the module docstring).
 
-    It renders :func:`slurm_state` of the plan (and, with ``previous``, only what differs
-    from the previous plan's state).
+    It renders the state of the plan (:meth:`SlurmExport.state`; ``options`` default
+    :data:`SHIPPED`), and with ``previous`` only what differs from the previous plan's.
     """
+    chosen = SHIPPED if options is None else options
     tree = OrgTree.from_frame(org)
-    state = slurm_state(plan, tree)
+    state = chosen.state(plan, tree)
     head = ["#!/usr/bin/env bash", *_header(plan), ""]
     lines: list[str] = []
     before = OrgTree.from_frame(previous_org) if previous_org is not None else tree
-    old = slurm_state(previous, before) if previous is not None else None
+    old = chosen.state(previous, before) if previous is not None else None
     accounts = _account_lines(_changed_accounts(state, old))
     if accounts:
         lines += ["# accounts: the org tree, fairshare from the budgets", *accounts, ""]
@@ -856,6 +901,10 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
     changed = [b for b in state.budgets if old_settings.get(b.project) != now_settings[b.project]]
     # every QOS added before any is set: a Preempt list names other budget QOS
     qos = [_qos_add(b) for b in changed] + [line for b in changed for line in _qos_lines(b)]
+    if qos and state.overdrawn is not None:  # gp-opportunistic's Preempt names it: first
+        lines += ["# overdrawn work (rule 8): projects a whole budget ahead of their pace; "
+                  "lowest priority, preempted by every other QOS at once",
+                  *_opportunistic_lines(state.overdrawn), ""]
     if qos:  # the budget QOS name gp-opportunistic: it comes first
         lines += ["# opportunistic work: beyond budget, preemptible, charged to no budget",
                   *_opportunistic_lines(state.opportunistic), ""]
@@ -876,3 +925,44 @@ def export_slurm(plan: dict[str, Any], org: pd.DataFrame, previous: dict[str, An
         lines += ["# pace caps read from the queue now: a project behind its pace with budget "
                   "left holds at least its widest pending job's GPUs", *wide, ""]
     return "\n".join(head + lines)
+
+
+@dataclass(frozen=True)
+class SlurmExport:
+    """The Slurm export's options (:func:`slurm_state` says what each does).
+
+    :data:`SHIPPED` is what ``planner export --to slurm``, ``planner cycle`` and
+    ``planner tick`` use, and what ``planner-slurm`` replays
+    (:class:`~planner.simulate.slurm_replay.SlurmReplayPolicy`'s ``export``): one object,
+    so the replay runs what ships by construction. Other values are the variants the
+    export was measured against (:data:`BEFORE_RULE8`: the export before rule 8).
+    """
+
+    pace: str = "total"
+    no_decay: bool = True
+    shares: str = "budget"
+    opportunistic_usage: float = 1.0
+    floor: str = "node"
+    takes_back: bool = True
+    widens: bool = True
+    #: the executor contract's rule 8: ``gp-overdrawn`` and the overdrawn projects
+    overdrawn_qos: bool = True
+
+    def state(self, plan: dict[str, Any], org: pd.DataFrame | OrgTree,
+              unbudgeted: Mapping[str, float] | None = None) -> SlurmState:
+        """:func:`slurm_state` with these options."""
+        return slurm_state(plan, org, self.pace, self.no_decay, self.shares,
+                           self.opportunistic_usage, self.floor, self.takes_back,
+                           self.widens, self.overdrawn_qos, unbudgeted)
+
+    def export(self, plan: dict[str, Any], org: pd.DataFrame,
+               previous: dict[str, Any] | None = None,
+               previous_org: pd.DataFrame | None = None) -> str:
+        """:func:`export_slurm` with these options."""
+        return export_slurm(plan, org, previous, previous_org, options=self)
+
+
+#: the export that ships (see :class:`SlurmExport`)
+SHIPPED = SlurmExport()
+#: the export before rule 8: no ``gp-overdrawn``, no project moved there
+BEFORE_RULE8 = SlurmExport(overdrawn_qos=False)
