@@ -19,9 +19,9 @@ an upper bound on what the overrun took from others, not a proof it took it. Wri
 
 ``--rule8``: each policy is replayed with the executor contract's rule 8 (lending to
 overdrawn projects, :func:`planner.contract.overdrawn`) as shipped (``on``) and/or as
-the export was before it (``off``: ``planner-kueue``'s ``overdrawn_at_pool=False``), a
-row each, with the budget error, weekly delivered ÷ owed, the worst team and the CPU
-seconds of the replay.
+the export was before it (``off``: ``planner-kueue``'s ``overdrawn_at_pool=False``,
+``planner-slurm``'s ``export=BEFORE_RULE8``, no ``gp-overdrawn``), a row each, with the
+budget error, weekly delivered ÷ owed, the worst team and the CPU seconds of the replay.
 """
 
 from __future__ import annotations
@@ -40,12 +40,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from planner.exporters.kueue import SHIPPED  # noqa: E402
+from planner.exporters.slurm import BEFORE_RULE8 as SLURM_BEFORE_RULE8  # noqa: E402
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.results import load_now, write_result  # noqa: E402
 from planner.simulate import run as replays  # noqa: E402
 from planner.simulate.kueue_replay import KueueReplayPolicy  # noqa: E402
 from planner.simulate.metrics import Axes, _job_arrays, spread  # noqa: E402
 from planner.simulate.run import simulate  # noqa: E402
+from planner.simulate.slurm_replay import SlurmReplayPolicy  # noqa: E402
 from planner.simulate.trace import read_trace  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
@@ -70,8 +72,10 @@ def make_trace(args: argparse.Namespace) -> tuple[Path, Path, str]:
 
 
 #: policy → its replay with rule 8 off (the export before the rule)
-BEFORE_RULE8 = {"planner-kueue": functools.partial(
-    KueueReplayPolicy, export=replace(SHIPPED, overdrawn_at_pool=False))}
+BEFORE_RULE8 = {
+    "planner-kueue": functools.partial(
+        KueueReplayPolicy, export=replace(SHIPPED, overdrawn_at_pool=False)),
+    "planner-slurm": functools.partial(SlurmReplayPolicy, export=SLURM_BEFORE_RULE8)}
 
 
 def replay_one(scenario, trace, policy: str, rule8: str):
@@ -166,7 +170,7 @@ def main() -> None:
     load = load_now()
     rows = []
     for policy in args.policy.split(","):
-        # rule 8 is in the Kueue export alone: another policy runs once, as shipped
+        # a policy without rule 8 runs once, as shipped
         for rule8 in args.rule8.split(",") if policy in BEFORE_RULE8 else ["(none)"]:
             run, cpu = replay_one(scenario, trace, policy, rule8)
             rows.append({"rule8": rule8, **overrun(scenario, trace, run),

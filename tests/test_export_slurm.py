@@ -102,7 +102,8 @@ def test_full_script_sets_accounts_budgets_and_reservations():
     assert "sacctmgr -n -P show qos gp-p1 format=priority,preempt,flags,preemptmode," \
            "preemptexempttime | grep -qx '100|gp-opportunistic,gp-overdrawn|NoDecay|requeue|" \
            "08:00:00' || run sacctmgr -i modify qos gp-p1 set Priority=100 " \
-           "Preempt=gp-opportunistic,gp-overdrawn Flags=NoDecay PreemptMode=requeue PreemptExemptTime=08:00:00" in lines
+           "Preempt=gp-opportunistic,gp-overdrawn Flags=NoDecay PreemptMode=requeue " \
+           "PreemptExemptTime=08:00:00" in lines
     # every budget QOS is added before any is set (a Preempt list names other budget QOS)
     adds = [i for i, line in enumerate(lines) if " add qos gp-p" in line]
     sets = [i for i, line in enumerate(lines) if " modify qos gp-p" in line]

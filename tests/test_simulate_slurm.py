@@ -27,7 +27,13 @@ import pytest
 
 import planner
 from planner.config import load_model
-from planner.exporters.slurm import account, export_slurm, qos_name, slurm_state
+from planner.exporters.slurm import (
+    BEFORE_RULE8,
+    account,
+    export_slurm,
+    qos_name,
+    slurm_state,
+)
 from planner.inputs import load_scenario
 from planner.run import plan_scenario
 from planner.simulate.engine import PREEMPTED, Replay, replay
@@ -98,8 +104,10 @@ def test_an_opportunistic_job_is_requeued_by_a_budget_job_only_after_its_exempt_
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
     rows += [(f"a{i}", "a", 1, 1, 20.0, 8.0) for i in range(4)]
+    # (rule 8 off: b, with no budget, is overdrawn from the start, and its jobs would yield
+    # at once: test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpus)
     tr = trace(rows)
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
     starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(4)] == [8.0] * 4
     assert result.preemptions.sum() == 4
@@ -195,7 +203,7 @@ def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_
         assert policy.shares[scenario.tree.index[node]] == share
     h, m, s = held["qos"]["gp-opportunistic"]["preemptexempttime"].split(":")
     assert policy.exempt_hours * 3600 == int(h) * 3600 + int(m) * 60 + int(s) == 8 * 3600
-    assert held["qos"]["gp-opportunistic"]["priority"] == "0"
+    assert held["qos"]["gp-opportunistic"]["priority"] == "11"  # above gp-overdrawn (rule 8)
     # reservations: the same ones, each on as many nodes, for the same account and window
     assert state.reservations and set(held["reservation"]) == set(policy.nodes_of)
     q0 = scenario.config.quarter_start
@@ -422,15 +430,17 @@ def test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget():
     #      requeues b's jobs (exempt only until 8) and starts at 24, on its budget.
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
     rows = [(f"b{i}", "b", 0, 1, 30.0, 0.0) for i in range(8)]
+    # (rule 8 off: b, with no budget, is overdrawn from the start, and its jobs would yield
+    # at once: test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpus)
     tr = trace(rows + [("A", "a", 1, 8, 3.0, 3.0)])
-    shipped = SlurmReplayPolicy(EIGHT)
+    shipped = SlurmReplayPolicy(EIGHT, export=BEFORE_RULE8)
     result = replay(sc, tr, shipped)
     assert first_starts(tr, result)["A"] == 8.0
     assert tags(tr, result)["A"] == {BUDGET}
     assert result.preemptions.sum() == 8
     # the last replan (48): a has budget left and nothing granted, cap a node; b no budget
     assert shipped.state.limits()["a"][1] == 8 and shipped.state.limits()["b"][1] == 0
-    unfloored = replay(sc, tr, SlurmReplayPolicy(EIGHT, floor="none"))
+    unfloored = replay(sc, tr, SlurmReplayPolicy(EIGHT, floor="none", export=BEFORE_RULE8))
     assert first_starts(tr, unfloored)["A"] == 24.0
     assert tags(tr, unfloored)["A"] == {BUDGET}
 
@@ -501,11 +511,13 @@ def test_backfill_starts_a_later_budget_job_by_requeueing_opportunistic_work():
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("O", "o", 0, 8, 30.0, 1.0), ("X", "b", 0, 4, 20.0, 1.0),
                 ("H", "a", 1, 16, 2.0, 1.0), ("A", "b", 2, 8, 4.0, 1.0)])
-    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    # (rule 8 off: o, with no budget, would be overdrawn and requeued at once)
+    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
     assert {k: v for k, v in first_starts(tr, each).items() if k in "HA"} == {
         "H": 20.0, "A": 8.0}
     assert job_runs(tr, each, "O")[0] == (0.0, 8.0, PREEMPTED)
-    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False))
+    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False,
+                                                  export=BEFORE_RULE8))
     assert {k: v for k, v in first_starts(tr, first_only).items() if k in "HA"} == {
         "H": 20.0, "A": 22.0}
     assert job_runs(tr, first_only, "O")[0] == (0.0, 20.0, PREEMPTED)
@@ -524,8 +536,10 @@ def test_slurm_protects_opportunistic_work_for_its_exempt_time_not_its_min_runti
     # replay before protected B for its trace min runtime, as the `planner` executor
     # protects allocated work, and A started only at 8.)
     sc = two_teams(days=3, budgets=(("a", 500.0), ("b", 0.0)))
+    # (rule 8 off: b, with no budget, is overdrawn from the start, and its jobs would yield
+    # at once: test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpus)
     tr = trace([("B", "b", 0, 8, 20.0, 8.0), ("A", "a", 2, 8, 3.0, 3.0)])
-    result = replay(sc, tr, SlurmReplayPolicy(_DEFAULT))
+    result = replay(sc, tr, SlurmReplayPolicy(_DEFAULT, export=BEFORE_RULE8))
     assert first_starts(tr, result) == {"B": 0.0, "A": 2.0}
     assert job_runs(tr, result, "B") == [(0.0, 2.0, PREEMPTED), (5.0, 23.0, "done")]
     # (a run's tag is the one it ends under: both of B's runs outlived their exemption)
@@ -608,7 +622,7 @@ def test_a_project_behind_its_pace_takes_back_a_node_from_one_ahead_after_the_ex
     # exempt for the protected runtime
     budgets = {b.project: b for b in policy.state.budgets}
     assert (budgets["a"].takes_back, budgets["b"].takes_back) == ((), ())
-    assert budgets["a"].preempt_list == "gp-opportunistic"
+    assert budgets["a"].preempt_list == "gp-opportunistic,gp-overdrawn"
     assert budgets["a"].preempt_exempt_hours == budgets["b"].preempt_exempt_hours == 8.0
     kept = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", takes_back=False))
     assert first_starts(tr, kept) == {"B": 0.0, "A": 30.0}

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from planner.exporters.kueue import API, GPU, PRIORITY_CLASSES, cluster_selector, priority_class
-from planner.exporters.slurm import OPPORTUNISTIC_QOS, account, qos_name
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS, account, qos_name
 from planner.ingest.names import kueue_cluster_queue, kueue_flavor
 from planner.ingest.squeue import PENDING, RUNNING, SqueueJob
 
@@ -53,10 +53,13 @@ def _submit(sim, job: int) -> pd.Timestamp:
 
 
 def squeue_rows(sim, hours_left: Callable[[Any, int], float], budget: Callable[[Any, int], bool],
-                skip: set[int]) -> tuple[list[SqueueJob], dict[str, str]]:
+                skip: set[int], overdrawn: Callable[[Any, int], bool] | None = None
+                ) -> tuple[list[SqueueJob], dict[str, str]]:
     """Every waiting and running job but ``skip`` as squeue lines; the jobs moved.
 
-    ``budget(sim, job)``: whether the job is (or would start) under its budget QOS.
+    ``budget(sim, job)``: whether the job is (or would start) under its budget QOS;
+    ``overdrawn(sim, job)``: whether it is (or would start) under ``gp-overdrawn`` (rule 8;
+    ``planner tick`` records allocated work it moved there as moved from its budget QOS).
     """
     jobs = sim.jobs
     rows: list[SqueueJob] = []
@@ -67,8 +70,10 @@ def squeue_rows(sim, hours_left: Callable[[Any, int], float], budget: Callable[[
         project = sim.projects[jobs.project[job]]
         cluster = sim.cluster_ids[jobs.cluster[job]]
         qos = qos_name(project) if budget(sim, job) else OPPORTUNISTIC_QOS
+        if overdrawn is not None and qos == OPPORTUNISTIC_QOS and overdrawn(sim, job):
+            qos = OVERDRAWN_QOS
         job_id = str(job + 1)
-        if jobs.allocated[job] and qos == OPPORTUNISTIC_QOS:
+        if jobs.allocated[job] and qos != qos_name(project):
             moved[job_id] = qos_name(project)
         running = sim.is_running(job)
         limit, used = _times(sim, job, hours_left(sim, job))

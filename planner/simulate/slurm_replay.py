@@ -101,12 +101,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from planner.demand import QueuedJob
-from planner.exporters.slurm import SlurmReservation, SlurmState, slurm_state
+from planner.exporters.slurm import SHIPPED, SlurmExport, SlurmReservation, SlurmState
 from planner.ingest.queue import squeue_jobs
 from planner.ingest.squeue import parse_squeue_text, squeue_text
 from planner.simulate.planner_policy import DemandSource, PlannerPolicy
@@ -120,7 +121,10 @@ from planner.simulate.queue_render import squeue_rows
 from planner.tick import budget_admits
 
 BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic"
+OVERDRAWN = "overdrawn"  # rule 8: gp-overdrawn, below gp-opportunistic, preempted at once
 _EPS = 1e-9
+#: the main pass's order of QOS (:meth:`SlurmReplayPolicy.priority`)
+_QOS_ORDER = {BUDGET: 0, OPPORTUNISTIC: 1, OVERDRAWN: 2}
 
 
 def _hourly_decay(half_life_hours: float | None) -> float:
@@ -140,12 +144,13 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def __init__(self, model=None, check_every: int = 30,
                  half_life_hours: float | None = None, bf_max_job_test: int = 500,
-                 gang_wait_hours: float = math.inf, pace: str = "total",
-                 no_decay: bool = True, shares: str = "budget",
-                 opportunistic_usage: float = 1.0, floor: str = "node",
+                 gang_wait_hours: float = math.inf, pace: str | None = None,
+                 no_decay: bool | None = None, shares: str | None = None,
+                 opportunistic_usage: float | None = None, floor: str | None = None,
                  bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
-                 reserve_each: bool = True, takes_back: bool = True,
-                 widens: bool = True, demand: DemandSource | None = None) -> None:
+                 reserve_each: bool = True, takes_back: bool | None = None,
+                 widens: bool | None = None, demand: DemandSource | None = None,
+                 export: SlurmExport = SHIPPED) -> None:
         # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
         # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
         # limit), a Slurm reservation's nodes are still busy at its start, the gang job
@@ -158,13 +163,21 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.decay = _hourly_decay(half_life_hours)
         self.bf_max_job_test = bf_max_job_test
         self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
-        # what slurm_state exports (the defaults are what `planner export` ships; other
-        # values replay the variants it was compared with)
-        self.pace_cap, self.no_decay, self.share_source = pace, no_decay, shares
-        self.opportunistic_usage = opportunistic_usage
-        self.pace_floor = floor
-        self.take_back = takes_back
-        self.widens = widens  # the pace caps widen to the widest pending job (slurm_state)
+        # what the export ships: ``export`` (:class:`~planner.exporters.slurm.SlurmExport`),
+        # SHIPPED, the very record `planner export --to slurm` and `planner tick` use, unless
+        # a variant is asked for (BEFORE_RULE8, or one option given here: pace, no_decay,
+        # shares, opportunistic_usage, floor, takes_back, widens, each a field of the record)
+        given = {k: v for k, v in (("pace", pace), ("no_decay", no_decay), ("shares", shares),
+                                   ("opportunistic_usage", opportunistic_usage),
+                                   ("floor", floor), ("takes_back", takes_back),
+                                   ("widens", widens)) if v is not None}
+        self.export = replace(export, **given) if given else export
+        self.pace_cap, self.no_decay = self.export.pace, self.export.no_decay
+        self.share_source = self.export.shares
+        self.opportunistic_usage = self.export.opportunistic_usage
+        self.pace_floor = self.export.floor
+        self.take_back = self.export.takes_back
+        self.widens = self.export.widens  # the pace caps widen to the widest pending job
         # SchedulerParameters=bf_min_prio_reserve (the script's header asks for it): only
         # budget-QOS jobs get reservations and block later jobs; False replays a site
         # without it (every blocked head, gp-opportunistic too, gets one)
@@ -196,6 +209,10 @@ class SlurmReplayPolicy(PlannerPolicy):
         # GPU-hours of budget-QOS jobs per project, cluster and hour: what `planner ingest`
         # reads from sacct (it skips gp-opportunistic jobs), so what the replans see as usage
         self.budget_used = np.zeros_like(sim.used)
+        # NGH of gp-opportunistic and gp-overdrawn jobs per project, undecayed: what
+        # `planner ingest sacct` writes to unbudgeted.csv, rule 8's usage beside the plan's
+        self.unbudgeted = np.zeros(n_p)
+        self.overdrawn: frozenset[int] = frozenset()  # projects moved to gp-overdrawn
         # Σ GPUs × expected end (start + time limit) of each project's running budget-QOS
         # jobs, and each such job's expected end: Slurm reserves GPUs × limit left, which is
         # ends − now × GPUs (a job never outlives its limit: the trace checks limit ≥ duration)
@@ -240,9 +257,8 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     def _read_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
-        state = slurm_state(body, sim.tree, self.pace_cap, self.no_decay,
-                            self.share_source, self.opportunistic_usage, self.pace_floor,
-                            self.take_back, self.widens)
+        unbudgeted = {sim.projects[p]: float(v) for p, v in enumerate(self.unbudgeted) if v > 0}
+        state = self.export.state(body, sim.tree, unbudgeted)
         old = self.state.minutes() if self.state is not None else {}
         widest = self._pending_widest(sim) if any(b.widens for b in state.budgets) else {}
         if self.half_life is None:  # slurm.conf as the header asks (Slurm's 7 days if unsaid)
@@ -269,6 +285,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.exempt_hours = state.opportunistic.preempt_exempt_hours
         self.opp_factor = state.opportunistic.usage_factor
         self._apply_reservations(sim, state.reservations)
+        # rule 8: the tick moves an overdrawn account's pending jobs to gp-overdrawn
+        self.overdrawn = frozenset(index[p] for p in state.overdrawn_projects)
         self.state = state
         self._budget_epoch += 1
 
@@ -338,6 +356,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                 ran = seg.end - max(seg.start, since)
                 ngh = seg.gpus * rate[seg.cluster]
                 self.fs_usage[seg.project] += self.opp_factor * ngh * max(ran, 0.0)
+                self.unbudgeted[seg.project] += ngh * max(ran, 0.0)
                 self.run_opp_ngh[seg.project] -= ngh
                 continue
             p = seg.project
@@ -355,6 +374,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         if step > 0:
             self.qos_used += self.run_gpus * step
             self.fs_usage += (self.run_ngh + self.opp_factor * self.run_opp_ngh) * step
+            self.unbudgeted += self.run_opp_ngh * step
             self.budget_used[:, :, hour] += self.run_by_cluster * step
         self.accrued_to = sim.now
         self._budget_epoch += 1
@@ -376,6 +396,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         otherwise the wrapper's ``gp-opportunistic``: :func:`planner.tick.budget_admits`,
         the decision ``planner tick`` makes on a real Slurm's pending jobs.
         """
+        if p in self.overdrawn:  # rule 8: every pending job of an overdrawn account
+            return OVERDRAWN
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
             return OPPORTUNISTIC
@@ -401,7 +423,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         gives it now (:meth:`qos_of`); allocated work under ``gp-opportunistic`` is what
         ``planner tick`` recorded as moved (:mod:`planner.simulate.queue_render`).
         """
-        rows, moved = squeue_rows(sim, self.hours_left, self._under_budget, asked)
+        rows, moved = squeue_rows(sim, self.hours_left, self._under_budget, asked,
+                                  self._overdrawn_qos)
         parsed, problems = parse_squeue_text("squeue", squeue_text(rows))
         if problems:
             raise RuntimeError(f"the replay's squeue text does not read back: {problems[:3]}")
@@ -411,6 +434,11 @@ class SlurmReplayPolicy(PlannerPolicy):
         if sim.is_running(job):
             return sim.tag_of(job) == BUDGET
         return self.qos_of(sim, sim.jobs.project[job], job) == BUDGET
+
+    def _overdrawn_qos(self, sim, job: int) -> bool:
+        if sim.is_running(job):
+            return sim.tag_of(job) == OVERDRAWN
+        return self.qos_of(sim, sim.jobs.project[job], job) == OVERDRAWN
 
     def _end_exemptions(self, sim) -> None:
         """Opportunistic jobs past ``PreemptExemptTime`` become preemptable."""
@@ -425,9 +453,10 @@ class SlurmReplayPolicy(PlannerPolicy):
     def priority(self, qos: str, p: int, key: tuple) -> tuple:
         """Multifactor order (smaller first): QOS, then Fair Tree rank, then submit order.
 
-        PriorityWeightQOS > PriorityWeightFairshare: the QOS term decides alone.
+        PriorityWeightQOS > PriorityWeightFairshare: the QOS term decides alone (budget,
+        then gp-opportunistic, then gp-overdrawn: rule 8's priorities 100, 11 and 0).
         """
-        return (0 if qos == BUDGET else 1, self.rank_of[p], *key)
+        return (_QOS_ORDER.get(qos, 1), self.rank_of[p], *key)
 
     def _blocked(self, sim, c: int, p: int, job: int, inside: bool) -> frozenset[int] | None:
         """Nodes ``job`` may not use (inside its account's reservation or outside all).
@@ -481,7 +510,12 @@ class SlurmReplayPolicy(PlannerPolicy):
             order = sorted(range(len(sim.projects)), key=lambda q: -self.rank_of[q])
             opportunistic = [(q, OPPORTUNISTIC) for q in order]
             self._lowest_first = (self.rank_of, opportunistic)
-        out = list(opportunistic)
+        # rule 8: gp-overdrawn (PreemptExemptTime 0) first, the lowest priority; a
+        # gp-opportunistic job requeues it alone (its Preempt list)
+        over = [(q, OVERDRAWN) for q in sorted(self.overdrawn, key=lambda q: -self.rank_of[q])]
+        if qos != BUDGET:
+            return over
+        out = over + opportunistic if over else list(opportunistic)
         back = self.takes_back[p] if qos == BUDGET else ()
         if back:
             out += [(q, BUDGET) for q in sorted(back, key=lambda q: -self.rank_of[q])]
@@ -497,6 +531,9 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_ngh[p] += sim.jobs.gpus[job] * sim.rate[c]
             self.run_by_cluster[p, c] += sim.jobs.gpus[job]
             self._budget_epoch += 1
+        elif qos == OVERDRAWN:  # PreemptExemptTime=0: any other QOS's job requeues it
+            self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
+            sim.start(job, OVERDRAWN, blocked, protect=0.0)
         elif self.exempt_hours > 0:
             self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, EXEMPT, blocked, protect=0.0)
@@ -524,7 +561,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             if now_qos != qos:  # a start in this pass used up the budget: requeue it
                 heapq.heappush(heap, (self.priority(now_qos, p, sim.key[job]), p, job, now_qos))
                 continue
-            if self._try_start(sim, c, p, job, qos, preempt=qos == BUDGET):
+            if self._try_start(sim, c, p, job, qos, preempt=self._preempts(qos)):
                 nxt = sim.head(c, p)
                 if nxt is not None:
                     q = self.qos_of(sim, p, nxt)
@@ -538,6 +575,14 @@ class SlurmReplayPolicy(PlannerPolicy):
         # bf_min_prio_reserve: only a budget head (the QOS it was popped under) reserves
         reserve = not self.min_prio_reserve or qos == BUDGET
         self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)], reserve)
+
+    def _preempts(self, qos: str) -> bool:
+        """Whether a ``qos`` job may requeue others in the main pass.
+
+        A budget job, always; a ``gp-opportunistic`` job only gp-overdrawn work (rule 8),
+        so only while a project is overdrawn; a gp-overdrawn job never.
+        """
+        return qos == BUDGET or (qos == OPPORTUNISTIC and bool(self.overdrawn))
 
     def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
                   ) -> None:
