@@ -15,6 +15,20 @@ replays measure:
   The moves are ``scontrol update JobId=<id> QOS=<qos>``, run without a shell (argv) and
   printed with every value quoted; the jobs moved are recorded in ``DIR/tick.json`` (so
   that they can return, and so that the demand ingest counts them as their project's).
+- **Slurm, rule 8** (the executor contract's overdrawn projects, in the same
+  :func:`slurm_moves`): every pending job of an account whose project is overdrawn at the
+  plan in force (:meth:`planner.exporters.slurm.SlurmExport.overdrawn_accounts`: the
+  plan's ``used`` plus what ``unbudgeted.csv`` says the project ran charged to no budget)
+  that its budget does not admit moves to ``gp-overdrawn`` instead of
+  ``gp-opportunistic``, and so does its ``gp-opportunistic`` work; there it runs only on
+  GPUs no other job wants, and any other job requeues it at once. Work its budget QOS
+  admits stays there: it is charged to the budget, within the pace cap (the plan's
+  ``used`` under Slurm leaves out what ran on no budget, so an overdrawn project may
+  still have budget left; under Kueue, whose usage counts every run, it cannot). The
+  tick records where each job came from; while it waits it goes back to its budget QOS
+  once the budget admits it, and to ``gp-opportunistic`` once a new plan no longer finds
+  its project overdrawn (a user expects a job to regain its standing when its project
+  does).
 - **Kueue, rule 7's late arrivals** (:func:`late_step`, called hourly by
   ``planner-kueue``): the gangs pending in a ClusterQueue the plan gave no nominal quota on
   a cluster get their GPUs from the pool Cohort's unheld quota
@@ -40,7 +54,7 @@ from typing import Any
 
 from planner.errors import InputProblem
 from planner.exporters.kueue import most_owed_first, widen_late
-from planner.exporters.slurm import OPPORTUNISTIC_QOS
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS
 from planner.ingest.squeue import PENDING, SqueueJob
 
 #: Slurm's reasons for a job pending on its QOS's budget limits (GrpTRESMins, GrpTRES)
@@ -102,44 +116,86 @@ class Move:
 
 
 def slurm_moves(jobs: Iterable[SqueueJob], budget_of: Mapping[str, str],
-                use: Mapping[str, BudgetUse], moved: Mapping[str, str]) -> list[Move]:
-    """The wrapper rule (module docstring) over the queue: the moves to make now.
+                use: Mapping[str, BudgetUse], moved: Mapping[str, str],
+                overdrawn: frozenset[str] = frozenset(),
+                parked: Mapping[str, str] | None = None) -> list[Move]:
+    """Rule 8 and the wrapper rule (module docstring) over the queue: the moves to make now.
 
     ``budget_of``: Slurm account -> its project's budget QOS (the plan's); ``use``: budget
     QOS -> how much of it is used; ``moved``: job id -> the budget QOS a job the tick moved
-    to ``gp-opportunistic`` came from. Jobs in queue order.
+    to ``gp-opportunistic`` came from; ``overdrawn``: the accounts of the projects
+    overdrawn at the plan in force (rule 8); ``parked``: job id -> the QOS a job the tick
+    moved to ``gp-overdrawn`` came from. Jobs in queue order.
     """
     out = []
+    parked = parked or {}
     for job in jobs:
         if job.state != PENDING:
             continue  # a running job keeps its QOS
         budget = budget_of.get(job.account)
         if budget is None:
             continue
+        over = job.account in overdrawn
         hours = math.inf if job.limit_seconds is None else job.limit_seconds / 3600.0
         state = use.get(budget)
         admits = state is not None and state.admits(job.gpus, hours)
-        if job.qos == budget and (job.reason in BUDGET_REASONS or not admits):
-            why = (f"pends on {job.reason}" if job.reason in BUDGET_REASONS
-                   else "its budget does not admit it")
-            out.append(Move(job.job_id, job.account, budget, OPPORTUNISTIC_QOS, why))
-        elif job.qos == OPPORTUNISTIC_QOS and moved.get(job.job_id) == budget and admits:
-            out.append(Move(job.job_id, job.account, OPPORTUNISTIC_QOS, budget,
+        came = budget in (moved.get(job.job_id), parked.get(job.job_id))  # the tick moved it
+        if job.qos == budget:
+            if job.reason in BUDGET_REASONS or not admits:
+                why = (f"pends on {job.reason}" if job.reason in BUDGET_REASONS
+                       else "its budget does not admit it")
+                if over:
+                    why += "; its project is overdrawn (rule 8)"
+                target = OVERDRAWN_QOS if over else OPPORTUNISTIC_QOS
+                out.append(Move(job.job_id, job.account, budget, target, why))
+        elif came and admits and job.qos in (OPPORTUNISTIC_QOS, OVERDRAWN_QOS):
+            out.append(Move(job.job_id, job.account, job.qos, budget,
                             "its budget admits it again"))
+        elif over and job.qos == OPPORTUNISTIC_QOS:
+            out.append(Move(job.job_id, job.account, job.qos, OVERDRAWN_QOS,
+                            "its project is overdrawn (rule 8)"))
+        elif not over and job.qos == OVERDRAWN_QOS and job.job_id in parked:
+            back = parked[job.job_id]  # its budget QOS does not admit it: gp-opportunistic
+            out.append(Move(job.job_id, job.account, job.qos,
+                            OPPORTUNISTIC_QOS if back == budget else back,
+                            "its project is no longer overdrawn"))
     return out
 
 
 def moved_after(moved: Mapping[str, str], moves: Iterable[Move], queue: Iterable[SqueueJob]
                 ) -> dict[str, str]:
-    """The record of jobs moved to ``gp-opportunistic`` after ``moves``, for jobs still queued."""
+    """The record of jobs moved off their budget QOS after ``moves``, for jobs still queued.
+
+    Job id -> the budget QOS it came from: a job moved to ``gp-opportunistic`` or
+    ``gp-overdrawn`` from its budget QOS (one moved on between the two keeps its entry),
+    dropped when it goes back to its budget QOS. The demand ingest counts these as their
+    project's allocated work.
+    """
+    shared = (OPPORTUNISTIC_QOS, OVERDRAWN_QOS)
     out = dict(moved)
     for move in moves:
-        if move.target == OPPORTUNISTIC_QOS:
-            out[move.job_id] = move.source
-        else:
+        if move.target not in shared:
             out.pop(move.job_id, None)
+        elif move.source not in shared:
+            out[move.job_id] = move.source
+    return _queued(out, queue)
+
+
+def parked_after(parked: Mapping[str, str], moves: Iterable[Move], queue: Iterable[SqueueJob]
+                 ) -> dict[str, str]:
+    """Job id -> the QOS a job the tick moved to ``gp-overdrawn`` came from, after ``moves``."""
+    out = dict(parked)
+    for move in moves:
+        if move.target == OVERDRAWN_QOS:
+            out[move.job_id] = move.source
+        elif move.source == OVERDRAWN_QOS:
+            out.pop(move.job_id, None)
+    return _queued(out, queue)
+
+
+def _queued(record: Mapping[str, str], queue: Iterable[SqueueJob]) -> dict[str, str]:
     queued = {job.job_id for job in queue}
-    return {job: qos for job, qos in sorted(out.items()) if job in queued}
+    return {job: qos for job, qos in sorted(record.items()) if job in queued}
 
 
 def read_tick_record(state: Path) -> dict[str, Any]:

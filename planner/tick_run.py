@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from planner.errors import InputError, InputProblem
+from planner.exporters.slurm import SHIPPED as SLURM_SHIPPED
 from planner.exporters.slurm import account, budget_minutes, qos_name
 from planner.ingest.squeue import COMMAND as SQUEUE_COMMAND
 from planner.ingest.squeue import parse_squeue_text
@@ -35,6 +36,7 @@ from planner.tick import (
     Move,
     late_step,
     moved_after,
+    parked_after,
     parse_assoc_mgr,
     read_tick_record,
     slurm_moves,
@@ -87,10 +89,27 @@ class _SlurmStep:
     queue: list
     moves: list[Move]
     moved: dict[str, str]
+    parked: dict[str, str]
+    overdrawn: frozenset[str]
+
+
+def _unbudgeted(current: Path, plan: dict[str, Any]) -> dict[str, float]:
+    """Project -> NGH it ran charged to no budget, from the cycle's kept ``unbudgeted.csv``.
+
+    None kept (a cycle without one, or a scenario whose ingest wrote none): nothing.
+    """
+    from planner.contract import unbudgeted_ngh
+    from planner.inputs.load import load_unbudgeted
+    from planner.inputs.schema import UNBUDGETED_FILE
+
+    inputs = current / "inputs"
+    if not (inputs / UNBUDGETED_FILE).is_file():
+        return {}
+    return unbudgeted_ngh(plan, load_unbudgeted(inputs))
 
 
 def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
-           qos: Path | None, runner: Runner) -> _SlurmStep:
+           qos: Path | None, runner: Runner, current: Path | None = None) -> _SlurmStep:
     """Read the queue and the budget QOS's use; decide the moves (nothing run yet)."""
     text, label = _read(squeue, SQUEUE, runner, "the Slurm queue")
     jobs, problems = parse_squeue_text(label, text)
@@ -100,7 +119,11 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
         raise InputError(problems + more)
     budget_of = {account(p): qos_name(p) for p in budget_minutes(plan)}
     moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
-    return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved), moved)
+    parked = {str(k): str(v) for k, v in record.get("overdrawn", {}).items()}
+    spent = _unbudgeted(current, plan) if current is not None else {}
+    over = SLURM_SHIPPED.overdrawn_accounts(plan, spent)
+    return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked), moved,
+                      parked, over)
 
 
 def _kueue_sets(state: Path, current: Path, record: dict[str, Any]
@@ -199,13 +222,17 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
         lines = [f"plan in force: {current.name} (as of {plan['as_of']})"]
         exports = cycle.get("exports", [])
         # read everything and decide first: a file or command that fails changes nothing
-        slurm = _slurm(plan, record, squeue, qos, runner) if "slurm" in exports else None
+        slurm = (_slurm(plan, record, squeue, qos, runner, current) if "slurm" in exports
+                 else None)
         kueue = (_kueue(state, current, plan, record, workloads, runner)
                  if "kueue" in exports else None)
         moves: list[Move] = []
         failed: list[str] = []
         if slurm is not None:
             lines.append(f"slurm: {len(slurm.queue)} jobs queued, {len(slurm.moves)} to move")
+            if slurm.overdrawn:
+                lines.append("  overdrawn (rule 8): " + ", ".join(
+                    shlex.quote(a) for a in sorted(slurm.overdrawn)))
             for move in slurm.moves:
                 lines.append(f"  {move.command()}  # job of {move.account}: {move.why}")
                 if dry_run:
@@ -215,8 +242,11 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
                     moves.append(move)
                 else:
                     failed.append(f"{move.command()}: {(result.stderr or '').strip()[:200]}")
-            record["moved"] = moved_after(slurm.moved, slurm.moves if dry_run else moves,
-                                          slurm.queue)
+            done = slurm.moves if dry_run else moves
+            record["moved"] = moved_after(slurm.moved, done, slurm.queue)
+            parked = parked_after(slurm.parked, done, slurm.queue)
+            if parked or "overdrawn" in record:
+                record["overdrawn"] = parked
             if dry_run:
                 moves = list(slurm.moves)
         late: list[tuple[str, str, int]] = []

@@ -543,7 +543,7 @@ def test_the_report_names_the_first_jobs_of_a_long_list_and_counts_the_rest(tmp_
     assert line.endswith("50 (row 50, cpu=1) … and 10 more")
 
 
-def test_sacct_with_qos_skips_opportunistic_jobs_and_charges_the_rest(tmp_path: Path):
+def test_sacct_with_qos_keeps_opportunistic_jobs_apart_and_charges_the_rest(tmp_path: Path):
     # the eighth field, QOS: p1's job under gp-opportunistic ran beyond its budget and is
     # charged to no budget (no GrpTRESMins in Slurm either), so it is reported, not
     # written; p2's job under its budget QOS is written as usual (4 GPUs x 12 h)
@@ -560,3 +560,18 @@ def test_sacct_with_qos_skips_opportunistic_jobs_and_charges_the_rest(tmp_path: 
     added = [line for line in usage_text(folder).splitlines() if line.startswith("slurm:")]
     assert added == ["slurm:h100-a:2002,p2,h100-a,4,2026-11-01T00:00:00Z,"
                      "2026-11-01T12:00:00Z,"]
+    # ... but it is what p1 ran: unbudgeted.csv (usage.csv's columns) holds it, for the
+    # executor contract's rule 8, and reads back as usage.csv's rows do
+    assert (folder / "unbudgeted.csv").read_text().splitlines()[1:] == [
+        "slurm:h100-a:2001,p1,h100-a,8,2026-11-01T00:00:00Z,2026-11-01T12:00:00Z,"]
+    assert report.unbudgeted == ("slurm:h100-a:2001",) and report.unbudgeted_written
+    assert any(line.startswith("  charged to no budget, to ") and line.endswith(
+        "(1, written): slurm:h100-a:2001") for line in report.lines())
+    from planner.inputs.load import load_unbudgeted
+
+    spare = load_unbudgeted(folder)
+    assert spare[["job_id", "project", "gpus"]].values.tolist() == [
+        ["slurm:h100-a:2001", "p1", 8.0]]
+    # a second ingest of the same file changes neither file
+    again = ingest_usage(folder, "sacct", path, now=NOW)
+    assert not again.written and not again.unbudgeted_written

@@ -367,12 +367,6 @@ class SlurmState:
     #: with the unbudgeted usage given), whose pending jobs ``planner tick`` moves there
     overdrawn_projects: frozenset[str] = frozenset()
 
-    def overdrawn_accounts(self) -> frozenset[str]:
-        """The Slurm accounts of :attr:`overdrawn_projects` (none without rule 8)."""
-        if self.overdrawn is None:
-            return frozenset()
-        return frozenset(b.account for b in self.budgets if b.project in self.overdrawn_projects)
-
     def minutes(self) -> dict[str, int]:
         """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
         return {b.project: b.minutes for b in self.budgets}
@@ -960,6 +954,17 @@ class SlurmExport:
                previous_org: pd.DataFrame | None = None) -> str:
         """:func:`export_slurm` with these options."""
         return export_slurm(plan, org, previous, previous_org, options=self)
+
+    def overdrawn_accounts(self, plan: dict[str, Any],
+                           unbudgeted: Mapping[str, float] | None = None) -> frozenset[str]:
+        """The Slurm accounts ``planner tick`` moves to ``gp-overdrawn`` (rule 8).
+
+        The accounts of the plan's projects :func:`planner.contract.overdrawn` with
+        ``unbudgeted`` (project -> NGH run charged to no budget); none without the rule.
+        """
+        if not self.overdrawn_qos:
+            return frozenset()
+        return frozenset(account(p) for p in overdrawn(plan, unbudgeted))
 
 
 #: the export that ships (see :class:`SlurmExport`)

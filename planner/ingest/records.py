@@ -17,7 +17,8 @@ PENDING = "never started (pending)"
 NOT_ADMITTED = "not admitted"
 STEP = "a job step, not an allocation (run sacct with --allocations)"
 NO_GPU = "no GPU"
-OPPORTUNISTIC = "opportunistic (QOS gp-opportunistic: beyond budget, charged to no budget)"
+OPPORTUNISTIC = ("charged to no budget (QOS gp-opportunistic or gp-overdrawn; written to "
+                 "unbudgeted.csv)")
 SEVERAL_FLAVORS = "pod sets on several GPU flavors"
 UNKNOWN_PROJECT = "unknown project"
 UNKNOWN_CLUSTER = "unknown cluster"
@@ -68,3 +69,6 @@ class ParsedSource:
 
     jobs: tuple[SourceJob, ...]
     skipped: tuple[Skip, ...]
+    #: jobs that ran charged to no budget (Slurm's gp-opportunistic and gp-overdrawn):
+    #: not usage.csv's, but unbudgeted.csv's (the executor contract's rule 8)
+    unbudgeted: tuple[SourceJob, ...] = ()

@@ -48,6 +48,7 @@ from planner.ingest.sacct import parse_sacct
 from planner.inputs import ScenarioConfig
 from planner.inputs.load import load_scenario
 from planner.inputs.rows import row_problems
+from planner.inputs.schema import UNBUDGETED_FILE
 from planner.locks import hold
 from planner.plan.write import write_files
 from planner.times import iso
@@ -101,6 +102,10 @@ class IngestReport:
     clipped: tuple[str, ...] = ()
     written: bool = False
     dry_run: bool = False
+    #: ledger ``job_id`` s of the jobs charged to no budget, merged into ``unbudgeted.csv``
+    #: (:data:`~planner.inputs.schema.UNBUDGETED_FILE`; rule 8), and whether it changed
+    unbudgeted: tuple[str, ...] = ()
+    unbudgeted_written: bool = False
 
     @property
     def counts(self) -> dict[str, int]:
@@ -125,6 +130,12 @@ class IngestReport:
                        f"{_listed(self.clipped, _SHOWN_SKIPPED)}")
         for reason, ids in self.skipped.items():
             out.append(f"  skipped, {reason} ({len(ids)}): {_listed(ids, _SHOWN_SKIPPED)}")
+        if self.unbudgeted:
+            what = ("dry run: nothing written" if self.dry_run else "written"
+                    if self.unbudgeted_written else "unchanged, not rewritten")
+            out.append(f"  charged to no budget, to {Path(self.ledger).parent / UNBUDGETED_FILE} "
+                       f"({len(self.unbudgeted)}, {what}): "
+                       f"{_listed(self.unbudgeted, _SHOWN_SKIPPED)}")
         return out
 
 
@@ -237,11 +248,22 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
                              for r in rows], FIELDS[source])
     if problems:  # a row usage.csv would refuse is never written (every later run would stop)
         raise InputError(problems)
+    # rule 8: what ran charged to no budget, beside usage.csv, checked as its rows are
+    beside, _, _ = place(parsed.unbudgeted, names_for(scenario, source), scenario.config,
+                         stamp, source)
+    problems = row_problems(scenario, "usage", path.name,
+                            [(r.row or 0, dict(zip(COLUMNS, r.cells(), strict=True)))
+                             for r in beside], FIELDS[source])
+    if problems:
+        raise InputError(problems)
     ledger = scenario_dir / LEDGER_FILE
     if dry_run:
         result, written = merge(read_ledger(ledger), rows), False
     else:
         result, written = merge_into(ledger, rows)
+    spare_written = False
+    if beside and not dry_run:
+        _, spare_written = merge_into(scenario_dir / UNBUDGETED_FILE, beside)
     by_reason: dict[str, list[str]] = {}
     for skip in sorted([*parsed.skipped, *skipped, *result.skipped],
                        key=lambda s: (REASONS.index(s.reason), s.row or 0, s.job)):
@@ -250,4 +272,5 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
         source=source, file=os.fspath(path), ledger=os.fspath(ledger), now=stamp,
         added=result.added, updated=result.updated, unchanged=result.unchanged,
         skipped=MappingProxyType({k: tuple(v) for k, v in by_reason.items()}),
-        clipped=tuple(clipped), written=written, dry_run=dry_run)
+        clipped=tuple(clipped), written=written, dry_run=dry_run,
+        unbudgeted=tuple(r.job_id for r in beside), unbudgeted_written=spare_written)

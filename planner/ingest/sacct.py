@@ -7,10 +7,12 @@ UTC)::
           --format=JobIDRaw,Account,Partition,AllocTRES,Start,End,State,QOS   (one line)
 
 ``QOS`` is optional (the seven fields without it are read too), and worth adding: a job
-that ran under the exporter's ``gp-opportunistic`` QOS is opportunistic work, beyond its
-project's budget and charged to none (the QOS has ``UsageFactor=0``), so it is reported
-and not written to ``usage.csv``. Without the field such jobs cannot be told apart and
-are charged to their project's budget like any other.
+that ran under the exporter's ``gp-opportunistic`` (or, rule 8, ``gp-overdrawn``) QOS is
+work beyond its project's budget, charged to none (neither QOS has ``GrpTRESMins``), so
+it is reported and not written to ``usage.csv``, but to ``unbudgeted.csv`` beside it:
+what the project ran, which the executor contract's rule 8 reads
+(:func:`planner.contract.unbudgeted_ngh`). Without the field such jobs cannot be told
+apart and are charged to their project's budget like any other.
 
 What a line means here:
 
@@ -41,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 
 from planner.errors import InputProblem
-from planner.exporters.slurm import OPPORTUNISTIC_QOS
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS
 from planner.ingest.records import (
     NO_GPU,
     OPPORTUNISTIC,
@@ -107,6 +109,7 @@ def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
         return ParsedSource((), ()), problems
     jobs: list[SourceJob] = []
     skipped: list[Skip] = []
+    unbudgeted: list[SourceJob] = []
     for row, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -152,9 +155,12 @@ def parse_sacct(path: Path) -> tuple[ParsedSource, list[InputProblem]]:
             skipped.append(Skip(PENDING, job, row, found["State"]))
         elif not gpus:
             skipped.append(Skip(NO_GPU, job, row, found["AllocTRES"] or "no AllocTRES"))
-        elif found.get("QOS") == OPPORTUNISTIC_QOS:
-            skipped.append(Skip(OPPORTUNISTIC, job, row, found["Account"]))
         else:
-            jobs.append(SourceJob(job, row, found["Account"], found["Partition"], float(gpus),
-                                  start, end))
-    return ParsedSource(tuple(jobs), tuple(skipped)), problems
+            ran = SourceJob(job, row, found["Account"], found["Partition"], float(gpus),
+                            start, end)
+            if found.get("QOS") in (OPPORTUNISTIC_QOS, OVERDRAWN_QOS):
+                skipped.append(Skip(OPPORTUNISTIC, job, row, found["Account"]))
+                unbudgeted.append(ran)
+            else:
+                jobs.append(ran)
+    return ParsedSource(tuple(jobs), tuple(skipped), tuple(unbudgeted)), problems

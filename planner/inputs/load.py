@@ -245,29 +245,55 @@ def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:
     folder's other tables, and problems name the file. An absent file gives an empty
     ``demand`` table. Raises :class:`~planner.errors.InputError`.
     """
-    from planner.inputs.read import decode, read_input, split_csv
     from planner.inputs.schema import DECLARED_DEMAND_FILE
 
+    return _load_beside(path, DECLARED_DEMAND_FILE, "demand")
+
+
+def load_unbudgeted(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """``unbudgeted.csv`` of the scenario folder ``path``, checked as ``usage.csv`` is.
+
+    What ran charged to no budget (:data:`~planner.inputs.schema.UNBUDGETED_FILE`, the
+    columns of ``usage.csv``: ``planner ingest sacct`` writes Slurm's ``gp-opportunistic``
+    and ``gp-overdrawn`` jobs there), read beside the budgets for the executor contract's
+    rule 8 (:func:`planner.contract.unbudgeted_ngh`), never by the planner. An absent file
+    gives an empty ``usage`` table. Raises :class:`~planner.errors.InputError`.
+    """
+    from planner.inputs.schema import UNBUDGETED_FILE
+
+    return _load_beside(path, UNBUDGETED_FILE, "usage")
+
+
+def _load_beside(path: str | os.PathLike[str], name: str, table: str) -> pd.DataFrame:
+    """The file ``name`` of the scenario folder ``path``, in the columns of ``table``.
+
+    Every rule of ``table`` applies, against the folder's other tables; problems name the
+    file. An absent file gives an empty table.
+    """
+    from planner.inputs.read import decode, read_input, split_csv
+
     folder = Path(path)
-    file = folder / DECLARED_DEMAND_FILE
-    schema = TABLES["demand"]
+    file = folder / name
+    schema = TABLES[table]
     raw = read_scenario(folder)
     if not file.exists():
-        raw.tables["demand"] = RawTable(DECLARED_DEMAND_FILE, schema.columns, ())
+        raw.tables[table] = RawTable(name, schema.columns, ())
     else:
-        data, problem = read_input(file, DECLARED_DEMAND_FILE)
+        data, problem = read_input(file, name)
         if problem is not None:
             raise InputError([problem])
-        text, problems = decode(DECLARED_DEMAND_FILE, data or b"")
+        text, problems = decode(name, data or b"")
         if text is None:
             raise InputError(problems)
-        raw.tables["demand"], more = split_csv(DECLARED_DEMAND_FILE, schema, text)
-        if more or raw.tables["demand"] is None:
+        raw.tables[table], more = split_csv(name, schema, text)
+        if more or raw.tables[table] is None:
             raise InputError(problems + more)
     checked = check_tables(raw.tables)
-    mine = [p for p in checked.problems if p.file == DECLARED_DEMAND_FILE]
+    mine = [p for p in checked.problems if p.file == name]
     if mine:
         raise InputError(mine)
-    parsed = checked.tables["demand"]
+    parsed = checked.tables[table]
     assert parsed is not None
+    if table == "usage":
+        parsed = collapse_usage(parsed)
     return _frame(schema, canonical(parsed))

@@ -49,6 +49,7 @@ from planner.inputs.schema import (
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
+    UNBUDGETED_FILE,
     TableSchema,
 )
 
@@ -312,7 +313,7 @@ def read_folder(path: Path) -> RawScenario:
     known = {t.filename for t in TABLES.values()}
     for extra in sorted(p.name for p in path.glob("*.csv")
                         if probe_file(p) != MISSING and p.name not in known
-                        and p.name != DECLARED_DEMAND_FILE):
+                        and p.name not in (DECLARED_DEMAND_FILE, UNBUDGETED_FILE)):
         raw.problems.append(InputProblem(
             extra, None, None,
             f"unknown file; the tables are {', '.join(sorted(known))}: rename it or move it "

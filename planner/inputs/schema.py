@@ -337,6 +337,11 @@ CONFIG_FILE = "scenario.toml"
 #: squeue|kueue --demand`` for the periods the queue asks nothing for (planner.demand);
 #: not a table of the plan, but a file a scenario folder may hold
 DECLARED_DEMAND_FILE = "declared_demand.csv"
+#: what ran charged to no budget, in the columns of usage.csv: Slurm's gp-opportunistic and
+#: gp-overdrawn jobs, written by ``planner ingest sacct`` beside usage.csv (which charges
+#: budgets) and read for the executor contract's rule 8 (what a project ran); not a table
+#: of the plan, but a file a scenario folder may hold
+UNBUDGETED_FILE = "unbudgeted.csv"
 CONFIG_SHEET = "scenario"  # in a workbook: rows of key, value
 
 #: ``scenario.toml`` keys (in a workbook's ``scenario`` sheet, ``gpu_rates.H100`` etc.).

@@ -396,8 +396,12 @@ class SlurmReplayPolicy(PlannerPolicy):
         otherwise the wrapper's ``gp-opportunistic``: :func:`planner.tick.budget_admits`,
         the decision ``planner tick`` makes on a real Slurm's pending jobs.
         """
-        if p in self.overdrawn:  # rule 8: every pending job of an overdrawn account
-            return OVERDRAWN
+        qos = self._wrapper_qos(sim, p, job)
+        # rule 8 (planner tick): what an overdrawn account would run beyond its budget
+        return OVERDRAWN if qos == OPPORTUNISTIC and p in self.overdrawn else qos
+
+    def _wrapper_qos(self, sim, p: int, job: int) -> str:
+        """:meth:`qos_of` before rule 8: the wrapper rule's budget QOS or gp-opportunistic."""
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
             return OPPORTUNISTIC
