@@ -356,3 +356,30 @@ def test_ahead_of_pace_by_hand(as_of, used, ahead):
             "budgets": [{"project": "p", "budget": 900.0, "used": used},
                         {"project": "none", "budget": 0.0, "used": 0.0}]}
     assert ahead_of_pace(plan) == ({"p"} if ahead else set())
+
+
+def test_rule_8_counts_what_a_project_ran_on_no_budget_beside_what_its_budget_was_charged():
+    # PLAN: quarter 2026-10-01 to 2027-01-01 (92 days), as_of 2026-11-16 (46 days gone):
+    # share 0.5, so a project is overdrawn once what it ran reaches budget × 1.5.
+    #   p2: budget 1500, used 0: threshold 2250 NGH. unbudgeted.csv: 8 GPUs on c1 (rate 1)
+    #       for 281.25 h = 2250 NGH: exactly the threshold, overdrawn.
+    #   p1: budget 2000, used 100: threshold 3000, so 2900 NGH beyond its budget would do.
+    #       16 GPUs on c2 (rate 0.5) from 2026-11-01 to 2026-11-20, clipped at as_of to
+    #       360 h: 16 × 360 × 0.5 = 2880 NGH; 100 + 2880 = 2980 < 3000: not overdrawn.
+    #       (Unclipped it would be 16 × 456 × 0.5 = 3648: overdrawn.) A row of the
+    #       quarter before counts nothing.
+    #   =P 3: budget 500, used 50, nothing else: 50 < 750.
+    from planner.contract import overdrawn, unbudgeted_ngh
+
+    t = pd.Timestamp
+    rows = pd.DataFrame({
+        "project": ["p2", "p1", "p1"], "cluster": ["c1", "c2", "c1"],
+        "gpus": [8.0, 16.0, 64.0],
+        "start": [t("2026-10-01T00:00Z"), t("2026-11-01T00:00Z"), t("2026-09-01T00:00Z")],
+        "end": [t("2026-10-12T17:15Z"), t("2026-11-20T00:00Z"), t("2026-09-30T00:00Z")]})
+    ran = unbudgeted_ngh(PLAN, rows)
+    assert ran == {"p2": pytest.approx(2250.0), "p1": pytest.approx(2880.0)}
+    assert overdrawn(PLAN, ran) == {"p2"}
+    assert overdrawn(PLAN) == frozenset()  # the plan's used alone: nobody
+    assert overdrawn(PLAN, {**ran, "p2": 2249.9}) == frozenset()  # just below: not
+    assert overdrawn(PLAN, {**ran, "p1": 2900.0}) == {"p1", "p2"}

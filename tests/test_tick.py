@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from planner.cli import main
-from planner.exporters.slurm import OPPORTUNISTIC_QOS, export_slurm
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS, export_slurm
 from planner.ingest.squeue import SqueueJob, squeue_text
 from planner.locks import hold
 from planner.simulate.engine import replay
@@ -21,6 +21,7 @@ from planner.tick import (
     BudgetUse,
     budget_admits,
     moved_after,
+    parked_after,
     parse_assoc_mgr,
     slurm_moves,
 )
@@ -97,6 +98,72 @@ def test_the_wrapper_rule_by_hand():
         ("6", OPPORTUNISTIC_QOS, "gp-p1")]
     assert moves[0].command() == "scontrol update JobId=2 QOS=gp-opportunistic"
     assert moved_after(moved, moves, jobs) == {"2": "gp-p1", "3": "gp-p2", "7": "gp-p1"}
+
+
+def test_rule_8_by_hand_moves_exactly_the_overdrawn_accounts_work_beyond_its_budget():
+    # p2 is overdrawn (rule 8), p1 is not; gp-p2 has 1 GPU-hour left (committed 9 of 10),
+    # gp-p1 none. Pending jobs, in queue order:
+    use = {"gp-p1": BudgetUse("gp-p1", 0.0, 0.0, math.inf, 0.0),
+           "gp-p2": BudgetUse("gp-p2", 10.0, 9.0, math.inf, 0.0)}
+    budget_of = {"p1": "gp-p1", "p2": "gp-p2"}
+    jobs = [
+        sq("1", "gp-p2", account="p2"),                    # its budget admits it: stays
+        sq("2", "gp-p2", gpus=2, account="p2"),            # beyond its budget: gp-overdrawn
+        sq("3", OPPORTUNISTIC_QOS, account="p2"),          # gp-opportunistic: gp-overdrawn
+        sq("4", OPPORTUNISTIC_QOS, state="RUNNING", account="p2"),  # running: untouched
+        sq("5", OVERDRAWN_QOS, gpus=2, account="p2"),      # there already, 2 > 1: stays
+        sq("6", "gp-p1", reason="QOSGrpGRESMinutes"),      # p1 not overdrawn: gp-opportunistic
+        sq("7", OVERDRAWN_QOS),                            # p1 no longer overdrawn: back
+        sq("8", OVERDRAWN_QOS),                            # ... from gp-p1, still spent: opp.
+        sq("9", OVERDRAWN_QOS),                            # the user's own choice: stays
+    ]
+    parked = {"5": "gp-p2", "7": OPPORTUNISTIC_QOS, "8": "gp-p1"}
+    moved = {"7": "gp-p1", "8": "gp-p1"}
+    moves = slurm_moves(jobs, budget_of, use, moved, frozenset({"p2"}), parked)
+    assert [(m.job_id, m.source, m.target) for m in moves] == [
+        ("2", "gp-p2", OVERDRAWN_QOS), ("3", OPPORTUNISTIC_QOS, OVERDRAWN_QOS),
+        ("6", "gp-p1", OPPORTUNISTIC_QOS), ("7", OVERDRAWN_QOS, OPPORTUNISTIC_QOS),
+        ("8", OVERDRAWN_QOS, OPPORTUNISTIC_QOS)]
+    assert moves[0].command() == "scontrol update JobId=2 QOS=gp-overdrawn"
+    assert moves[0].why == "its budget does not admit it; its project is overdrawn (rule 8)"
+    # the records: where each came from (parked: to return from gp-overdrawn; moved: the
+    # budget QOS of allocated work off its budget, which the demand ingest counts)
+    assert parked_after(parked, moves, jobs) == {"2": "gp-p2", "3": OPPORTUNISTIC_QOS,
+                                                 "5": "gp-p2"}
+    assert moved_after(moved, moves, jobs) == {"2": "gp-p2", "6": "gp-p1", "7": "gp-p1",
+                                               "8": "gp-p1"}
+    # p2's budget admits job 5 once it has 2 GPU-hours more: back to gp-p2
+    roomy = {**use, "gp-p2": BudgetUse("gp-p2", 12.0, 9.0, math.inf, 0.0)}
+    back = slurm_moves(jobs[4:5], budget_of, roomy, moved, frozenset({"p2"}), parked)
+    assert [(m.job_id, m.target, m.why) for m in back] == [
+        ("5", "gp-p2", "its budget admits it again")]
+
+
+def test_a_tick_reads_what_ran_on_no_budget_beside_the_plan_and_moves_the_overdrawn(
+        tmp_path):
+    # PLAN at as_of 2026-11-16, half the quarter gone: p2 (budget 1500, used 0) is
+    # overdrawn from 2250 NGH run. The cycle kept unbudgeted.csv: 16 GPUs on c1 (rate 1)
+    # for 150 h = 2400 NGH ≥ 2250. p2's job beyond its spent budget goes to gp-overdrawn.
+    state = state_with(tmp_path, PLAN, ["slurm"])
+    (state / "current" / "inputs" / "unbudgeted.csv").write_text(
+        "job_id,project,cluster,gpus,start,end,state\n"
+        "slurm:c1:7,p2,c1,16,2026-11-01T00:00:00Z,2026-11-07T06:00:00Z,\n")
+    spent = ASSOC_MGR_TEXT + "QOS=gp-p2(3)\n    GrpTRESMins=gres/gpu=0(0)\n"
+    fake = Fake([sq("11", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),
+                 sq("12", OPPORTUNISTIC_QOS, account="p2")], spent)
+    done = run_tick(state, runner=fake)
+    assert [a for a in fake.ran if a[:2] == ["scontrol", "update"]] == [
+        ["scontrol", "update", "JobId=11", "QOS=gp-overdrawn"],
+        ["scontrol", "update", "JobId=12", "QOS=gp-overdrawn"]]
+    record = json.loads((state / "tick.json").read_text())
+    assert record["overdrawn"] == {"11": "gp-p2", "12": OPPORTUNISTIC_QOS}
+    assert record["moved"] == {"11": "gp-p2"}
+    assert "  overdrawn (rule 8): p2" in done.lines
+    # without the file nobody is overdrawn: the wrapper rule alone
+    (state / "current" / "inputs" / "unbudgeted.csv").unlink()
+    (state / "tick.json").unlink()
+    again = run_tick(state, dry_run=True, runner=Fake(fake.queue, spent))
+    assert [(m.job_id, m.target) for m in again.moves] == [("11", OPPORTUNISTIC_QOS)]
 
 
 def test_the_slurm_replay_decides_with_the_ticks_function(monkeypatch):
