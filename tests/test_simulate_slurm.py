@@ -29,6 +29,7 @@ import planner
 from planner.config import load_model
 from planner.exporters.slurm import (
     BEFORE_RULE8,
+    SHIPPED,
     account,
     export_slurm,
     qos_name,
@@ -645,3 +646,56 @@ def test_budget_work_is_not_taken_back_inside_its_exempt_time():
     assert first_starts(tr, result) == {"C": 0.0, "B": 20.0, "A": 28.0}
     assert job_runs(tr, result, "B") == [(20.0, 28.0, PREEMPTED), (32.0, 50.0, "done")]
     assert result.preemptions.sum() == 1
+
+
+def job_tags(tr: pd.DataFrame, result, name: str) -> list[tuple[float, float, str]]:
+    return [(s.start, s.end, s.tag) for s in result.segments if tr["job_id"].iat[s.job] == name]
+
+
+def test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpus():
+    # One node of 8 GPUs. b has no budget: overdrawn from the first plan (rule 8: what it
+    # ran, 0, ≥ its budget × (1 + share), 0), so the tick moves its pending jobs to
+    # gp-overdrawn (PreemptExemptTime 0, below gp-opportunistic); c has 1 NGH, a 500.
+    # t=0: B (b, 8 GPUs, 30 h) fills the idle node under gp-overdrawn.
+    # t=1: A (a, 8 GPUs, 3 h, a budget job) requeues B at once and runs 1 → 4; B is back
+    #      on the idle node at 4.
+    # t=5: C (c, 8 GPUs, 2 h: 16 GPU-h beyond c's 1 NGH, so gp-opportunistic) requeues B
+    #      at once too (gp-opportunistic's Preempt=gp-overdrawn) and runs 5 → 7; B then
+    #      runs again from 7.
+    # Before the rule (BEFORE_RULE8) B runs under gp-opportunistic, exempt for 8 h: A waits
+    # until 8, and C, which preempts no gp-opportunistic job, until A ends at 11.
+    sc = scenario(clusters=[("c1", "H100", 1, 8)],
+                  org=[("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0), ("c", "t", 1.0)],
+                  budgets=[("a", 500.0), ("b", 0.0), ("c", 1.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
+    tr = trace([("B", "b", 0, 8, 30.0, 1.0), ("A", "a", 1, 8, 3.0, 1.0),
+                ("C", "c", 5, 8, 2.0, 1.0)])
+    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    assert policy.export == replace(SHIPPED, pace="none")  # rule 8 on: what ships
+    ruled = replay(sc, tr, policy)
+    assert first_starts(tr, ruled) == {"B": 0.0, "A": 1.0, "C": 5.0}
+    assert job_tags(tr, ruled, "B")[:2] == [(0.0, 1.0, "overdrawn"), (4.0, 5.0, "overdrawn")]
+    assert job_tags(tr, ruled, "B")[2][:1] == (7.0,)
+    assert tags(tr, ruled)["A"] == {BUDGET} and tags(tr, ruled)["C"] == {EXEMPT}
+    # the last plan (48 h, two thirds of the quarter gone): c ran 8 × 2 = 16 NGH on no
+    # budget, ≥ 1 × (1 + 2/3): overdrawn too; a (nothing beyond its budget) is not
+    assert policy.state.overdrawn_projects == {"b", "c"}
+    before = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
+    assert first_starts(tr, before) == {"B": 0.0, "A": 8.0, "C": 11.0}
+    assert tags(tr, before)["B"] <= {OPPORTUNISTIC, EXEMPT}
+
+
+def test_the_replay_the_cli_export_and_the_tick_take_the_one_shipped_record():
+    from planner.exporters.files import export_files
+    from planner.exporters.slurm import SlurmExport
+    from tests.export_fixtures import ORG, PLAN
+
+    assert SlurmReplayPolicy().export is SHIPPED
+    assert SlurmExport() == SHIPPED and SHIPPED.overdrawn_qos  # frozen: what ships
+    assert export_files(PLAN, "slurm", ORG) == {
+        "slurm-apply.sh": SHIPPED.export(PLAN, ORG).encode()}
+    assert export_slurm(PLAN, ORG) == SHIPPED.export(PLAN, ORG)
+    # the historical variant: no gp-overdrawn anywhere, nobody moved there
+    assert "gp-overdrawn" not in BEFORE_RULE8.export(PLAN, ORG)
+    assert BEFORE_RULE8.overdrawn_accounts(PLAN, {"p2": 1e9}) == frozenset()
+    assert SHIPPED.overdrawn_accounts(PLAN, {"p2": 1e9}) == {"p2"}
