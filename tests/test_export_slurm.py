@@ -642,11 +642,17 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
     exempt = opportunistic_settings(slurm_state(plan, ORG).opportunistic)[1].split("|")[3]
     settings = {q["name"]: q for q in state["qos"]}
     qos = {name: q["grptresmins"] for name, q in settings.items()}
-    assert len(qos) == len(state["qos"]) == 1 + 1 + 3  # normal, opportunistic, per project
+    # normal, opportunistic, overdrawn (rule 8), one per project
+    assert len(qos) == len(state["qos"]) == 1 + 1 + 1 + 3
     assert settings[OPPORTUNISTIC_QOS] == {
-        "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "0", "preempt": "",
-        "preemptmode": "requeue", "usagefactor": "1.000000",
+        "name": OPPORTUNISTIC_QOS, "grptresmins": "", "priority": "11",
+        "preempt": OVERDRAWN_QOS, "preemptmode": "requeue", "usagefactor": "1.000000",
         "preemptexempttime": exempt, "grptres": "", "flags": ""}
+    # rule 8: below gp-opportunistic, preempted at once, charged to no budget
+    assert settings[OVERDRAWN_QOS] == {
+        "name": OVERDRAWN_QOS, "grptresmins": "", "priority": "0", "preempt": "",
+        "preemptmode": "requeue", "usagefactor": "1.000000",
+        "preemptexempttime": "00:00:00", "grptres": "", "flags": ""}
     projects = {"p1": "p1", "p2": "p2", "=P 3": "p-3-8aff7f51"}
     caps = pace_gpus(plan)
     budgets = {b.project: b for b in slurm_state(plan, ORG).budgets}
@@ -662,7 +668,8 @@ def assert_slurm_holds(slurm, plan: dict, state: dict) -> None:
         assert tuple(settings[f"gp-{acct}"][k] for k in (
             "priority", "preempt", "preemptmode", "preemptexempttime")) == (
             "100", shipped.preempt_list, "requeue", shipped.exempt)
-        assert {f"gp-{acct}", OPPORTUNISTIC_QOS} <= set(own[acct]["qos"].split(","))
+        assert {f"gp-{acct}", OPPORTUNISTIC_QOS, OVERDRAWN_QOS} <= set(
+            own[acct]["qos"].split(","))
         assert own[acct]["defaultqos"] == f"gp-{acct}"
     # reservations: exactly the plan's, whole nodes of their cluster, for their account
     reservations = state["reservations"]
@@ -918,6 +925,51 @@ def test_real_slurm_runs_opportunistic_work_beyond_a_spent_budget_and_preempts_i
         # work accrues usage on its own budget QOS
         assert until("gp-p1 accrues usage", lambda: real_slurm.qos_usage("gp-p1") > 0)
         assert real_slurm.qos_usage("gp-p2") == 0.0
+    finally:  # leave no job behind for the other tests
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
+def test_real_slurm_requeues_gp_overdrawn_work_at_once_for_opportunistic_work(real_slurm):
+    """Rule 8 on the real Slurm: gp-overdrawn is below everything and preempted at once.
+
+    The tick's move (``scontrol update JobId=<id> QOS=gp-overdrawn``) is accepted for a
+    pending job of a project account (the script attaches gp-overdrawn to it). A gp-p2
+    job under gp-overdrawn holding all of c1n4 is requeued as soon as p1's
+    gp-opportunistic job needs that node (``PreemptExemptTime=0``; gp-opportunistic's
+    ``Preempt=gp-overdrawn``), though gp-opportunistic's own work is exempt for the
+    protected runtime; and the pending gp-overdrawn job has the lower priority.
+    """
+    plan = future_plan()
+    real_slurm.bash(export_slurm(plan, ORG))
+    assert_slurm_holds(real_slurm, plan, real_slurm.state())
+    _allow_root(real_slurm, "p1", "p2")
+    jobs: list[str] = []
+    try:
+        held = _sbatch(real_slurm, "-A", "p2", "--hold", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(held)
+        assert real_slurm.job(held)["QOS"] == "gp-p2"
+        real_slurm.run("scontrol", "update", f"JobId={held}", f"QOS={OVERDRAWN_QOS}")
+        assert real_slurm.job(held)["QOS"] == OVERDRAWN_QOS
+        overdrawn = _sbatch(real_slurm, "-A", "p2", f"--qos={OVERDRAWN_QOS}", "-w", "c1n4",
+                            "--gres=gpu:8", "--wrap", "sleep 300")
+        jobs.append(overdrawn)
+        until("the gp-overdrawn job runs on c1n4",
+              lambda: real_slurm.job(overdrawn)["JobState"] == "RUNNING")
+        opportunistic = _sbatch(real_slurm, "-A", "p1", f"--qos={OPPORTUNISTIC_QOS}",
+                                "--hold", "--gres=gpu:1", "--wrap", "true")
+        jobs.append(opportunistic)
+        assert int(real_slurm.job(opportunistic)["Priority"]) > int(
+            real_slurm.job(held)["Priority"])
+        taker = _sbatch(real_slurm, "-A", "p1", f"--qos={OPPORTUNISTIC_QOS}", "-w", "c1n4",
+                        "--gres=gpu:1", "--wrap", "sleep 1")
+        jobs.append(taker)
+        until("p1's gp-opportunistic job completes on c1n4",
+              lambda: _sacct_states(real_slurm, taker) == ["COMPLETED"])
+        assert _sacct_states(real_slurm, overdrawn)[0] == "PREEMPTED"
+        log = (real_slurm.root / "log" / "slurmctld.log").read_text()
+        assert f"preempted JobId={overdrawn} has been requeued to reclaim resources for " \
+               f"JobId={taker}" in log
     finally:  # leave no job behind for the other tests
         if jobs:
             real_slurm.run("scancel", *jobs, check=False)

@@ -359,11 +359,29 @@ def test_queue_demand_and_tick_carry_hostile_ids_inert(planned, tmp_path):
                                        for p in projects(ids)))
     done = run_tick(state, runner=fake)
     assert len(done.moves) == 4
-    for argv in fake.ran[2:]:
+    # (a project of no budget is overdrawn: rule 8 moves its job to gp-overdrawn)
+    from planner.contract import overdrawn
+
+    gone = {account(p) for p in overdrawn(plan)}
+    for argv, job in zip(fake.ran[2:], hostile_queue, strict=True):
         assert argv[:3] == ["scontrol", "update", argv[2]] and argv[2][6:].isdigit()
-        assert argv[3] == "QOS=gp-opportunistic"
+        assert argv[3] == ("QOS=gp-overdrawn" if job.account in gone
+                           else "QOS=gp-opportunistic")
     printed = [line.split("  #")[0].strip() for line in done.lines if "scontrol" in line]
     script = "scontrol() { printf '%s\\n' \"$@\"; }\n" + "\n".join(printed) + "\n"
     ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert "QOS=gp-opportunistic" in ran.stdout
+    assert not marker.exists() and not Path("x").exists()
+    # rule 8: the same queue when every project is overdrawn (no budget: overdrawn at
+    # once) moves every job to gp-overdrawn, as argv; the accounts print quoted, inert
+    for b in plan["budgets"]:
+        b["budget"] = b["used"] = 0.0
+    over = state_with(tmp_path / "over", plan, ["slurm"])
+    fake = Fake(hostile_queue, fake.assoc)
+    done = run_tick(over, runner=fake)
+    assert [argv[3] for argv in fake.ran[2:]] == ["QOS=gp-overdrawn"] * 4
+    (listed,) = [line for line in done.lines if line.startswith("  overdrawn (rule 8): ")]
+    said = subprocess.run(["bash", "-c", "printf '%s\\n' " + listed.split(": ", 1)[1]
+                           .replace(",", "")], capture_output=True, text=True, check=True)
+    assert set(said.stdout.split()) == {account(p) for p in projects(ids)}
     assert not marker.exists() and not Path("x").exists()
