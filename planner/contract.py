@@ -75,7 +75,14 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    that.) The Kueue export puts its ClusterQueue directly in the pool Cohort with
    ``fairSharing.weight`` 0 (an infinite share at the root, so it loses every tournament
    and any other queue's pending workload preempts its borrowed work by Fair Sharing while
-   it borrows anything more).
+   it borrows anything more). Usage here is what the project *ran*: under Slurm the plan's
+   ``used`` counts only what its budget QOS was charged, so what ran charged to no budget
+   (``gp-opportunistic``, ``unbudgeted.csv``) is counted beside it
+   (:func:`unbudgeted_ngh`). The Slurm export has a QOS below ``gp-opportunistic``,
+   ``gp-overdrawn`` (priority 0, ``PreemptExemptTime`` 0, in every other ``Preempt``
+   list), and ``planner tick`` moves an overdrawn account's pending work beyond its budget
+   there (work its budget still admits stays: under Slurm an overdrawn project may have
+   budget left, and that is its pace).
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside

@@ -272,7 +272,7 @@ def test_projects_behind_their_pace_take_back_from_those_ahead():
     first_set = min(i for i, line in enumerate(changed) if " modify qos gp-p" in line)
     assert max(i for i, line in enumerate(changed) if " add qos gp-p" in line) < first_set
     # without taking back (the export measured before), every budget QOS preempts
-    # gp-opportunistic alone  # (and gp-overdrawn: rule 8)
+    # gp-opportunistic (and gp-overdrawn, rule 8) alone
     assert {b.preempt_list for b in slurm_state(ahead, ORG, takes_back=False).budgets} == {
         "gp-opportunistic,gp-overdrawn"}
 

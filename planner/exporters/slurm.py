@@ -18,6 +18,14 @@ What it sets:
   long before a budget job may requeue it, and nothing else protects it, as Slurm knows no
   min runtime; Slurm 22.05 honours a QOS's exempt time for ``PreemptMode=REQUEUE``). Every
   project account may use it (``--qos=gp-opportunistic``);
+- **overdrawn work** (the executor contract's rule 8, :class:`SlurmExport`'s
+  ``overdrawn_qos``, on as shipped): a QOS ``gp-overdrawn`` below it, ``Priority=0``
+  (``gp-opportunistic`` then has :data:`OPPORTUNISTIC_PRIORITY`, 11: its QOS term
+  exceeds the whole fair-share term, so its jobs come before every gp-overdrawn one), no
+  ``GrpTRESMins``, ``PreemptExemptTime=0``, named in the ``Preempt`` list of
+  ``gp-opportunistic`` and of every budget QOS, and attached to every project account.
+  ``planner tick`` moves the pending work of an overdrawn project
+  (:meth:`SlurmExport.overdrawn_accounts`) beyond its budget there;
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
@@ -54,8 +62,11 @@ What it sets:
   on the nodes it will take).
 
 **Data first.** :func:`slurm_state` turns the plan into a :class:`SlurmState` (accounts,
-budget QOS, ``gp-opportunistic``, reservations), which :func:`export_slurm` renders and
-:mod:`planner.simulate.slurm_replay` replays: the script and the simulator read one record.
+budget QOS, ``gp-opportunistic``, ``gp-overdrawn``, reservations), which
+:func:`export_slurm` renders and :mod:`planner.simulate.slurm_replay` replays: the script
+and the simulator read one record, made with the options of one :class:`SlurmExport`
+(:data:`SHIPPED` for ``planner export``, ``planner cycle``, ``planner tick`` and the
+replay).
 
 **Every id is hostile.** Every value interpolated into the script goes through
 :func:`shlex.quote` (names, descriptions, times, the guards' ``grep`` patterns), and the

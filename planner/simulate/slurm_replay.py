@@ -88,10 +88,23 @@ lines the script's header asks for):
   job stays off reserved nodes while the reservation is active, and off a future one's
   nodes if its time limit would reach the reservation's start.
 
-The exported state is :func:`~planner.exporters.slurm.slurm_state`'s default (what
-``planner export --to slurm`` ships); the constructor's ``pace``, ``no_decay``, ``shares``,
-``opportunistic_usage`` and ``floor`` replay the variants it was compared with (CHANGELOG),
-and ``bf_window_hours`` the site's backfill window (Slurm's default, a day).
+The exported state is the shipped :class:`~planner.exporters.slurm.SlurmExport`'s
+(:data:`~planner.exporters.slurm.SHIPPED`, what ``planner export --to slurm`` ships;
+``export=`` another record replays a variant); the constructor's ``pace``, ``no_decay``,
+``shares``, ``opportunistic_usage``, ``floor``, ``takes_back`` and ``widens`` replace that
+field of the record, the variants it was compared with (CHANGELOG), and
+``bf_window_hours`` the site's backfill window (Slurm's default, a day).
+
+**Rule 8** (the executor contract's overdrawn projects, ``export.overdrawn_qos``, on as
+shipped; ``export=BEFORE_RULE8`` replays the export before it): the NGH each project ran
+under ``gp-opportunistic`` or ``gp-overdrawn`` is accrued undecayed, as ``planner ingest
+sacct`` writes it to ``unbudgeted.csv``, and at each replan the state's overdrawn
+projects (:func:`planner.contract.overdrawn` with it) are those whose waiting work beyond
+their budget runs under ``gp-overdrawn``, as ``planner tick`` moves it: last in priority,
+``PreemptExemptTime`` 0, requeued at once by a budget job (first, before
+``gp-opportunistic`` work) and, in the main pass, by a ``gp-opportunistic`` job. Backfill
+lets budget jobs alone requeue, and its reservations count gp-overdrawn work as freeing
+its GPUs by its time limit (both as before the rule).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
 event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
