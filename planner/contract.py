@@ -285,8 +285,8 @@ def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = Non
     up to ``as_of`` charged to no budget, where the executor's accounting keeps that
     apart (Slurm's ``gp-opportunistic`` and ``gp-overdrawn`` jobs,
     :func:`unbudgeted_ngh`; Kueue's usage counts every run in ``used``). A project with no
-    budget is overdrawn once it ran anything; none for a plan without budgets (a
-    hand-written one).
+    budget is overdrawn (what it ran, even nothing, is twice nothing); none for a plan
+    without budgets (a hand-written one).
     """
     if not plan.get("budgets"):
         return frozenset()
