@@ -236,8 +236,8 @@ def _parser() -> argparse.ArgumentParser:
                              "Workloads (after the usage ingest); squeue always does")
     ingest.add_argument("--state", metavar="DIR",
                         help="squeue: the planning state folder, whose tick.json names the "
-                             "jobs planner tick moved to gp-opportunistic (still their "
-                             "project's demand)")
+                             "jobs planner tick moved off their budget QOS, to "
+                             "gp-opportunistic or gp-overdrawn (still their project's demand)")
     ingest.add_argument("--no-forecast", dest="forecast", action="store_false",
                         help="demand: leave out the arrival forecast from usage.csv")
     explain = sub.add_parser("explain", help="why a project or team gets what it gets")
