@@ -292,8 +292,9 @@ def _parser() -> argparse.ArgumentParser:
                             "links are made under it")
     tick = sub.add_parser("tick", help="between cycles, act on the queue as the plan in force "
                                        "says: Slurm jobs pending on a spent budget to "
-                                       "gp-opportunistic and back; Kueue's late gangs "
-                                       "(rule 7); run every minute")
+                                       "gp-opportunistic and back, an overdrawn project's "
+                                       "work beyond its budget to gp-overdrawn (rule 8); "
+                                       "Kueue's late gangs (rule 7); run every minute")
     tick.add_argument("--state", required=True,
                       help="the state folder planner cycle keeps (DIR/current is the plan "
                            "in force)")
