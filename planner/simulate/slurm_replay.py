@@ -225,6 +225,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._qos_known: dict[int, tuple[tuple, str]] = {}
         #: per (cluster, asker kind): (version, node versions, :meth:`_node_frees`' table)
         self._frees_of: dict[tuple, tuple[int, list[int], list]] = {}
+        #: one backfill pass's reservations by (version, asker kind, GPUs, plans before it)
+        self._reserved_for: dict[tuple, tuple[float, frozenset[int]]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
@@ -512,6 +514,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return
         heap = []
+        version, epoch = sim.version(c), self._budget_epoch
         for p in sim.waiting_projects(c):
             job = sim.head(c, p)
             qos = self.qos_of(sim, p, job)
@@ -537,12 +540,18 @@ class SlurmReplayPolicy(PlannerPolicy):
             return
         # bf_min_prio_reserve: only a budget head (the QOS it was popped under) reserves
         reserve = not self.min_prio_reserve or qos == BUDGET
-        self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)], reserve)
+        # the entries read before any start of this pass hold while nothing started
+        read = (version, epoch) if (version, epoch) == (sim.version(c), self._budget_epoch) \
+            else None
+        self._backfill(sim, c, head, [(p, job, qos) for _, p, job, qos in sorted(heap)],
+                       reserve, read)
 
-    def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
-                  ) -> None:
+    def _backfill(self, sim, c: int, head: int, order: list[tuple[int, int | None, str]],
+                  reserve: bool = True, read: tuple[int, int] | None = None) -> None:
         """Later jobs that start without delaying a higher-priority job's reservation.
 
+        ``order``: (project, its first waiting job, that job's QOS) in priority order, as
+        read at ``read`` (the cluster's version and the budget epoch; None: read again).
         ``reserve=False``: the head is below ``bf_min_prio_reserve`` (a
         ``gp-opportunistic`` job): nothing is reserved for it. With ``reserve_each`` every
         project's first waiting job is tested as Slurm's backfill tests each job: it
@@ -550,24 +559,41 @@ class SlurmReplayPolicy(PlannerPolicy):
         ``gp-opportunistic`` work past its exempt time), otherwise a budget job gets a
         reservation of its own (:meth:`_reserve`) and its project's later jobs start where
         they fit off the reserved nodes their limits would reach.
+
+        The same starts and reservations as asking everything afresh for every project
+        (``tests/test_simulate_props.py`` keeps that plain pass): the first job and its QOS
+        are those read for the main pass while nothing has started since (``read``: no
+        start, stop or budget change, so :meth:`Replay.head` and :meth:`qos_of` give them
+        again); whether a size fits on free nodes, and :meth:`_room`, are remembered while
+        the cluster's version stands; and a ``gp-opportunistic`` first job of a size that
+        fits on no node is not tried (off fewer nodes it fits still less, and it may not
+        preempt).
         """
         plans: list[tuple[float, frozenset[int]]] = []  # (planned start, nodes) per reservation
+        self._reserved_for = {}  # this pass's reservations (_reserve)
         if reserve:
             self._reserve(sim, c, head, plans)
+        fits, room = self._fits_now(sim, c)
+        gpus = sim.jobs.gpus
         tested = 0
-        for p in order:
+        for p, first, qos in order:
             if self.reserve_each and tested < self.bf_max_job_test:
-                first = sim.head(c, p)
+                if read is None or read != (sim.version(c), self._budget_epoch):
+                    read = None  # something started: ask again
+                    first = sim.head(c, p)
+                    qos = None if first is None else self.qos_of(sim, p, first)
                 if first is not None and first != head:
                     tested += 1
-                    qos = self.qos_of(sim, p, first)
-                    avoid = self._avoid(plans, sim.now + sim.requested_hours(first))
-                    if not self._try_start(sim, c, p, first, qos, preempt=qos == BUDGET,
-                                           avoid=avoid) and (
-                            qos == BUDGET or not self.min_prio_reserve):
+                    if qos != BUDGET and not fits(gpus[first]):  # it cannot start
+                        if not self.min_prio_reserve:
+                            self._reserve(sim, c, first, plans)
+                    elif not self._try_start(
+                            sim, c, p, first, qos, preempt=qos == BUDGET,
+                            avoid=self._avoid(plans, sim.now + sim.requested_hours(first))
+                    ) and (qos == BUDGET or not self.min_prio_reserve):
                         self._reserve(sim, c, first, plans)
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p)
+                job = sim.head_fit(c, p, fits=fits)
                 if job is None:
                     break
                 tested += 1
@@ -581,8 +607,38 @@ class SlurmReplayPolicy(PlannerPolicy):
                 if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
                                        preempt=False, avoid=avoid):
                     break
-            if not self._room(sim, c) or tested >= self.bf_max_job_test:
+            if not room() or tested >= self.bf_max_job_test:
                 return
+
+    def _fits_now(self, sim, c: int):
+        """(``fits(size)``, ``room()``): :meth:`Replay.fits` on free nodes and :meth:`_room`.
+
+        Each answer is remembered while ``c``'s version stands (a start, stop, expiry or
+        retag changes it; the free GPUs and waiting sizes change only with one of them
+        inside a pass). For one pass: a submit changes the waiting sizes, not the version.
+        """
+        known: dict[int, bool] = {}
+        at = [sim.version(c), None]  # the version the answers are for, _room's answer
+
+        def current() -> None:
+            if at[0] != sim.version(c):
+                known.clear()
+                at[0], at[1] = sim.version(c), None
+
+        def fits(g: int) -> bool:
+            current()
+            answer = known.get(g)
+            if answer is None:
+                answer = known[g] = sim.fits(c, g)
+            return answer
+
+        def room() -> bool:
+            current()
+            if at[1] is None:
+                at[1] = self._room(sim, c)
+            return at[1]
+
+        return fits, room
 
     def _room(self, sim, c: int) -> bool:
         """Whether backfill may still start a job.
@@ -595,7 +651,10 @@ class SlurmReplayPolicy(PlannerPolicy):
     @staticmethod
     def _avoid(plans: list[tuple[float, frozenset[int]]], end: float) -> frozenset[int]:
         """Nodes of the reservations planned to start before ``end``."""
-        return frozenset().union(*(nodes for start, nodes in plans if start < end - _EPS))
+        nodes = [held for start, held in plans if start < end - _EPS]
+        if len(nodes) < 2:
+            return nodes[0] if nodes else frozenset()
+        return frozenset().union(*nodes)
 
     def _reserve(self, sim, c: int, job: int, plans: list[tuple[float, frozenset[int]]]
                  ) -> None:
@@ -609,7 +668,14 @@ class SlurmReplayPolicy(PlannerPolicy):
         beyond ``bf_window`` ("starts too far in the future to worry about").
         """
         if self.reserve_each:
-            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
+            # the same job size, asker kind and reserved nodes at the same version: the same
+            # answer (plans only grow in a pass, so their count names the nodes taken)
+            read = (sim.version(c), self._kind(sim, job), sim.jobs.gpus[job], len(plans))
+            known = self._reserved_for.get(read)
+            if known is None:
+                known = self._reserved_for[read] = self._reservation(
+                    sim, c, job, self._avoid(plans, math.inf))
+            shadow, held = known
         else:
             shadow, held = FairTreePolicy._reservation(sim, c, job)
         if shadow <= sim.now + self.bf_window + _EPS:
@@ -651,9 +717,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         (a budget job, by the exempt times and the projects it takes back from, or any
         other job), recomputed only for the nodes whose jobs changed (:meth:`Replay.node_version`).
         """
-        p = sim.jobs.project[job]
-        budget = self.qos_of(sim, p, job) == BUDGET
-        kind = (self.exempt_hours, self.budget_exempt, self.takes_back[p]) if budget else None
+        kind = self._kind(sim, job)
         version = sim.version(c)
         cached = self._frees_of.get((c, kind))
         if cached is not None and cached[0] == version:
@@ -669,6 +733,17 @@ class SlurmReplayPolicy(PlannerPolicy):
                                             for t, j in sorted((bound(j), j) for j in jobs)])
         self._frees_of[c, kind] = (version, list(versions), table)
         return table
+
+    def _kind(self, sim, job: int) -> tuple | None:
+        """What the running jobs' bounds depend on for ``job`` (:meth:`_freed_by`).
+
+        A budget job's exempt times and the projects it takes back from; None for any
+        other job (the jobs' limits alone).
+        """
+        p = sim.jobs.project[job]
+        if self.qos_of(sim, p, job) != BUDGET:
+            return None
+        return (self.exempt_hours, self.budget_exempt, self.takes_back[p])
 
     def _freed_by(self, sim, job: int):
         """:meth:`_freed_at` as max(bound(j), now): the bound of each running job ``j``.
