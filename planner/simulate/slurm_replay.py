@@ -573,7 +573,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._reserved_for = {}  # this pass's reservations (_reserve)
         if reserve:
             self._reserve(sim, c, head, plans)
-        fits, room = self._fits_now(sim, c)
+        limit, room = self._fits_now(sim, c)
         gpus = sim.jobs.gpus
         tested = 0
         for p, first, qos in order:
@@ -584,7 +584,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                     qos = None if first is None else self.qos_of(sim, p, first)
                 if first is not None and first != head:
                     tested += 1
-                    if qos != BUDGET and not fits(gpus[first]):  # it cannot start
+                    if qos != BUDGET and gpus[first] > limit():  # it cannot start
                         if not self.min_prio_reserve:
                             self._reserve(sim, c, first, plans)
                     elif not self._try_start(
@@ -593,7 +593,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                     ) and (qos == BUDGET or not self.min_prio_reserve):
                         self._reserve(sim, c, first, plans)
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p, fits=fits)
+                job = sim.head_fit(c, p, fits=limit().__ge__)
                 if job is None:
                     break
                 tested += 1
@@ -611,34 +611,29 @@ class SlurmReplayPolicy(PlannerPolicy):
                 return
 
     def _fits_now(self, sim, c: int):
-        """(``fits(size)``, ``room()``): :meth:`Replay.fits` on free nodes and :meth:`_room`.
+        """(``limit()``, ``room()``): :meth:`Replay.fit_limit` and :meth:`_room` on ``c``.
 
         Each answer is remembered while ``c``'s version stands (a start, stop, expiry or
         retag changes it; the free GPUs and waiting sizes change only with one of them
         inside a pass). For one pass: a submit changes the waiting sizes, not the version.
         """
-        known: dict[int, bool] = {}
-        at = [sim.version(c), None]  # the version the answers are for, _room's answer
+        at = [None, 0, None]  # the version the answers are for, the limit, _room's answer
 
         def current() -> None:
             if at[0] != sim.version(c):
-                known.clear()
-                at[0], at[1] = sim.version(c), None
+                at[0], at[1], at[2] = sim.version(c), sim.fit_limit(c), None
 
-        def fits(g: int) -> bool:
+        def limit() -> int:
             current()
-            answer = known.get(g)
-            if answer is None:
-                answer = known[g] = sim.fits(c, g)
-            return answer
+            return at[1]
 
         def room() -> bool:
             current()
-            if at[1] is None:
-                at[1] = self._room(sim, c)
-            return at[1]
+            if at[2] is None:
+                at[2] = self._room(sim, c)
+            return at[2]
 
-        return fits, room
+        return limit, room
 
     def _room(self, sim, c: int) -> bool:
         """Whether backfill may still start a job.
