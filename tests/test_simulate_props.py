@@ -424,3 +424,28 @@ def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     pairs = {"lookback": (LookbackPolicy, PlainLookback), **SLURM_PAIRS}
     fast, plain = pairs[name] if name in pairs else (VARIANTS[name], VARIANTS[name])
     assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())
+
+
+SLURM_JOB = st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(["c1", "c2"]),
+                      st.floats(0, 30).map(lambda x: round(x, 1)),
+                      st.sampled_from([1, 2, 4, 4, 8, 8, 16]),
+                      st.floats(0.5, 20).map(lambda x: round(x, 1)),
+                      st.sampled_from([0.0, 1.0, 2.0]), st.booleans())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(SLURM_JOB, min_size=8, max_size=40), name=st.sampled_from(list(SLURM_PAIRS)))
+def test_slurm_backfill_with_many_reservations_replays_as_the_plain_one(jobs, name):
+    # five projects, four with budgets, on more nodes: a backfill pass tests several first
+    # jobs, so several reservations are made in one pass (the remembered ones are keyed on
+    # the nodes reserved before them)
+    sc = scenario(clusters=[("c1", "H100", 4, 4), ("c2", "A100", 3, 8)],
+                  org=[("t1", "", 1.0), ("a", "t1", 1.0), ("b", "t1", 2.0), ("d", "t1", 1.0),
+                       ("t2", "", 1.0), ("c", "t2", 1.0), ("e", "t2", 3.0)],
+                  budgets=[("a", 300.0), ("b", 200.0), ("c", 0.0), ("d", 100.0),
+                           ("e", 400.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01",
+                  gpu_rates={"A100": 0.5})
+    tr = random_trace(jobs)
+    fast, plain = SLURM_PAIRS[name]
+    assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())

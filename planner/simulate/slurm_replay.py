@@ -564,27 +564,32 @@ class SlurmReplayPolicy(PlannerPolicy):
         (``tests/test_simulate_props.py`` keeps that plain pass): the first job and its QOS
         are those read for the main pass while nothing has started since (``read``: no
         start, stop or budget change, so :meth:`Replay.head` and :meth:`qos_of` give them
-        again); whether a size fits on free nodes, and :meth:`_room`, are remembered while
-        the cluster's version stands; and a ``gp-opportunistic`` first job of a size that
-        fits on no node is not tried (off fewer nodes it fits still less, and it may not
-        preempt).
+        again); the largest job that fits (:meth:`Replay.fit_limit`: a job fits on free
+        nodes exactly when it asks at most that) and :meth:`_room` are read once per
+        version of the cluster; a ``gp-opportunistic`` first job above the limit is not
+        tried (off fewer nodes it fits still less, and it may not preempt); and
+        :meth:`_reserve` remembers its answers for the pass.
         """
         plans: list[tuple[float, frozenset[int]]] = []  # (planned start, nodes) per reservation
         self._reserved_for = {}  # this pass's reservations (_reserve)
         if reserve:
             self._reserve(sim, c, head, plans)
-        limit, room = self._fits_now(sim, c)
-        gpus = sim.jobs.gpus
+        gpus, version = sim.jobs.gpus, sim.version
+        # the fit limit (Replay.fit_limit) and _room, for the cluster's version ``seen``: a
+        # start, stop, expiry or retag changes them, and only those inside a pass
+        seen, limit, room = None, 0, None
         tested = 0
         for p, first, qos in order:
+            if version(c) != seen:
+                seen, limit, room = version(c), sim.fit_limit(c), None
             if self.reserve_each and tested < self.bf_max_job_test:
-                if read is None or read != (sim.version(c), self._budget_epoch):
+                if read is None or read != (seen, self._budget_epoch):
                     read = None  # something started: ask again
                     first = sim.head(c, p)
                     qos = None if first is None else self.qos_of(sim, p, first)
                 if first is not None and first != head:
                     tested += 1
-                    if qos != BUDGET and gpus[first] > limit():  # it cannot start
+                    if qos != BUDGET and gpus[first] > limit:  # it cannot start
                         if not self.min_prio_reserve:
                             self._reserve(sim, c, first, plans)
                     elif not self._try_start(
@@ -593,7 +598,9 @@ class SlurmReplayPolicy(PlannerPolicy):
                     ) and (qos == BUDGET or not self.min_prio_reserve):
                         self._reserve(sim, c, first, plans)
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p, fits=limit().__ge__)
+                if version(c) != seen:
+                    seen, limit, room = version(c), sim.fit_limit(c), None
+                job = sim.head_fit(c, p, fits=limit.__ge__)
                 if job is None:
                     break
                 tested += 1
@@ -607,33 +614,12 @@ class SlurmReplayPolicy(PlannerPolicy):
                 if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
                                        preempt=False, avoid=avoid):
                     break
-            if not room() or tested >= self.bf_max_job_test:
+            if version(c) != seen:
+                seen, limit, room = version(c), sim.fit_limit(c), None
+            if room is None:
+                room = self._room(sim, c)
+            if not room or tested >= self.bf_max_job_test:
                 return
-
-    def _fits_now(self, sim, c: int):
-        """(``limit()``, ``room()``): :meth:`Replay.fit_limit` and :meth:`_room` on ``c``.
-
-        Each answer is remembered while ``c``'s version stands (a start, stop, expiry or
-        retag changes it; the free GPUs and waiting sizes change only with one of them
-        inside a pass). For one pass: a submit changes the waiting sizes, not the version.
-        """
-        at = [None, 0, None]  # the version the answers are for, the limit, _room's answer
-
-        def current() -> None:
-            if at[0] != sim.version(c):
-                at[0], at[1], at[2] = sim.version(c), sim.fit_limit(c), None
-
-        def limit() -> int:
-            current()
-            return at[1]
-
-        def room() -> bool:
-            current()
-            if at[2] is None:
-                at[2] = self._room(sim, c)
-            return at[2]
-
-        return limit, room
 
     def _room(self, sim, c: int) -> bool:
         """Whether backfill may still start a job.
