@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -252,6 +254,40 @@ def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data
 # -- the replay's fast paths against the plain ones ----------------------------------------
 
 
+def assert_fit_limit(sim, c: int) -> int:
+    """``sim.fit_limit(c)``, asserting ``fits(c, g)`` ⟺ g ≤ it for every size up to c's."""
+    limit = Replay.fit_limit(sim, c)
+    assert all(sim.fits(c, g) == (g <= limit)
+               for g in range(1, sim.nodes[c] * sim.gpn[c] + 2)), (c, limit)
+    return limit
+
+
+class LimitChecked(Replay):
+    """The engine, asserting each :meth:`Replay.fit_limit` against ``fits`` size by size."""
+
+    fit_limit = assert_fit_limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.sampled_from([1, 2, 3, 4, 5, 8, 12]), max_size=8),
+       held=st.lists(st.integers(1, 2), max_size=2), nodes=st.integers(1, 3))
+def test_the_fit_limit_is_the_largest_job_that_fits(sizes, held, nodes):
+    # jobs started where they fit, then whole nodes held (holds take no new work): a job
+    # fits exactly when it asks at most the limit, on a 4-GPU-node cluster
+    _, tr = random_case([("a", "c1", 0.0, g, 1.0, 0.0, True) for g in sizes], (nodes, 1))
+    sc, _ = random_case([], (nodes, 1))
+    sim = Replay(sc, tr, None)
+    for job in range(sim.jobs.n):
+        sim.key[job] = (job,)
+        sim._enqueue(job)
+        assert_fit_limit(sim, 0)
+        if sim.fits(0, sim.jobs.gpus[job]):
+            sim.start(job, "run")
+    for i, count in enumerate(held):
+        sim.hold_nodes(0, 0, count, 0.0, 5.0, job=sim.jobs.n + i)
+        assert_fit_limit(sim, 0)
+
+
 class PlainReplay(Replay):
     """The engine without its shortcuts, checking the remembered first jobs as it goes.
 
@@ -293,6 +329,81 @@ class CheckedSlurm(SlurmReplayPolicy):
         return fast
 
 
+class PlainSlurm(CheckedSlurm):
+    """``planner-slurm``'s backfill pass as first written: everything asked afresh.
+
+    Every project's first job and its QOS read again, every job tried (a
+    ``gp-opportunistic`` one of a size that fits on no node too), fits and room asked at
+    every step, every reservation computed (none remembered within the pass).
+    """
+
+    def _backfill(self, sim, c, head, order, reserve=True, read=None):
+        plans = []
+        if reserve:
+            self._reserve(sim, c, head, plans)
+        tested = 0
+        for p, _, _ in order:
+            if self.reserve_each and tested < self.bf_max_job_test:
+                first = sim.head(c, p)
+                if first is not None and first != head:
+                    tested += 1
+                    qos = self.qos_of(sim, p, first)
+                    avoid = self._avoid(plans, sim.now + sim.requested_hours(first))
+                    if not self._try_start(sim, c, p, first, qos, preempt=qos == BUDGET,
+                                           avoid=avoid) and (
+                            qos == BUDGET or not self.min_prio_reserve):
+                        self._reserve(sim, c, first, plans)
+            while tested < self.bf_max_job_test:
+                job = sim.head_fit(c, p)
+                if job is None:
+                    break
+                tested += 1
+                avoid = self._avoid(plans, sim.now + sim.requested_hours(job))
+                if avoid and sim.head_fit(c, p, avoid) != job:
+                    everything = self._avoid(plans, math.inf)
+                    job = sim.head_fit(c, p, everything)
+                    if job is None:
+                        break
+                    avoid = everything
+                if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
+                                       preempt=False, avoid=avoid):
+                    break
+            if not self._room(sim, c) or tested >= self.bf_max_job_test:
+                return
+
+    def _reserve(self, sim, c, job, plans):
+        if self.reserve_each:
+            taken = frozenset().union(*(nodes for _, nodes in plans))
+            shadow, held = self._reservation(sim, c, job, taken)
+        else:
+            shadow, held = FairTreePolicy._reservation(sim, c, job)
+        if shadow <= sim.now + self.bf_window + 1e-9:
+            plans.append((shadow, held))
+
+
+def slurm_variant(base, **options):
+    """``base`` built with ``options`` (a SlurmReplayPolicy class taking no arguments)."""
+
+    class Variant(base):
+        def __init__(self) -> None:
+            super().__init__(**options)
+
+    return Variant
+
+
+#: the fast planner-slurm and its plain backfill, as shipped and with the backfill variants
+SLURM_PAIRS = {
+    "planner-slurm": (CheckedSlurm, PlainSlurm),
+    "planner-slurm-every-head-reserves": (
+        slurm_variant(CheckedSlurm, min_prio_reserve=False),
+        slurm_variant(PlainSlurm, min_prio_reserve=False)),
+    "planner-slurm-first-only": (slurm_variant(CheckedSlurm, reserve_each=False),
+                                 slurm_variant(PlainSlurm, reserve_each=False)),
+    "planner-slurm-few-tests": (slurm_variant(CheckedSlurm, bf_max_job_test=2),
+                                slurm_variant(PlainSlurm, bf_max_job_test=2)),
+}
+
+
 def _fates(result) -> str:
     """Every segment and job fate, as text (NaN equals NaN; floats to the last digit)."""
     return repr((result.segments, result.first_start.tolist(), result.finish.tolist(),
@@ -302,13 +413,39 @@ def _fates(result) -> str:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=st.lists(JOB, min_size=1, max_size=20),
        nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
-       name=st.sampled_from(["lookback", "planner-slurm", "quota", "priority", "planner",
-                              "planner-kueue"]))
+       name=st.sampled_from(["lookback", "quota", "priority", "planner", "planner-kueue",
+                              *SLURM_PAIRS]))
 def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # the same jobs start, end and are preempted at the same times, to the last digit, with
     # the fast entitled pass of lookback, the remembered queue heads, failed preemption
-    # asks and backfill tables, as with the plain pass and engine
+    # asks, backfill tables and planner-slurm's backfill pass (first jobs read for the main
+    # pass, fit limits, remembered reservations), as with the plain pass and engine
     sc, tr = random_case(jobs, nodes)
-    fast = {"lookback": LookbackPolicy, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
-    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
-    assert _fates(replay(sc, tr, fast())) == _fates(PlainReplay(sc, tr, plain()).run())
+    pairs = {"lookback": (LookbackPolicy, PlainLookback), **SLURM_PAIRS}
+    fast, plain = pairs[name] if name in pairs else (VARIANTS[name], VARIANTS[name])
+    assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())
+
+
+SLURM_JOB = st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(["c1", "c2"]),
+                      st.floats(0, 30).map(lambda x: round(x, 1)),
+                      st.sampled_from([1, 2, 4, 4, 8, 8, 16]),
+                      st.floats(0.5, 20).map(lambda x: round(x, 1)),
+                      st.sampled_from([0.0, 1.0, 2.0]), st.booleans())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(SLURM_JOB, min_size=8, max_size=40), name=st.sampled_from(list(SLURM_PAIRS)))
+def test_slurm_backfill_with_many_reservations_replays_as_the_plain_one(jobs, name):
+    # five projects, four with budgets, on more nodes: a backfill pass tests several first
+    # jobs, so several reservations are made in one pass (the remembered ones are keyed on
+    # the nodes reserved before them)
+    sc = scenario(clusters=[("c1", "H100", 4, 4), ("c2", "A100", 3, 8)],
+                  org=[("t1", "", 1.0), ("a", "t1", 1.0), ("b", "t1", 2.0), ("d", "t1", 1.0),
+                       ("t2", "", 1.0), ("c", "t2", 1.0), ("e", "t2", 3.0)],
+                  budgets=[("a", 300.0), ("b", 200.0), ("c", 0.0), ("d", 100.0),
+                           ("e", 400.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01",
+                  gpu_rates={"A100": 0.5})
+    tr = random_trace(jobs)
+    fast, plain = SLURM_PAIRS[name]
+    assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())

@@ -410,6 +410,24 @@ class Replay:
             return len(buckets[gpn]) >= -(-gpus // gpn)
         return any(buckets[f] for f in range(gpus, gpn + 1))
 
+    def fit_limit(self, c: int) -> int:
+        """The most GPUs a job may ask and start on ``c`` now: ``fits(c, g)`` ⟺ g ≤ this.
+
+        Whole free nodes × GPUs per node when a node is wholly free (a gang of that many
+        nodes fits, and any smaller job), else the most free GPUs on one node (0: none).
+        Nodes of active holds do not count.
+        """
+        gpn = self.gpn[c]
+        buckets = self.buckets[c]
+        held = self.held_nodes[c]
+        whole = len(buckets[gpn] - held) if held else len(buckets[gpn])
+        if whole:
+            return whole * gpn
+        for f in range(gpn - 1, 0, -1):
+            if buckets[f] and not (held and buckets[f] <= held):
+                return f
+        return 0
+
     def any_fits(self, c: int) -> bool:
         """Whether any waiting job on ``c`` fits now (cheap: one check per waiting size)."""
         if self.free_total[c] == 0:

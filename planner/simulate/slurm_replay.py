@@ -255,6 +255,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._qos_known: dict[int, tuple[tuple, str]] = {}
         #: per (cluster, asker kind): (version, node versions, :meth:`_node_frees`' table)
         self._frees_of: dict[tuple, tuple[int, list[int], list]] = {}
+        #: one backfill pass's reservations by (version, asker kind, GPUs, plans before it)
+        self._reserved_for: dict[tuple, tuple[float, frozenset[int]]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
@@ -566,6 +568,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return
         heap = []
+        version, epoch = sim.version(c), self._budget_epoch
         for p in sim.waiting_projects(c):
             job = sim.head(c, p)
             qos = self.qos_of(sim, p, job)
@@ -591,7 +594,11 @@ class SlurmReplayPolicy(PlannerPolicy):
             return
         # bf_min_prio_reserve: only a budget head (the QOS it was popped under) reserves
         reserve = not self.min_prio_reserve or qos == BUDGET
-        self._backfill(sim, c, head, [p for _, p, _, _ in sorted(heap)], reserve)
+        # the entries read before any start of this pass hold while nothing started
+        read = (version, epoch) if (version, epoch) == (sim.version(c), self._budget_epoch) \
+            else None
+        self._backfill(sim, c, head, [(p, job, qos) for _, p, job, qos in sorted(heap)],
+                       reserve, read)
 
     def _preempts(self, qos: str) -> bool:
         """Whether a ``qos`` job may requeue others in the main pass.
@@ -601,10 +608,12 @@ class SlurmReplayPolicy(PlannerPolicy):
         """
         return qos == BUDGET or (qos == OPPORTUNISTIC and bool(self.overdrawn))
 
-    def _backfill(self, sim, c: int, head: int, order: list[int], reserve: bool = True
-                  ) -> None:
+    def _backfill(self, sim, c: int, head: int, order: list[tuple[int, int | None, str]],
+                  reserve: bool = True, read: tuple[int, int] | None = None) -> None:
         """Later jobs that start without delaying a higher-priority job's reservation.
 
+        ``order``: (project, its first waiting job, that job's QOS) in priority order, as
+        read at ``read`` (the cluster's version and the budget epoch; None: read again).
         ``reserve=False``: the head is below ``bf_min_prio_reserve`` (a
         ``gp-opportunistic`` job): nothing is reserved for it. With ``reserve_each`` every
         project's first waiting job is tested as Slurm's backfill tests each job: it
@@ -612,24 +621,48 @@ class SlurmReplayPolicy(PlannerPolicy):
         ``gp-opportunistic`` work past its exempt time), otherwise a budget job gets a
         reservation of its own (:meth:`_reserve`) and its project's later jobs start where
         they fit off the reserved nodes their limits would reach.
+
+        The same starts and reservations as asking everything afresh for every project
+        (``tests/test_simulate_props.py`` keeps that plain pass): the first job and its QOS
+        are those read for the main pass while nothing has started since (``read``: no
+        start, stop or budget change, so :meth:`Replay.head` and :meth:`qos_of` give them
+        again); the largest job that fits (:meth:`Replay.fit_limit`: a job fits on free
+        nodes exactly when it asks at most that) and :meth:`_room` are read once per
+        version of the cluster; a ``gp-opportunistic`` first job above the limit is not
+        tried (off fewer nodes it fits still less, and it may not preempt); and
+        :meth:`_reserve` remembers its answers for the pass.
         """
         plans: list[tuple[float, frozenset[int]]] = []  # (planned start, nodes) per reservation
+        self._reserved_for = {}  # this pass's reservations (_reserve)
         if reserve:
             self._reserve(sim, c, head, plans)
+        gpus, version = sim.jobs.gpus, sim.version
+        # the fit limit (Replay.fit_limit) and _room, for the cluster's version ``seen``: a
+        # start, stop, expiry or retag changes them, and only those inside a pass
+        seen, limit, room = None, 0, None
         tested = 0
-        for p in order:
+        for p, first, qos in order:
+            if version(c) != seen:
+                seen, limit, room = version(c), sim.fit_limit(c), None
             if self.reserve_each and tested < self.bf_max_job_test:
-                first = sim.head(c, p)
+                if read is None or read != (seen, self._budget_epoch):
+                    read = None  # something started: ask again
+                    first = sim.head(c, p)
+                    qos = None if first is None else self.qos_of(sim, p, first)
                 if first is not None and first != head:
                     tested += 1
-                    qos = self.qos_of(sim, p, first)
-                    avoid = self._avoid(plans, sim.now + sim.requested_hours(first))
-                    if not self._try_start(sim, c, p, first, qos, preempt=qos == BUDGET,
-                                           avoid=avoid) and (
-                            qos == BUDGET or not self.min_prio_reserve):
+                    if qos != BUDGET and gpus[first] > limit:  # it cannot start
+                        if not self.min_prio_reserve:
+                            self._reserve(sim, c, first, plans)
+                    elif not self._try_start(
+                            sim, c, p, first, qos, preempt=qos == BUDGET,
+                            avoid=self._avoid(plans, sim.now + sim.requested_hours(first))
+                    ) and (qos == BUDGET or not self.min_prio_reserve):
                         self._reserve(sim, c, first, plans)
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p)
+                if version(c) != seen:
+                    seen, limit, room = version(c), sim.fit_limit(c), None
+                job = sim.head_fit(c, p, fits=limit.__ge__)
                 if job is None:
                     break
                 tested += 1
@@ -643,7 +676,11 @@ class SlurmReplayPolicy(PlannerPolicy):
                 if not self._try_start(sim, c, p, job, self.qos_of(sim, p, job),
                                        preempt=False, avoid=avoid):
                     break
-            if not self._room(sim, c) or tested >= self.bf_max_job_test:
+            if version(c) != seen:
+                seen, limit, room = version(c), sim.fit_limit(c), None
+            if room is None:
+                room = self._room(sim, c)
+            if not room or tested >= self.bf_max_job_test:
                 return
 
     def _room(self, sim, c: int) -> bool:
@@ -657,7 +694,10 @@ class SlurmReplayPolicy(PlannerPolicy):
     @staticmethod
     def _avoid(plans: list[tuple[float, frozenset[int]]], end: float) -> frozenset[int]:
         """Nodes of the reservations planned to start before ``end``."""
-        return frozenset().union(*(nodes for start, nodes in plans if start < end - _EPS))
+        nodes = [held for start, held in plans if start < end - _EPS]
+        if len(nodes) < 2:
+            return nodes[0] if nodes else frozenset()
+        return frozenset().union(*nodes)
 
     def _reserve(self, sim, c: int, job: int, plans: list[tuple[float, frozenset[int]]]
                  ) -> None:
@@ -671,7 +711,14 @@ class SlurmReplayPolicy(PlannerPolicy):
         beyond ``bf_window`` ("starts too far in the future to worry about").
         """
         if self.reserve_each:
-            shadow, held = self._reservation(sim, c, job, self._avoid(plans, math.inf))
+            # the same job size, asker kind and reserved nodes at the same version: the same
+            # answer (plans only grow in a pass, so their count names the nodes taken)
+            read = (sim.version(c), self._kind(sim, job), sim.jobs.gpus[job], len(plans))
+            known = self._reserved_for.get(read)
+            if known is None:
+                known = self._reserved_for[read] = self._reservation(
+                    sim, c, job, self._avoid(plans, math.inf))
+            shadow, held = known
         else:
             shadow, held = FairTreePolicy._reservation(sim, c, job)
         if shadow <= sim.now + self.bf_window + _EPS:
@@ -713,9 +760,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         (a budget job, by the exempt times and the projects it takes back from, or any
         other job), recomputed only for the nodes whose jobs changed (:meth:`Replay.node_version`).
         """
-        p = sim.jobs.project[job]
-        budget = self.qos_of(sim, p, job) == BUDGET
-        kind = (self.exempt_hours, self.budget_exempt, self.takes_back[p]) if budget else None
+        kind = self._kind(sim, job)
         version = sim.version(c)
         cached = self._frees_of.get((c, kind))
         if cached is not None and cached[0] == version:
@@ -731,6 +776,17 @@ class SlurmReplayPolicy(PlannerPolicy):
                                             for t, j in sorted((bound(j), j) for j in jobs)])
         self._frees_of[c, kind] = (version, list(versions), table)
         return table
+
+    def _kind(self, sim, job: int) -> tuple | None:
+        """What the running jobs' bounds depend on for ``job`` (:meth:`_freed_by`).
+
+        A budget job's exempt times and the projects it takes back from; None for any
+        other job (the jobs' limits alone).
+        """
+        p = sim.jobs.project[job]
+        if self.qos_of(sim, p, job) != BUDGET:
+            return None
+        return (self.exempt_hours, self.budget_exempt, self.takes_back[p])
 
     def _freed_by(self, sim, job: int):
         """:meth:`_freed_at` as max(bound(j), now): the bound of each running job ``j``.
