@@ -52,6 +52,7 @@ from planner.errors import InputError, InputProblem
 from planner.fairshare.targets import fair_share_targets_at, usage_ages
 from planner.fairshare.waterfill import water_fill
 from planner.inputs import Scenario
+from planner.inputs.load import unbudgeted_of
 from planner.model.problem import Problem, build_problem
 from planner.model.result import CellValues
 from planner.plan.build import num
@@ -247,6 +248,7 @@ class Context:
     guaranteed: np.ndarray  # (P, K) GPU-hours in period t, from the plan
     opportunistic: np.ndarray  # (P, K) in period t
     budgets: dict[str, dict[str, Any]]
+    overdrawn: frozenset[str]  # rule 8, with what the projects ran on no budget
 
 
 def _reserved(plan: dict[str, Any], problem: Problem) -> tuple[np.ndarray, ...]:
@@ -350,7 +352,19 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     return Context(plan, problem, t, reserved_gpu_h, reserved_nodes, reserved_ngh, available,
                    CellValues(problem.shape, problem.dem.codes, targets_ngh / rate[cells[1]]),
                    capped, offset, guaranteed, opportunistic,
-                   {b["project"]: b for b in plan["budgets"]})
+                   {b["project"]: b for b in plan["budgets"]}, _overdrawn(plan, scenario))
+
+
+def _overdrawn(plan: dict[str, Any], scenario: Scenario) -> frozenset[str]:
+    """The plan's overdrawn projects (executor contract rule 8), as the executor sees them.
+
+    Under Slurm what a project ran on no budget is not in the plan's ``used``: it is read
+    from the scenario folder's ``unbudgeted.csv`` (:func:`unbudgeted_of`), as ``planner
+    tick`` reads it; a workbook or a folder without that file adds nothing.
+    """
+    source = Path(scenario.source) if scenario.source else None
+    spent = unbudgeted_of(source, plan) if source is not None and source.is_dir() else {}
+    return overdrawn(plan, spent)
 
 
 # --------------------------------------------------------------------------- water-filling
@@ -503,7 +517,7 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
                       why["planned_opportunistic"], num(forecast), num(_pace(ctx, why["budget"])),
                       num(why["budget"] - forecast), why["marginal_value"],
                       num(ctx.offset[p]), bindings, _unplaced(ctx, project),
-                      project in overdrawn(ctx.plan))
+                      project in ctx.overdrawn)
 
 
 # --------------------------------------------------------------------------- a team

@@ -29,6 +29,7 @@ from planner.exporters.slurm import SHIPPED as SLURM_SHIPPED
 from planner.exporters.slurm import account, budget_minutes, qos_name
 from planner.ingest.squeue import COMMAND as SQUEUE_COMMAND
 from planner.ingest.squeue import parse_squeue_text
+from planner.inputs.load import unbudgeted_of
 from planner.locks import hold
 from planner.plan.write import write_files
 from planner.tick import (
@@ -93,21 +94,6 @@ class _SlurmStep:
     overdrawn: frozenset[str]
 
 
-def _unbudgeted(current: Path, plan: dict[str, Any]) -> dict[str, float]:
-    """Project -> NGH it ran charged to no budget, from the cycle's kept ``unbudgeted.csv``.
-
-    None kept (a cycle without one, or a scenario whose ingest wrote none): nothing.
-    """
-    from planner.contract import unbudgeted_ngh
-    from planner.inputs.load import load_unbudgeted
-    from planner.inputs.schema import UNBUDGETED_FILE
-
-    inputs = current / "inputs"
-    if not (inputs / UNBUDGETED_FILE).is_file():
-        return {}
-    return unbudgeted_ngh(plan, load_unbudgeted(inputs))
-
-
 def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
            qos: Path | None, runner: Runner, current: Path | None = None) -> _SlurmStep:
     """Read the queue and the budget QOS's use; decide the moves (nothing run yet)."""
@@ -120,7 +106,7 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
     budget_of = {account(p): qos_name(p) for p in budget_minutes(plan)}
     moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
     parked = {str(k): str(v) for k, v in record.get("overdrawn", {}).items()}
-    spent = _unbudgeted(current, plan) if current is not None else {}
+    spent = unbudgeted_of(current / "inputs", plan) if current is not None else {}
     over = SLURM_SHIPPED.overdrawn_accounts(plan, spent)
     return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked), moved,
                       parked, over)

@@ -315,6 +315,30 @@ def test_explain_says_a_project_is_overdrawn_and_what_that_means(tmp_path, capsy
     assert "overdrawn" not in capsys.readouterr().out
 
 
+# Under Slurm the hog ran under gp-opportunistic: planner ingest sacct writes it to
+# unbudgeted.csv, not usage.csv, so p2's used is j2's 48 NGH alone. Rule 8 counts what it
+# ran: 48 + 4,224 = 4,272 ≥ 4,043.5, overdrawn as above; p1 (384) still is not.
+def test_explain_counts_what_ran_on_no_budget_under_slurm(tmp_path, capsys):
+    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
+    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
+    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = str(tmp_path / "out" / "plan.json")
+    used = {b["project"]: b["used"]
+            for b in json.loads((tmp_path / "out" / "plan.json").read_text())["budgets"]}
+    assert used["p2"] == pytest.approx(48.0)
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["subject"]["overdrawn"] is True
+    assert main(["explain", "p1", "--scenario", str(folder), "--plan", plan, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["subject"]["overdrawn"] is False
+    # a broken unbudgeted.csv is refused by file, row and column, as usage.csv would be
+    (folder / "unbudgeted.csv").write_text(lines[0] + "hog,p2,h100-a,many,2026-10-20,"
+                                                      "2026-10-31\n")
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan]) == 2
+    err = capsys.readouterr().err
+    assert "unbudgeted.csv" in err and "gpus" in err
+
+
 def test_explain_json_is_schema_stable(planned, capsys):
     folder, plan = planned
     assert main(["explain", "p1", "--scenario", str(folder), "--plan", str(plan),

@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -262,6 +263,22 @@ def load_unbudgeted(path: str | os.PathLike[str]) -> pd.DataFrame:
     from planner.inputs.schema import UNBUDGETED_FILE
 
     return _load_beside(path, UNBUDGETED_FILE, "usage")
+
+
+def unbudgeted_of(folder: str | os.PathLike[str], plan: dict[str, Any]) -> dict[str, float]:
+    """Project -> NGH it ran charged to no budget by the plan's ``as_of`` (rule 8).
+
+    From ``unbudgeted.csv`` of the scenario folder ``folder`` (:func:`load_unbudgeted`,
+    :func:`planner.contract.unbudgeted_ngh`); nothing when ``folder`` is not a folder (a
+    workbook) or holds no such file (an executor whose usage counts every run, Kueue's).
+    Raises :class:`~planner.errors.InputError` for a file that breaks ``usage.csv``'s rules.
+    """
+    from planner.contract import unbudgeted_ngh
+    from planner.inputs.schema import UNBUDGETED_FILE
+
+    if not (Path(folder) / UNBUDGETED_FILE).is_file():
+        return {}
+    return unbudgeted_ngh(plan, load_unbudgeted(folder))
 
 
 def _load_beside(path: str | os.PathLike[str], name: str, table: str) -> pd.DataFrame:
