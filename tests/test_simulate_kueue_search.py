@@ -311,6 +311,7 @@ def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
         assert y == highest(tree, set(cands))
         if gpus and tree.nodes[y].usage:
             tree.shift(y, -min(gpus, tree.nodes[y].usage))
+            pick.taken(y)
         elif len(cands) > 1:
             del cands[y]
             pick.forget()
