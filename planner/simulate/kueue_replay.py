@@ -1411,7 +1411,11 @@ class KueueReplayPolicy(PlannerPolicy):
             self._drop_spare(sim, tree, targets, fits, room)
             return targets
         finally:
-            self._sync(sim, c, tree)
+            # back as the engine holds it (what a sync would set), by the same shifts
+            # undone, so the shares off these paths stay known
+            for v in targets:
+                tree.shift(self.queue[sim.jobs.project[v]], held_of[v])
+            tree.shift(q, -need)
 
     def _lines(self, sim, c: int, tree: FlavorTree
                ) -> tuple[list[tuple[int, str]], dict[int, list[int]], dict[int, int],
