@@ -6,6 +6,9 @@ borrowing), keeps the nodes' room as a running what-if (:class:`NodeRoom`) and r
 target's share without a candidate without shifting the tree; a project is retagged
 only when its running work changed, a job that found no room in its own queue does not
 look again until the cluster changed, and the engine keeps each cluster's running order.
+The search also keeps the borrowed work's lines per version, picks the next queue from
+heaps (:class:`Highest`), ends once no candidate left would be taken, and gives the tree
+back by undoing its shifts.
 :class:`Walked` on :class:`Plain` below is the replay as it was written first: every
 attempt walks the tree and the nodes afresh. Replays of random traces under both must
 agree on every run segment.
