@@ -6,6 +6,9 @@ borrowing), keeps the nodes' room as a running what-if (:class:`NodeRoom`) and r
 target's share without a candidate without shifting the tree; a project is retagged
 only when its running work changed, a job that found no room in its own queue does not
 look again until the cluster changed, and the engine keeps each cluster's running order.
+The search also keeps the borrowed work's lines per version, picks the next queue from
+heaps (:class:`Highest`), ends once no candidate left would be taken, and gives the tree
+back by undoing its shifts.
 :class:`Walked` on :class:`Plain` below is the replay as it was written first: every
 attempt walks the tree and the nodes afresh. Replays of random traces under both must
 agree on every run segment.
@@ -295,10 +298,11 @@ def test_available_less_reads_what_a_shift_then_available_would(usage, name, gpu
 
 @given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
        queues=st.sets(st.sampled_from(["q1", "q2", "q3"]), min_size=1),
-       steps=st.lists(st.integers(0, 4), max_size=12))
+       steps=st.lists(st.tuples(st.integers(0, 4), st.booleans()), max_size=12))
 def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
-    # As a search does: take GPUs from the queue picked (its path's shares fall), now and
-    # then drop a queue (forget); after each step the kept pick is the fresh walk's.
+    # As a search does: take GPUs from the queue picked (its path's shares fall; now and
+    # then from another candidate queue, as the second strategy's takes do), now and then
+    # drop a queue (forget); after each step the heaps' pick is the fresh walk's.
     tree = cohort_tree(usage)
     cands = {y: None for y in sorted(queues)}
     holds: dict[str, int] = {}
@@ -306,11 +310,14 @@ def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
         for n in tree.path(y):
             holds[n] = holds.get(n, 0) + 1
     pick = Highest(tree, holds, cands)
-    for gpus in steps:
+    for gpus, other in steps:
         y = pick()
         assert y == highest(tree, set(cands))
+        if other:
+            y = sorted(cands)[gpus % len(cands)]
         if gpus and tree.nodes[y].usage:
             tree.shift(y, -min(gpus, tree.nodes[y].usage))
+            pick.taken(y)
         elif len(cands) > 1:
             del cands[y]
             pick.forget()

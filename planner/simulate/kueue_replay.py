@@ -127,6 +127,7 @@ Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections import deque
@@ -230,6 +231,8 @@ class FlavorTree:
         self._shares: dict[str, float] = {}
         self._paths: dict[str, tuple[str, ...]] = {}
         self._elsewhere: dict[str, int] = {}
+        #: node → its place among the names: Kueue's tie between equal shares
+        self.rank = {n: i for i, n in enumerate(sorted(nodes))}
         self.lendable = {n: self.potential(n) for n in nodes if not nodes[n].queue}
 
     @property
@@ -512,63 +515,70 @@ class Highest:
     """A fair-sharing search's next queue: from the root, the highest-share children down.
 
     ``holds``: node → how many of ``queues`` lie at or below it (the root among them).
-    The walk notes, at each Cohort it passes, the best child beside the one it took; while
-    only the shares on the chosen queue's path change (the search takes from it) and
-    ``holds`` stays as it was, the queue stays the highest as long as its path still
-    beats each of those, so the next question costs a look per level, not a walk over
-    every child. :meth:`forget` when ``holds`` changes.
+    Each Cohort on the candidates' paths keeps a heap of its children that hold a
+    candidate, by (share, name), the highest first. A search changes the shares on one
+    queue's path at a time (it takes from that queue: :meth:`taken` pushes each node's
+    new share into its parent's heap) and shares only fall, so an entry whose share is
+    no longer the node's is an old, higher one: dropped when it comes to the top, as is
+    an entry of a node that no longer holds a candidate. The next question costs a look
+    at the top of a heap per level, not a walk over every child.
     """
 
-    __slots__ = ("holds", "levels", "pick", "queues", "tree")
+    __slots__ = ("heaps", "holds", "queues", "root", "tree")
 
     def __init__(self, tree: FlavorTree, holds: dict[str, int], queues: dict[str, Any]) -> None:
         self.tree, self.holds, self.queues = tree, holds, queues
-        self.pick: str | None = None
-        self.levels: list[tuple[str, str | None, float]] = []
+        self.heaps: dict[str, list[tuple[float, int, str]]] | None = None
+        self.root = ""
+
+    def _build(self) -> None:
+        tree, holds = self.tree, self.holds
+        nodes, share, rank = tree.nodes, tree.share, tree.rank
+        heaps = {}
+        for n in holds:
+            node = nodes[n]
+            if node.parent is None:
+                self.root = n
+            if n not in self.queues:
+                heap = [(-share(k), -rank[k], k) for k in node.children if k in holds]
+                heapq.heapify(heap)
+                heaps[n] = heap
+        self.heaps = heaps
 
     def forget(self) -> None:
-        """``holds`` changed: walk afresh next time."""
-        self.pick = None
+        """``holds`` changed (a queue ran out of candidates): its entries go when met."""
+
+    def taken(self, name: str) -> None:
+        """Queue ``name``'s usage fell: the new shares on its path go into the heaps."""
+        heaps = self.heaps
+        if heaps is None:
+            return  # built at the first question, from the shares then
+        share, rank = self.tree.share, self.tree.rank
+        path = self.tree.path(name)
+        for k, parent in zip(path, path[1:], strict=False):
+            if parent in heaps:
+                heapq.heappush(heaps[parent], (-share(k), -rank[k], k))
 
     def __call__(self) -> str:
         """The queue among ``queues`` reached by the highest (share, name) children."""
-        if self.pick is not None and self._still():
-            return self.pick
-        tree, holds, queues = self.tree, self.holds, self.queues
-        nodes, share, known = tree.nodes, tree.share, tree._shares
-        top = next(n for n in holds if nodes[n].parent is None)
-        levels = []
-        while top not in queues:
-            best: str | None = None
-            second: str | None = None
-            most = runner = 0.0
-            for k in nodes[top].children:
-                if k in holds:
-                    found = known.get(k)
-                    if found is None:
-                        found = share(k)
-                    if best is None or found > most or (found == most and k > best):
-                        second, runner = best, most
-                        best, most = k, found
-                    elif second is None or found > runner or (found == runner and k > second):
-                        second, runner = k, found
-            levels.append((best, second, runner))
-            top = best  # a candidate lies below ``top``: some child is on its path
-        self.pick, self.levels = top, levels
-        return top
-
-    def _still(self) -> bool:
-        """Whether the last pick's path still beats the best other child at every level."""
+        if self.heaps is None:
+            self._build()
+        heaps, holds, queues = self.heaps, self.holds, self.queues
         share, known = self.tree.share, self.tree._shares
-        for k, rival, runner in self.levels:
-            if rival is None:
-                continue
-            found = known.get(k)
-            if found is None:
-                found = share(k)
-            if not (found > runner or (found == runner and k > rival)):
-                return False
-        return True
+        top = self.root
+        while top not in queues:
+            heap = heaps[top]
+            while True:
+                negative, _, k = heap[0]
+                if k in holds:
+                    now = known.get(k)
+                    if now is None:
+                        now = share(k)
+                    if -negative == now:
+                        break
+                heapq.heappop(heap)
+            top = k  # a candidate lies below ``top``: some child is on its path
+        return top
 
 
 def tournament_order(a: tuple, b: tuple) -> int:
@@ -782,6 +792,9 @@ class KueueReplayPolicy(PlannerPolicy):
         self._excesses: dict[int, tuple[tuple[int, int], dict[str, int]]] = {}
         #: per cluster, ((generation, version), the room with all borrowed work gone)
         self._every_gone: dict[int, tuple[tuple[int, int], NodeRoom]] = {}
+        #: per cluster, ((generation, version, the other flavors' borrowing), what
+        #: :meth:`_lines` read then)
+        self._kept_lines: dict[int, tuple[tuple, tuple]] = {}
 
     def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
         """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
@@ -822,6 +835,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._hopeless.clear()
         self._excesses.clear()
         self._every_gone.clear()
+        self._kept_lines.clear()
         self._tagged = [{} for _ in sim.cluster_ids]
         self._no_room = [(None, set()) for _ in sim.cluster_ids]
         self.trees = [trees.get(c) for c in sim.cluster_ids]
@@ -1298,14 +1312,11 @@ class KueueReplayPolicy(PlannerPolicy):
                 return None
         finally:
             tree.shift(q, -need)
-        victims = self._victims(sim, c, tree)  # retags each borrower's excess as BORROWED
+        victims, lines, held_of, least = self._lines(sim, c, tree)
         me = self.project_of[q]
-        cands: dict[str, deque[int]] = {}
-        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p != me]):
-            cands.setdefault(self.queue[sim.jobs.project[v]], deque()).append(v)
+        cands = {self.queue[p]: deque(vs) for p, vs in lines.items() if p != me}
         if not cands:
             return None
-        held_of = {v: sim.held(v) for vs in cands.values() for v in vs}
         second = self.strategies[1:] == STRATEGIES[1:]
         # the nodes were every candidate not yet turned down gone: under the first strategy
         # a candidate turned down is never taken, so once this room cannot hold the
@@ -1324,10 +1335,29 @@ class KueueReplayPolicy(PlannerPolicy):
         def fits() -> bool:  # q's usage holds the workload: without it, is there room?
             return room.fits(gpus) and tree.available_less(q, need) >= need
 
+        def doomed() -> bool:
+            """Whether every candidate left would be turned down, the tree as it stands.
+
+            Under the first strategy alone. A candidate's share without it is at most its
+            queue's share without the smallest of its line (``least``, read before the
+            search: shares rise with usage); while nothing is
+            taken nothing moves, so were each of those below the preemptor's share at
+            their split, the search would turn every one down and end without fitting
+            (the room only grows by a take): no need to walk them.
+            """
+            for z, left in cands.items():
+                if left:
+                    az, bz = self._split(tree, q, z)
+                    if tree.share(az) <= tree.share_without(z, least[z], bz):
+                        return False
+            return True
+
         def take(v: int) -> None:
             targets.append(v)
             room.take(v)
-            tree.shift(self.queue[sim.jobs.project[v]], -held_of[v])
+            y = self.queue[sim.jobs.project[v]]
+            tree.shift(y, -held_of[v])
+            highest.taken(y)
 
         # node → how many candidate queues lie at or below it (the tournament's paths)
         holds: dict[str, int] = {}
@@ -1346,6 +1376,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 # the target's share without a candidate depends on its GPUs alone (one
                 # queue, the tree unchanged until a take): once per size
                 without: dict[int, float] = {}
+                first = True  # no candidate of this pick turned down yet
                 while line:
                     v = line.popleft()
                     share = without.get(held_of[v])
@@ -1359,6 +1390,9 @@ class KueueReplayPolicy(PlannerPolicy):
                         reach.give_back(v)
                         if not reach.fits(gpus):
                             return None  # what is left can no longer make room
+                        if first and doomed():
+                            return None  # no candidate left will be taken
+                        first = False
                 if not line:
                     del cands[y]
                     highest.forget()
@@ -1377,7 +1411,36 @@ class KueueReplayPolicy(PlannerPolicy):
             self._drop_spare(sim, tree, targets, fits, room)
             return targets
         finally:
-            self._sync(sim, c, tree)
+            # back as the engine holds it (what a sync would set), by the same shifts
+            # undone, so the shares off these paths stay known
+            for v in targets:
+                tree.shift(self.queue[sim.jobs.project[v]], held_of[v])
+            tree.shift(q, -need)
+
+    def _lines(self, sim, c: int, tree: FlavorTree
+               ) -> tuple[list[tuple[int, str]], dict[int, list[int]], dict[int, int],
+                          dict[str, int]]:
+        """:meth:`_victims`, and each borrowing project's borrowed work in victim order.
+
+        With each such job's GPUs held, and each project's queue's smallest. They follow
+        from ``c``'s running work, tags and the trees alone (the engine's version, read
+        after :meth:`_victims` retagged, whose retagging at that version is a no-op), and
+        from the other flavors' borrowing (the shares' order): kept while none changed.
+        """
+        now = (self._generation, sim.version(c), self._elsewhere)
+        kept = self._kept_lines.get(c)
+        if kept is not None and kept[0] == now:
+            return kept[1]
+        victims = self._victims(sim, c, tree)  # retags each borrower's excess as BORROWED
+        lines: dict[int, list[int]] = {}
+        project = sim.jobs.project
+        for v in sim.victim_jobs(c, victims):
+            lines.setdefault(project[v], []).append(v)
+        held_of = {v: sim.held(v) for vs in lines.values() for v in vs}
+        least = {self.queue[p]: min([held_of[v] for v in vs]) for p, vs in lines.items()}
+        found = (victims, lines, held_of, least)
+        self._kept_lines[c] = ((self._generation, sim.version(c), self._elsewhere), found)
+        return found
 
     def _reach(self, sim, c: int, me: int, victims: list[tuple[int, str]]) -> NodeRoom:
         """The nodes of ``c`` were every borrowed workload of ``victims`` but ``me``'s gone.
