@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -9,7 +11,12 @@ from hypothesis import strategies as st
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.metrics import compute_metrics
 from planner.simulate.planner_policy import PlannerPolicy
-from planner.simulate.policies import AdmissionPolicy, FairTreePolicy, LookbackPolicy
+from planner.simulate.policies import (
+    FairTreePolicy,
+    LookbackPolicy,
+    PriorityPolicy,
+    QuotaPolicy,
+)
 from planner.simulate.run import POLICIES
 from planner.simulate.slurm_replay import BUDGET, SlurmReplayPolicy
 from tests.test_simulate import COLUMNS, Q0
@@ -255,15 +262,43 @@ def test_lookback_victims_are_the_projects_over_their_share_most_over_first(data
 class PlainReplay(Replay):
     """The engine without its shortcuts, checking the remembered first jobs as it goes.
 
-    ``fits`` off blocked nodes places the job (``_place``); ``preempt_for`` forgets the
+    ``fits`` scans the nodes' buckets (off blocked or held nodes it places the job:
+    ``_place``), checking the most free GPUs kept per cluster; ``preempt_for`` forgets the
     asks that found no room before each ask; every queue's remembered first job (and the
     first that fits) is the one a scan of its buckets finds.
     """
 
     def fits(self, c, gpus, blocked=frozenset()):
-        if blocked:
+        # the most free GPUs on a node, as kept, is the scan's
+        assert self.top_free[c] == max(self.free[c]), (self.top_free[c], self.free[c])
+        if blocked or self.held_nodes[c]:
             return self._place(c, gpus, blocked) is not None
-        return super().fits(c, gpus)
+        gpn, buckets = self.gpn[c], self.buckets[c]
+        if gpus >= gpn:
+            return len(buckets[gpn]) >= -(-gpus // gpn)
+        return any(buckets[f] for f in range(gpus, gpn + 1))
+
+    def any_fits(self, c):
+        fast = super().any_fits(c)
+        assert fast == any(n and self.fits(c, g) for g, n in self.waiting_sizes[c].items())
+        return fast
+
+    def heads(self, c):
+        fast = super().heads(c)
+        assert sorted(fast) == [(p, self.head(c, p)) for p in self.waiting_projects(c)]
+        return fast
+
+    def head_in(self, c, p, sizes):
+        fast = super().head_in(c, p, sizes)
+        assert fast == self.head_fit(c, p, fits=sizes.__contains__)
+        return fast
+
+    def heads_in(self, c, sizes):
+        fast = super().heads_in(c, sizes)
+        assert sorted(fast) == [(p, job) for p in self.waiting_projects(c)
+                                if (job := self.head_fit(c, p, fits=sizes.__contains__))
+                                is not None]
+        return fast
 
     def preempt_for(self, job, victims, blocked=frozenset(), scan_limit=512):
         self._no_room = [(-1, set())] * len(self._no_room)
@@ -277,10 +312,75 @@ class PlainReplay(Replay):
         return job
 
 
-class PlainLookback(LookbackPolicy):
-    """``lookback`` through :meth:`AdmissionPolicy.schedule` (every project in the heap)."""
+def plain_schedule(self, sim, c):
+    """:meth:`AdmissionPolicy.schedule` as first written: every waiting project in the heap."""
+    if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        return
+    heap = []
+    maybe = self.candidates(sim, c)
+    for p in sim.waiting_projects(c):
+        if maybe is not None and not maybe[p]:
+            continue
+        job = sim.head(c, p)
+        heap.append((self.rank(sim, c, p, job), p, job))
+    heapq.heapify(heap)
+    gpus = sim.jobs.gpus
+    while heap:
+        _, p, job = heapq.heappop(heap)
+        tag = self.entitled(sim, c, p, job)
+        if tag is None:
+            continue
+        if not (sim.fits(c, gpus[job]) or sim.preempt_for(job, self.victims(sim, c, p, job))):
+            continue
+        sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+        nxt = sim.head(c, p)
+        if nxt is not None:
+            heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+    plain_fill(self, sim, c)
 
-    schedule = AdmissionPolicy.schedule
+
+def plain_fill(self, sim, c):
+    """:meth:`AdmissionPolicy.fill` as first written: ``fits`` asked per size between starts."""
+    if not sim.any_fits(c):
+        return
+    fit = {}
+
+    def fits(size):
+        found = fit.get(size)
+        if found is None:
+            found = fit[size] = sim.fits(c, size)
+        return found
+
+    heap = []
+    for p in sim.waiting_projects(c):
+        job = sim.head_fit(c, p, fits=fits)
+        if job is not None:
+            heap.append((self.fill_rank(sim, c, p, job), p, job))
+    heapq.heapify(heap)
+    gpus = sim.jobs.gpus
+    while heap:
+        _, p, job = heapq.heappop(heap)
+        if not sim.is_waiting(job) or not fits(gpus[job]):
+            job = sim.head_fit(c, p, fits=fits)
+            if job is not None:
+                heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+            continue
+        tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
+        sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+        fit.clear()
+        if not sim.any_fits(c):
+            return
+        job = sim.head_fit(c, p, fits=fits)
+        if job is not None:
+            heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+
+
+def with_plain_pass(cls):
+    """The policy with the plain entitled pass and fill (every project in the heap)."""
+    return type(f"Plain{cls.__name__}", (cls,), {"schedule": plain_schedule, "fill": plain_fill})
+
+
+PlainLookback = with_plain_pass(LookbackPolicy)
 
 
 class CheckedSlurm(SlurmReplayPolicy):
@@ -310,5 +410,8 @@ def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # asks and backfill tables, as with the plain pass and engine
     sc, tr = random_case(jobs, nodes)
     fast = {"lookback": LookbackPolicy, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
-    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
+    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm,
+             "quota": with_plain_pass(QuotaPolicy),
+             "priority": with_plain_pass(PriorityPolicy)
+             }.get(name, VARIANTS[name])
     assert _fates(replay(sc, tr, fast())) == _fates(PlainReplay(sc, tr, plain()).run())

@@ -132,68 +132,104 @@ class AdmissionPolicy(Policy):
         """Hours a job started under ``tag`` may not be preempted (None: its min runtime)."""
         return None
 
+    #: whether a preemption can make a project entitled that was not in the same pass
+    #: (its GPUs held drop): then those not entitled at the start are asked again after it
+    entitles_after_preemption = True
+
     def schedule(self, sim, c: int) -> None:
-        """Entitled phase with preemption, then fill."""
+        """Entitled phase with preemption, then fill.
+
+        The plain pass heaps every waiting project's first job and asks :meth:`entitled`
+        of each as it pops. Here the heap holds the projects entitled at the start; a
+        project not entitled then can become so in the pass only by a preemption (its
+        own starts aside, the policies' :meth:`entitled` reads only the project's and its
+        team's GPUs held, and a start only adds to them), so the others wait aside and
+        join after each preemption as :meth:`_entitled_now` says (not at all when
+        ``entitles_after_preemption`` is False). The same jobs start in the same order
+        (a property test replays both).
+        """
         if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
-        heap = []
+        heap, later = [], []
         maybe = self.candidates(sim, c)
-        for p in sim.waiting_projects(c):
+        rank, entitled = self.rank, self.entitled
+        again = self.entitles_after_preemption
+        for p, job in sim.heads(c):
             if maybe is not None and not maybe[p]:
                 continue
-            job = sim.head(c, p)
-            heap.append((self.rank(sim, c, p, job), p, job))
+            if entitled(sim, c, p, job) is not None:
+                heap.append((rank(sim, c, p, job), p, job))
+            elif again:
+                later.append((rank(sim, c, p, job), p, job))
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
+        popped = None  # the largest entry popped so far
         while heap:
-            _, p, job = heapq.heappop(heap)
-            tag = self.entitled(sim, c, p, job)
+            entry = heapq.heappop(heap)
+            if popped is None or entry > popped:
+                popped = entry
+            _, p, job = entry
+            tag = entitled(sim, c, p, job)
             if tag is None:
                 continue
-            if not (sim.fits(c, gpus[job])
-                    or sim.preempt_for(job, self.victims(sim, c, p, job))):
-                continue
+            if not sim.fits(c, gpus[job]):
+                version = sim.version(c)
+                room = sim.preempt_for(job, self.victims(sim, c, p, job))
+                if later and sim.version(c) != version:  # work was preempted: held dropped
+                    later = self._entitled_now(sim, c, heap, later, popped)
+                if not room:
+                    continue
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
             nxt = sim.head(c, p)
             if nxt is not None:
-                heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+                heapq.heappush(heap, (rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
 
+    def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
+        """After a preemption: push the entries of ``later`` entitled now; the rest.
+
+        An entry below ``popped`` (the largest popped so far) was popped by the plain pass
+        already, while not entitled: it is dropped. The others join the heap under the
+        rank they had at the start, as the plain pass would pop them.
+        """
+        waiting = []
+        for entry in later:
+            if entry < popped:
+                continue
+            if self.entitled(sim, c, entry[1], entry[2]) is None:
+                waiting.append(entry)
+            else:
+                heapq.heappush(heap, entry)
+        return waiting
+
     def fill(self, sim, c: int) -> None:
-        """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits."""
-        if not sim.any_fits(c):
+        """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits.
+
+        Whether a size fits changes only when a job starts: the sizes that fit
+        (:meth:`Replay.fitting_sizes`) are read once between starts.
+        """
+        sizes = sim.fitting_sizes(c)
+        if not sizes:
             return
-        # whether a size fits changes only when a job starts: asked once per size between
-        fit: dict[int, bool] = {}
-
-        def fits(size: int) -> bool:
-            found = fit.get(size)
-            if found is None:
-                found = fit[size] = sim.fits(c, size)
-            return found
-
-        heap = []
-        for p in sim.waiting_projects(c):
-            job = sim.head_fit(c, p, fits=fits)
-            if job is not None:
-                heap.append((self.fill_rank(sim, c, p, job), p, job))
+        fill_rank = self.fill_rank
+        heap = [(fill_rank(sim, c, p, job), p, job) for p, job in sim.heads_in(c, sizes)]
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
         while heap:
             _, p, job = heapq.heappop(heap)
-            if not sim.is_waiting(job) or not fits(gpus[job]):
-                job = sim.head_fit(c, p, fits=fits)
+            if not sim.is_waiting(job) or gpus[job] not in sizes:
+                job = sim.head_in(c, p, sizes)
                 if job is not None:
-                    heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+                    heapq.heappush(heap, (fill_rank(sim, c, p, job), p, job))
                 continue
             tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
-            fit.clear()
-            if not sim.any_fits(c):
+            sizes = sim.fitting_sizes(c)
+            if not sizes:
                 return
-            job = sim.head_fit(c, p, fits=fits)
+            job = sim.head_in(c, p, sizes)
             if job is not None:
-                heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+                heapq.heappush(heap, (fill_rank(sim, c, p, job), p, job))
 
 
 # -- shares of the clusters by budget ---------------------------------------------------
@@ -255,6 +291,8 @@ class PriorityPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """Team caps: the team's budget share of each cluster, whole GPUs."""
         self.team, _ = project_teams(sim.tree)
+        self._used_at: tuple[int, int] | None = None  # (cluster, version) of ``_used``
+        self._used: dict[int, int] = {}  # team → non-preemptible GPUs held
         shares = budget_shares(sim)
         teams = sorted(set(self.team))
         self.members = {t: [p for p, tp in enumerate(self.team) if tp == t] for t in teams}
@@ -264,13 +302,27 @@ class PriorityPolicy(AdmissionPolicy):
             for t, cap in zip(teams, largest_remainder(per_team, total), strict=True):
                 self.cap[(t, c)] = int(cap)
 
+    #: a pass preempts only preemptible work: no team's non-preemptible GPUs drop in it
+    entitles_after_preemption = False
+
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """High, allocated and within the team's cap: non-preemptible."""
         if sim.key[job][0] != 0 or not sim.jobs.allocated[job]:
             return None
         team = self.team[p]
-        used = sum(sim.held_under(c, q, "nonpreemptible") for q in self.members[team])
-        return "nonpreemptible" if used + sim.held(job) <= self.cap[(team, c)] else None
+        return ("nonpreemptible" if self._team_used(sim, c, team) + sim.held(job)
+                <= self.cap[(team, c)] else None)
+
+    def _team_used(self, sim, c: int, team: int) -> int:
+        """Non-preemptible GPUs the team holds on ``c``; kept until ``c``'s work changes."""
+        version = (c, sim.version(c))
+        if self._used_at != version:
+            self._used_at, self._used = version, {}
+        used = self._used.get(team)
+        if used is None:
+            used = self._used[team] = sum(sim.held_under(c, q, "nonpreemptible")
+                                          for q in self.members[team])
+        return used
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Any team's preemptible work."""
@@ -289,19 +341,43 @@ class QuotaPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """Nominal quotas by budget share, integer per cluster."""
         self.team, self.area = project_teams(sim.tree)
-        teams, areas = np.asarray(self.team), np.asarray(self.area)
-        #: per project, the mask of its team's (area's) projects
-        self._team_of = [teams == t for t in self.team]
-        self._area_of = [areas == a for a in self.area]
+        self._n_nodes = max(self.team + self.area) + 1  # team and area ids: tree nodes
         shares = budget_shares(sim)
         self.nominal = np.zeros(shares.shape, dtype=np.int64)
         for c, total in enumerate(sim.capacity):
             self.nominal[:, c] = largest_remainder(shares[:, c], total)
+        self._nominal = [self.nominal[:, c].tolist() for c in range(len(sim.capacity))]
+        self._held_at: tuple[int, int] | None = None  # (cluster, version) of ``_held_now``
+        self._held_now: list[int] = []
+        self._unused: tuple[list[int], list[int]] | None = None
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Within the project's nominal quota."""
-        within = sim.held_project[p, c] + sim.held(job) <= self.nominal[p, c]
+        within = self._held(sim, c)[p] + sim.held(job) <= self._nominal[c][p]
         return "nominal" if within else None
+
+    def _held(self, sim, c: int) -> list[int]:
+        """GPUs each project holds on ``c`` (``held_project``), kept until ``c``'s work changes.
+
+        With the team and area sums of the unused nominal quota (:meth:`fill_rank`), worked
+        out on the first ask.
+        """
+        version = (c, sim.version(c))
+        if self._held_at != version:
+            self._held_at, self._held_now = version, sim.held_project[:, c].tolist()
+            self._unused = None
+        return self._held_now
+
+    def _unused_sums(self, sim, c: int) -> tuple[list[int], list[int]]:
+        """Per team and per area (tree node), the nominal quota its projects leave unused."""
+        held = self._held(sim, c)
+        if self._unused is None:
+            team, area = [0] * self._n_nodes, [0] * self._n_nodes
+            for q, (nominal, used) in enumerate(zip(self._nominal[c], held, strict=True)):
+                team[self.team[q]] += nominal - used
+                area[self.area[q]] += nominal - used
+            self._unused = (team, area)
+        return self._unused
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Borrowed work of projects above their nominal quota, most over first."""
@@ -311,10 +387,9 @@ class QuotaPolicy(AdmissionPolicy):
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Borrow from the team's cohort first, then the area's, then the root's; FIFO."""
-        unused = self.nominal[:, c] - sim.held_project[:, c]
-        team, area = self._team_of[p], self._area_of[p]
+        team, area = self._unused_sums(sim, c)
         need = sim.held(job)
-        level = 0 if unused[team].sum() >= need else 1 if unused[area].sum() >= need else 2
+        level = 0 if team[self.team[p]] >= need else 1 if area[self.area[p]] >= need else 2
         return (level, *sim.key[job])
 
 
@@ -387,8 +462,7 @@ class LookbackPolicy(AdmissionPolicy):
         below = (held < share - 1e-9).tolist()
         allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
         heap, later = [], []
-        for p in sim.waiting_projects(c):
-            job = sim.head(c, p)
+        for p, job in sim.heads(c):
             if allocated[job]:  # a project whose first job is unallocated is never entitled
                 (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
         heapq.heapify(heap)
@@ -405,15 +479,7 @@ class LookbackPolicy(AdmissionPolicy):
                 version = sim.version(c)
                 room = sim.preempt_for(job, self._victims_with_members(sim, c, p, job))
                 if later and sim.version(c) != version:  # work was preempted: held dropped
-                    waiting = []
-                    for e in later:
-                        if e < popped:
-                            continue  # the plain pass popped it already (not entitled)
-                        if self.entitled(sim, c, e[1], e[2]) is None:
-                            waiting.append(e)
-                        else:
-                            heapq.heappush(heap, e)
-                    later = waiting
+                    later = self._entitled_now(sim, c, heap, later, popped)
                 if not room:
                     continue
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
