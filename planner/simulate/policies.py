@@ -59,6 +59,7 @@ then divided in proportion to the budget shares on it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import zlib
@@ -407,8 +408,10 @@ class LookbackPolicy(AdmissionPolicy):
         #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
         self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
         self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
-        #: per cluster, (version, the unallocated groups with expired jobs)
-        self._live_of: dict[int, tuple[int, list[tuple[int, str]]]] = {}
+        #: per cluster, (version, shares, the groups with expired jobs): the victims' memo
+        self._live_of: dict[int, tuple] = {}
+        #: per cluster, :meth:`_read`'s answer
+        self._read_of: dict[int, tuple] = {}
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -443,6 +446,21 @@ class LookbackPolicy(AdmissionPolicy):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
 
+    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], np.ndarray]:
+        """Every project's :meth:`_ratio` on ``c``, and whether it is below its share.
+
+        (version, shares, the ratios and the below flags as lists, the ratios' array),
+        kept until the shares or ``c``'s running work change (:meth:`Replay.version`).
+        """
+        version = sim.version(c)
+        cached = self._read_of.get(c)
+        if cached is None or cached[0] != version or cached[1] is not self.share:
+            ratios = self._ratios(sim, c)
+            below = sim.held_project[:, c] < self.share[:, c] - 1e-9
+            cached = self._read_of[c] = (version, self.share, ratios.tolist(), below.tolist(),
+                                         ratios)
+        return cached
+
     def schedule(self, sim, c: int) -> None:
         """:meth:`AdmissionPolicy.schedule`'s passes, the entitled one skipping the idle.
 
@@ -457,9 +475,7 @@ class LookbackPolicy(AdmissionPolicy):
         """
         if not sim.any_fits(c) and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
-        share, held = self.share[:, c], sim.held_project[:, c]
-        ratio = self._ratios(sim, c).tolist()
-        below = (held < share - 1e-9).tolist()
+        _, _, ratio, below, _ = self._read(sim, c)
         allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
         heap, later = [], []
         for p, job in sim.heads(c):
@@ -490,7 +506,7 @@ class LookbackPolicy(AdmissionPolicy):
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Furthest below its share first."""
-        return (self._ratio(sim, c, p), *sim.key[job])
+        return (self._read(sim, c)[2][p], *sim.key[job])
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Allocated work of a project below its share."""
@@ -521,16 +537,26 @@ class LookbackPolicy(AdmissionPolicy):
     def _victims_with_members(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
 
-        The unallocated groups with members are kept until ``c``'s running work changes.
+        Kept until the shares or ``c``'s running work change: the unallocated groups with
+        members, and per project over its share (:meth:`_over`'s order) its groups with
+        members; those whose ratio beats p's with ``job`` are a prefix (found by bisection).
         """
         version = sim.version(c)
         cached = self._live_of.get(c)
-        if cached is None or cached[0] != version:
+        if cached is None or cached[0] != version or cached[1] is not self.share:
             live = sim.victim_groups(c)
-            cached = self._live_of[c] = (version, [
-                (q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
-                if (q, JobClass.UNALLOCATED) in live])
-        return cached[1] + self._over_groups(sim, c, p, job)
+            over = self._over(sim, c)
+            cached = self._live_of[c] = (
+                version, self.share,
+                [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
+                 if (q, JobClass.UNALLOCATED) in live],
+                [-ratio for ratio, _ in over],
+                [(q, [g for g in ((q, JobClass.FILL), (q, "share")) if g in live])
+                 for _, q in over])
+        _, _, unallocated, minus, over = cached
+        after = self._ratio(sim, c, p, sim.held(job))
+        beats = over[:bisect.bisect_left(minus, -after)]  # ratio > after
+        return unallocated + [g for q, groups in beats if q != p for g in groups]
 
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
@@ -543,7 +569,7 @@ class LookbackPolicy(AdmissionPolicy):
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
         qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
-        ratio = self._ratios(sim, c)[qs]
+        ratio = self._read(sim, c)[4][qs]
         order = np.lexsort((qs, -ratio))
         over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
         self._over_of[c] = (version, self.share, over)
@@ -555,7 +581,8 @@ class LookbackPolicy(AdmissionPolicy):
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Allocated before unallocated, furthest below share first."""
-        return (sim.key[job][0], self._ratio(sim, c, p), *sim.key[job][1:])
+        key = sim.key[job]
+        return (key[0], self._read(sim, c)[2][p], *key[1:])
 
 
 # -- fairtree (Slurm) ----------------------------------------------------------------------
