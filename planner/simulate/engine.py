@@ -185,14 +185,18 @@ class ProjectQueue:
         #: (first entry, its size) while known; _STALE after a removal (found again on demand)
         self._head: tuple[tuple[tuple, int], int] | None | object = None
 
-    def push(self, key: tuple, job: int, gpus: int) -> None:
-        """Add a waiting job."""
+    def push(self, key: tuple, job: int, gpus: int) -> bool:
+        """Add a waiting job; False when the queue's first job stays the same."""
         entry = (key, job)
         heapq.heappush(self.buckets.setdefault(gpus, []), entry)
         self.count += 1
         head = self._head
-        if head is not _STALE and (head is None or entry < head[0]):
+        if head is _STALE:
+            return True  # not known: it may have changed
+        if head is None or entry < head[0]:
             self._head = (entry, gpus)
+            return True
+        return False
 
     def _first(self) -> tuple[tuple[tuple, int], int] | None:
         """(first entry by key, its size), remembered until a job leaves the queue."""
@@ -384,6 +388,9 @@ class Replay:
         #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
         #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
         self.versions = [0] * n_k
+        #: per cluster, bumped whenever a project's first waiting job on it may change (a
+        #: job joins a queue ahead of the first, or leaves one): :meth:`queue_version`
+        self.queue_versions = [0] * n_k
         #: per cluster, (version, the preempt_for asks that found no room at that version)
         self._no_room: list[tuple[int, set]] = [(-1, set())] * n_k
         #: the same per (cluster, project): bumped by the changes to that project's jobs
@@ -600,6 +607,14 @@ class Replay:
         """
         return self.versions[c]
 
+    def queue_version(self, c: int) -> int:
+        """A counter of changes to the first waiting job of any project on ``c``.
+
+        With :meth:`version`: two reads that give the same numbers saw the same running
+        work and the same first job (:meth:`head`) of every project waiting on ``c``.
+        """
+        return self.queue_versions[c]
+
     def project_version(self, c: int, p: int) -> int:
         """:meth:`version` of project ``p``'s running work on ``c`` alone."""
         return self.project_versions[c][p]
@@ -645,7 +660,8 @@ class Replay:
         queue = self.queues[c].get(p)
         if queue is None:
             queue = self.queues[c][p] = ProjectQueue()
-        queue.push(self.key[job], job, g)
+        if queue.push(self.key[job], job, g):
+            self.queue_versions[c] += 1
         sizes = self.waiting_sizes[c]
         sizes[g] = sizes.get(g, 0) + 1
         self.n_waiting[c] += 1
@@ -754,6 +770,7 @@ class Replay:
             queue.remove(self.key[job], job, g)
         else:
             queue.remove_head(g)
+        self.queue_versions[c] += 1
         self.waiting_sizes[c][g] -= 1
         self.n_waiting[c] -= 1
         per_node = self.gpn[c] if g >= self.gpn[c] else g

@@ -137,6 +137,17 @@ class AdmissionPolicy(Policy):
     #: (its GPUs held drop): then those not entitled at the start are asked again after it
     entitles_after_preemption = True
 
+    def quiet_key(self, sim, c: int):
+        """What a pass on ``c`` reads besides ``c``'s running work and first waiting jobs.
+
+        None (the default): the pass is always run. Otherwise a value that changes
+        whenever anything else the pass reads does (shares, caps, the clock if read): a
+        pass that started nothing and preempted nothing is then known to do nothing again
+        while the key, :meth:`Replay.version` and :meth:`Replay.queue_version` stay the
+        same (a submit behind a project's first job changes neither), and is skipped.
+        """
+        return None
+
     def schedule(self, sim, c: int) -> None:
         """Entitled phase with preemption, then fill.
 
@@ -149,8 +160,12 @@ class AdmissionPolicy(Policy):
         ``entitles_after_preemption`` is False). The same jobs start in the same order
         (a property test replays both).
         """
-        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        fits = sim.any_fits(c)
+        if not fits and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
+        quiet = self._quiet_since(sim, c, fits)
+        if quiet is None:
+            return
         heap, later = [], []
         maybe = self.candidates(sim, c)
         rank, entitled = self.rank, self.entitled
@@ -185,6 +200,32 @@ class AdmissionPolicy(Policy):
             if nxt is not None:
                 heapq.heappush(heap, (rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
+        self._quiet_after(sim, c, quiet)
+
+    def _quiet_since(self, sim, c: int, fits: bool) -> tuple | None:
+        """None when the last pass on ``c`` did nothing and nothing it read changed since.
+
+        Nothing fits now (``fits`` is :meth:`Replay.any_fits`: a job queued behind a
+        project's first may fit, and the fill would start it), so the pass could only
+        start what it entitles after a preemption: of the queues it reads only each
+        project's first job. Otherwise what :meth:`_quiet_after` keeps should this pass do
+        nothing (``()``: nothing, the policy has no :meth:`quiet_key`).
+        """
+        key = self.quiet_key(sim, c)
+        if key is None:
+            return ()
+        now = (sim.version(c), sim.queue_version(c), key)
+        memo = self.__dict__.setdefault("_quiet", {})  # per cluster, a pass that did nothing
+        return None if not fits and memo.get(c) == now else now
+
+    def _quiet_after(self, sim, c: int, before: tuple) -> None:
+        """Remember what a pass that did nothing read (no start, no preemption), or forget."""
+        if before:
+            memo = self.__dict__.setdefault("_quiet", {})
+            if sim.version(c) == before[0]:
+                memo[c] = before
+            else:
+                memo.pop(c, None)
 
     def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
         """After a preemption: push the entries of ``later`` entitled now; the rest.
@@ -306,6 +347,10 @@ class PriorityPolicy(AdmissionPolicy):
     #: a pass preempts only preemptible work: no team's non-preemptible GPUs drop in it
     entitles_after_preemption = False
 
+    def quiet_key(self, sim, c: int) -> tuple:
+        """Nothing: the caps are fixed and the pass reads only the cluster's work and queues."""
+        return ()
+
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """High, allocated and within the team's cap: non-preemptible."""
         if sim.key[job][0] != 0 or not sim.jobs.allocated[job]:
@@ -351,6 +396,10 @@ class QuotaPolicy(AdmissionPolicy):
         self._held_at: tuple[int, int] | None = None  # (cluster, version) of ``_held_now``
         self._held_now: list[int] = []
         self._unused: tuple[list[int], list[int]] | None = None
+
+    def quiet_key(self, sim, c: int) -> tuple:
+        """Nothing: the quotas are fixed and the pass reads only the cluster's work and queues."""
+        return ()
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Within the project's nominal quota."""
@@ -420,6 +469,7 @@ class LookbackPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """No shares before the first hour's refresh."""
         self.share = np.zeros((len(sim.projects), len(sim.cluster_ids)))
+        self._shares_set = 0  # how many times the shares were set (:meth:`quiet_key`)
         self.rate = np.array(sim.rate)
         self.period = float(sim.scenario.config.period_hours)
 
@@ -433,7 +483,12 @@ class LookbackPolicy(AdmissionPolicy):
         capacity = np.array(sim.capacity, dtype=float) * scale
         grant = hierarchical_water_fill(sim.tree, capacity, demand, offset)
         self.share = grant / scale[None, :]
+        self._shares_set += 1
         return True
+
+    def quiet_key(self, sim, c: int) -> int:
+        """The shares read (a pass reads nothing else but the cluster's work and queues)."""
+        return self._shares_set
 
     def _ratio(self, sim, c: int, p: int, extra: int = 0) -> float:
         share = self.share[p, c]
@@ -473,8 +528,12 @@ class LookbackPolicy(AdmissionPolicy):
         heap under the rank they had at the start, as the plain pass would pop them. The
         same jobs start in the same order (a property test replays both).
         """
-        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        fits = sim.any_fits(c)
+        if not fits and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
+        quiet = self._quiet_since(sim, c, fits)
+        if quiet is None:
+            return
         _, _, ratio, below, _ = self._read(sim, c)
         allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
         heap, later = [], []
@@ -503,6 +562,7 @@ class LookbackPolicy(AdmissionPolicy):
             if nxt is not None:
                 heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
+        self._quiet_after(sim, c, quiet)
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Furthest below its share first."""
