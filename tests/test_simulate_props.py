@@ -393,6 +393,55 @@ class PlainPlanner(PlannerPolicy):
     fill = plain_fill
 
 
+class CheckedFairTree(FairTreePolicy):
+    """``fairtree`` asserting each head's reservation from its table equals the plain one."""
+
+    def _head_reservation(self, sim, c, head):
+        fast = super()._head_reservation(sim, c, head)
+        assert fast == self._reservation(sim, c, head), (sim.now, c, head)
+        return fast
+
+
+class PlainFairTree(FairTreePolicy):
+    """``fairtree``'s pass as first written: ``fits`` asked per size, the plain reservation."""
+
+    def schedule(self, sim, c):
+        order = sorted(sim.waiting_projects(c), key=lambda p: self.rank_of[p])
+        gpus = sim.jobs.gpus
+        head = None
+        for i, p in enumerate(order):
+            while True:
+                job = sim.head(c, p)
+                if job is None:
+                    break
+                if not sim.fits(c, gpus[job]):
+                    head = job
+                    break
+                sim.start(job, "run")
+            if head is not None:
+                order = order[i:]
+                break
+        if head is None or not sim.any_fits(c):
+            return
+        shadow, reserved = self._reservation(sim, c, head)
+        tested = 0
+        for p in order:
+            while tested < self.bf_max_job_test:
+                job = sim.head_fit(c, p)
+                if job is None:
+                    break
+                tested += 1
+                if sim.now + sim.requested_hours(job) <= shadow + 1e-9:
+                    sim.start(job, "backfill")
+                    continue
+                job = sim.head_fit(c, p, reserved)
+                if job is None or sim.now + sim.requested_hours(job) <= shadow + 1e-9:
+                    break
+                sim.start(job, "backfill", reserved)
+            if not sim.any_fits(c):
+                return
+
+
 class CheckedSlurm(SlurmReplayPolicy):
     """``planner-slurm`` asserting each backfill reservation equals Fair Tree's plain one."""
 
@@ -413,16 +462,17 @@ def _fates(result) -> str:
 @given(jobs=st.lists(JOB, min_size=1, max_size=20),
        nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
        name=st.sampled_from(["lookback", "planner-slurm", "quota", "priority", "planner",
-                              "planner-kueue"]))
+                              "planner-kueue", "fairtree"]))
 def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # the same jobs start, end and are preempted at the same times, to the last digit, with
     # the fast entitled pass (only the projects entitled at the start heaped; a pass that
     # did nothing skipped while nothing it reads changed), the fill by fitting sizes, the
     # remembered queue heads, failed preemption asks and backfill tables, as with the plain
-    # pass and engine
+    # pass and engine; fairtree's head reservation from its table as the plain one
     sc, tr = random_case(jobs, nodes)
-    fast = {"lookback": LookbackPolicy, "planner-slurm": CheckedSlurm}.get(name, VARIANTS[name])
-    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm,
+    fast = {"lookback": LookbackPolicy, "planner-slurm": CheckedSlurm,
+            "fairtree": CheckedFairTree}.get(name, VARIANTS[name])
+    plain = {"lookback": PlainLookback, "planner-slurm": CheckedSlurm, "fairtree": PlainFairTree,
              "quota": with_plain_pass(QuotaPolicy), "planner": PlainPlanner,
              "priority": with_plain_pass(PriorityPolicy)
              }.get(name, VARIANTS[name])

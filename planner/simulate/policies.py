@@ -663,6 +663,8 @@ class FairTreePolicy(Policy):
         self.usage = np.zeros(len(sim.projects))
         self.rate = np.array(sim.rate)
         self.rank_of = list(range(len(sim.projects)))
+        #: per cluster, (each node's version read, its (limit end, GPUs freed) table)
+        self._tables: dict[int, tuple[list[int], list]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Decay the usage, add the last hour's (NGH), re-rank the tree."""
@@ -690,25 +692,61 @@ class FairTreePolicy(Policy):
             if head is not None:
                 order = order[i:]
                 break
-        if head is None or not sim.any_fits(c):
+        sizes = sim.fitting_sizes(c)  # read again after each start
+        if head is None or not sizes:
             return
-        shadow, reserved = self._reservation(sim, c, head)
+        shadow, reserved = self._head_reservation(sim, c, head)
         tested = 0
         for p in order:
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p)
+                job = sim.head_in(c, p, sizes)
                 if job is None:
                     break
                 tested += 1
                 if sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     sim.start(job, "backfill")
+                    sizes = sim.fitting_sizes(c)
                     continue
                 job = sim.head_fit(c, p, reserved)
                 if job is None or sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     break
                 sim.start(job, "backfill", reserved)
-            if not sim.any_fits(c):
+                sizes = sim.fitting_sizes(c)
+            if not sizes:
                 return
+
+    def _head_reservation(self, sim, c: int, head: int) -> tuple[float, frozenset[int]]:
+        """:meth:`_reservation` of the blocked head (running jobs' limits), from a table.
+
+        Per node its free GPUs and its jobs' (:meth:`Replay.limit_end`, GPUs freed) in
+        limit order, kept until the node's jobs change (:meth:`Replay.node_version`; a
+        run's limit end is fixed). A job frees its GPUs at max(limit end, now): the limit
+        order is the plain (expected end, job) order but for ties, which free at one time.
+        """
+        g, gpn, now = sim.jobs.gpus[head], sim.gpn[c], sim.now
+        versions = sim.node_version(c)
+        seen, table = self._tables.setdefault(c, ([-1] * sim.nodes[c], [None] * sim.nodes[c]))
+        gpus, limit_end = sim.jobs.gpus, sim.limit_end
+        frees: list[tuple[float, int]] = []
+        for node, free, jobs in sim.nodes_on(c):
+            if seen[node] != versions[node]:
+                seen[node] = versions[node]
+                table[node] = [(t, gpn if gpus[j] >= gpn else gpus[j])
+                               for t, j in sorted((limit_end(j), j) for j in jobs)]
+            ends = table[node]
+            if g >= gpn:  # the last to end
+                frees.append((max(ends[-1][0], now) if ends else now, node))
+                continue
+            if free >= g:
+                frees.append((now, node))
+                continue
+            have = free
+            for t, gives in ends:
+                have += gives
+                if have >= g:
+                    frees.append((max(t, now), node))
+                    break
+        return earliest_nodes(frees, g, gpn)
 
     @staticmethod
     def _reservation(sim, c: int, head: int, taken: frozenset[int] = frozenset(),
