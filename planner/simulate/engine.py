@@ -702,6 +702,10 @@ class Replay:
         out = []
         for p, queue in self.queues[c].items():
             if queue.count:
+                head = queue._head
+                if head is not _STALE and head[1] in sizes:  # its first job fits
+                    out.append((p, head[0][1]))
+                    continue
                 job = queue.head_in(sizes)
                 if job is not None:
                     out.append((p, job))

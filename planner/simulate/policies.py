@@ -227,6 +227,11 @@ class AdmissionPolicy(Policy):
             else:
                 memo.pop(c, None)
 
+    def _fill_entries(self, sim, c: int, heads: list[tuple[int, int]]) -> list[tuple]:
+        """(:meth:`fill_rank`, project, job) of each (project, job) in ``heads``."""
+        fill_rank = self.fill_rank
+        return [(fill_rank(sim, c, p, job), p, job) for p, job in heads]
+
     def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
         """After a preemption: push the entries of ``later`` entitled now; the rest.
 
@@ -254,7 +259,7 @@ class AdmissionPolicy(Policy):
         if not sizes:
             return
         fill_rank = self.fill_rank
-        heap = [(fill_rank(sim, c, p, job), p, job) for p, job in sim.heads_in(c, sizes)]
+        heap = self._fill_entries(sim, c, sim.heads_in(c, sizes))
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
         while heap:
@@ -643,6 +648,11 @@ class LookbackPolicy(AdmissionPolicy):
         """Allocated before unallocated, furthest below share first."""
         key = sim.key[job]
         return (key[0], self._read(sim, c)[2][p], *key[1:])
+
+    def _fill_entries(self, sim, c: int, heads: list[tuple[int, int]]) -> list[tuple]:
+        """:meth:`AdmissionPolicy._fill_entries`, the ratios read once."""
+        ratio, keys = self._read(sim, c)[2], sim.key
+        return [(((key := keys[job])[0], ratio[p], *key[1:]), p, job) for p, job in heads]
 
 
 # -- fairtree (Slurm) ----------------------------------------------------------------------
