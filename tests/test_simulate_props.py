@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import pandas as pd
@@ -11,7 +12,12 @@ from hypothesis import strategies as st
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.metrics import compute_metrics
 from planner.simulate.planner_policy import PlannerPolicy
-from planner.simulate.policies import AdmissionPolicy, FairTreePolicy, LookbackPolicy
+from planner.simulate.policies import (
+    FairTreePolicy,
+    LookbackPolicy,
+    PriorityPolicy,
+    QuotaPolicy,
+)
 from planner.simulate.run import POLICIES
 from planner.simulate.slurm_replay import BUDGET, SlurmReplayPolicy
 from tests.test_simulate import COLUMNS, Q0
@@ -291,15 +297,43 @@ def test_the_fit_limit_is_the_largest_job_that_fits(sizes, held, nodes):
 class PlainReplay(Replay):
     """The engine without its shortcuts, checking the remembered first jobs as it goes.
 
-    ``fits`` off blocked nodes places the job (``_place``); ``preempt_for`` forgets the
+    ``fits`` scans the nodes' buckets (off blocked or held nodes it places the job:
+    ``_place``), checking the most free GPUs kept per cluster; ``preempt_for`` forgets the
     asks that found no room before each ask; every queue's remembered first job (and the
     first that fits) is the one a scan of its buckets finds.
     """
 
     def fits(self, c, gpus, blocked=frozenset()):
-        if blocked:
+        # the most free GPUs on a node, as kept, is the scan's
+        assert self.top_free[c] == max(self.free[c]), (self.top_free[c], self.free[c])
+        if blocked or self.held_nodes[c]:
             return self._place(c, gpus, blocked) is not None
-        return super().fits(c, gpus)
+        gpn, buckets = self.gpn[c], self.buckets[c]
+        if gpus >= gpn:
+            return len(buckets[gpn]) >= -(-gpus // gpn)
+        return any(buckets[f] for f in range(gpus, gpn + 1))
+
+    def any_fits(self, c):
+        fast = super().any_fits(c)
+        assert fast == any(n and self.fits(c, g) for g, n in self.waiting_sizes[c].items())
+        return fast
+
+    def heads(self, c):
+        fast = super().heads(c)
+        assert sorted(fast) == [(p, self.head(c, p)) for p in self.waiting_projects(c)]
+        return fast
+
+    def head_in(self, c, p, sizes):
+        fast = super().head_in(c, p, sizes)
+        assert fast == self.head_fit(c, p, fits=sizes.__contains__)
+        return fast
+
+    def heads_in(self, c, sizes):
+        fast = super().heads_in(c, sizes)
+        assert sorted(fast) == [(p, job) for p in self.waiting_projects(c)
+                                if (job := self.head_fit(c, p, fits=sizes.__contains__))
+                                is not None]
+        return fast
 
     def preempt_for(self, job, victims, blocked=frozenset(), scan_limit=512):
         self._no_room = [(-1, set())] * len(self._no_room)
@@ -313,10 +347,134 @@ class PlainReplay(Replay):
         return job
 
 
-class PlainLookback(LookbackPolicy):
-    """``lookback`` through :meth:`AdmissionPolicy.schedule` (every project in the heap)."""
+def plain_schedule(self, sim, c):
+    """:meth:`AdmissionPolicy.schedule` as first written: every waiting project in the heap."""
+    if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        return
+    heap = []
+    maybe = self.candidates(sim, c)
+    for p in sim.waiting_projects(c):
+        if maybe is not None and not maybe[p]:
+            continue
+        job = sim.head(c, p)
+        heap.append((self.rank(sim, c, p, job), p, job))
+    heapq.heapify(heap)
+    gpus = sim.jobs.gpus
+    while heap:
+        _, p, job = heapq.heappop(heap)
+        tag = self.entitled(sim, c, p, job)
+        if tag is None:
+            continue
+        if not (sim.fits(c, gpus[job]) or sim.preempt_for(job, self.victims(sim, c, p, job))):
+            continue
+        sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+        nxt = sim.head(c, p)
+        if nxt is not None:
+            heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+    plain_fill(self, sim, c)
 
-    schedule = AdmissionPolicy.schedule
+
+def plain_fill(self, sim, c):
+    """:meth:`AdmissionPolicy.fill` as first written: ``fits`` asked per size between starts."""
+    if not sim.any_fits(c):
+        return
+    fit = {}
+
+    def fits(size):
+        found = fit.get(size)
+        if found is None:
+            found = fit[size] = sim.fits(c, size)
+        return found
+
+    heap = []
+    for p in sim.waiting_projects(c):
+        job = sim.head_fit(c, p, fits=fits)
+        if job is not None:
+            heap.append((self.fill_rank(sim, c, p, job), p, job))
+    heapq.heapify(heap)
+    gpus = sim.jobs.gpus
+    while heap:
+        _, p, job = heapq.heappop(heap)
+        if not sim.is_waiting(job) or not fits(gpus[job]):
+            job = sim.head_fit(c, p, fits=fits)
+            if job is not None:
+                heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+            continue
+        tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
+        sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
+        fit.clear()
+        if not sim.any_fits(c):
+            return
+        job = sim.head_fit(c, p, fits=fits)
+        if job is not None:
+            heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+
+
+def with_plain_pass(cls):
+    """The policy with the plain entitled pass and fill (every project in the heap)."""
+    return type(f"Plain{cls.__name__}", (cls,), {"schedule": plain_schedule, "fill": plain_fill})
+
+
+PlainLookback = with_plain_pass(LookbackPolicy)
+
+
+class PlainPlanner(PlannerPolicy):
+    """``planner`` with the plain entitled pass and fill after its holds."""
+
+    def schedule(self, sim, c):
+        self.start_held(sim, c)
+        plain_schedule(self, sim, c)
+
+    fill = plain_fill
+
+
+class CheckedFairTree(FairTreePolicy):
+    """``fairtree`` asserting each head's reservation from its table equals the plain one."""
+
+    def _head_reservation(self, sim, c, head):
+        fast = super()._head_reservation(sim, c, head)
+        assert fast == self._reservation(sim, c, head), (sim.now, c, head)
+        return fast
+
+
+class PlainFairTree(FairTreePolicy):
+    """``fairtree``'s pass as first written: ``fits`` asked per size, the plain reservation."""
+
+    def schedule(self, sim, c):
+        order = sorted(sim.waiting_projects(c), key=lambda p: self.rank_of[p])
+        gpus = sim.jobs.gpus
+        head = None
+        for i, p in enumerate(order):
+            while True:
+                job = sim.head(c, p)
+                if job is None:
+                    break
+                if not sim.fits(c, gpus[job]):
+                    head = job
+                    break
+                sim.start(job, "run")
+            if head is not None:
+                order = order[i:]
+                break
+        if head is None or not sim.any_fits(c):
+            return
+        shadow, reserved = self._reservation(sim, c, head)
+        tested = 0
+        for p in order:
+            while tested < self.bf_max_job_test:
+                job = sim.head_fit(c, p)
+                if job is None:
+                    break
+                tested += 1
+                if sim.now + sim.requested_hours(job) <= shadow + 1e-9:
+                    sim.start(job, "backfill")
+                    continue
+                job = sim.head_fit(c, p, reserved)
+                if job is None or sim.now + sim.requested_hours(job) <= shadow + 1e-9:
+                    break
+                sim.start(job, "backfill", reserved)
+            if not sim.any_fits(c):
+                return
 
 
 class CheckedSlurm(SlurmReplayPolicy):
@@ -414,17 +572,22 @@ def _fates(result) -> str:
 @given(jobs=st.lists(JOB, min_size=1, max_size=20),
        nodes=st.tuples(st.integers(1, 3), st.integers(1, 2)),
        name=st.sampled_from(["lookback", "quota", "priority", "planner", "planner-kueue",
-                              *SLURM_PAIRS]))
+                              "fairtree", *SLURM_PAIRS]))
 def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # the same jobs start, end and are preempted at the same times, to the last digit, with
-    # the fast entitled pass of lookback, the remembered queue heads, failed preemption
-    # asks, backfill tables and planner-slurm's backfill pass (first jobs read for the main
-    # pass, fit limits, remembered reservations), as with the plain pass and engine
+    # the fast entitled pass (only the projects entitled at the start heaped; a pass that
+    # did nothing skipped while nothing it reads changed), the fill by fitting sizes, the
+    # remembered queue heads, failed preemption asks and backfill tables, fairtree's head
+    # reservation from its table and planner-slurm's backfill pass (first jobs read for the
+    # main pass, fit limits, remembered reservations), as with the plain pass and engine
     sc, tr = random_case(jobs, nodes)
-    pairs = {"lookback": (LookbackPolicy, PlainLookback), **SLURM_PAIRS}
-    fast, plain = pairs[name] if name in pairs else (VARIANTS[name], VARIANTS[name])
+    pairs = {"lookback": (LookbackPolicy, PlainLookback),
+             "fairtree": (CheckedFairTree, PlainFairTree),
+             "quota": (VARIANTS["quota"], with_plain_pass(QuotaPolicy)),
+             "priority": (VARIANTS["priority"], with_plain_pass(PriorityPolicy)),
+             "planner": (VARIANTS["planner"], PlainPlanner), **SLURM_PAIRS}
+    fast, plain = pairs.get(name, (VARIANTS[name], VARIANTS[name]))
     assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())
-
 
 SLURM_JOB = st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(["c1", "c2"]),
                       st.floats(0, 30).map(lambda x: round(x, 1)),

@@ -185,14 +185,18 @@ class ProjectQueue:
         #: (first entry, its size) while known; _STALE after a removal (found again on demand)
         self._head: tuple[tuple[tuple, int], int] | None | object = None
 
-    def push(self, key: tuple, job: int, gpus: int) -> None:
-        """Add a waiting job."""
+    def push(self, key: tuple, job: int, gpus: int) -> bool:
+        """Add a waiting job; False when the queue's first job stays the same."""
         entry = (key, job)
         heapq.heappush(self.buckets.setdefault(gpus, []), entry)
         self.count += 1
         head = self._head
-        if head is not _STALE and (head is None or entry < head[0]):
+        if head is _STALE:
+            return True  # not known: it may have changed
+        if head is None or entry < head[0]:
             self._head = (entry, gpus)
+            return True
+        return False
 
     def _first(self) -> tuple[tuple[tuple, int], int] | None:
         """(first entry by key, its size), remembered until a job leaves the queue."""
@@ -222,6 +226,21 @@ class ProjectQueue:
             if heap and (best is None or heap[0] < best) and fits(size):
                 best = heap[0]
         return best
+
+    def head_in(self, sizes: set[int] | dict[int, object]) -> int | None:
+        """The first waiting job by key among the sizes in ``sizes`` (:meth:`head_fit`)."""
+        head = self._head
+        if head is _STALE:
+            head = self._first()
+        if head is None:
+            return None
+        if head[1] in sizes:
+            return head[0][1]
+        best = None
+        for size, heap in self.buckets.items():
+            if heap and size in sizes and (best is None or heap[0] < best):
+                best = heap[0]
+        return None if best is None else best[1]
 
     def jobs(self) -> Iterable[int]:
         """Every waiting job of the queue (no order)."""
@@ -346,6 +365,9 @@ class Replay:
             [set() for _ in range(g)] + [set(range(n))] for n, g in zip(self.nodes, self.gpn,
                                                                       strict=True)]
         self.free_total = list(self.capacity)
+        #: per cluster, the most free GPUs on any one node (a job of fewer than a node's
+        #: GPUs fits, holds aside, iff it needs no more): kept by :meth:`_take` and :meth:`_give`
+        self.top_free: list[int] = list(self.gpn)
         #: per cluster and node, bumped by every start, stop and retag of a job on it
         self.node_versions = [[0] * n for n in self.nodes]
         self.queues: list[dict[int, ProjectQueue]] = [{} for _ in range(n_k)]
@@ -366,6 +388,9 @@ class Replay:
         #: per cluster, bumped by every start, stop, expiry and retag on it: equal versions
         #: mean the same running jobs, tags, victim groups and free GPUs (:meth:`version`)
         self.versions = [0] * n_k
+        #: per cluster, bumped whenever a project's first waiting job on it may change (a
+        #: job joins a queue ahead of the first, or leaves one): :meth:`queue_version`
+        self.queue_versions = [0] * n_k
         #: per cluster, (version, the preempt_for asks that found no room at that version)
         self._no_room: list[tuple[int, set]] = [(-1, set())] * n_k
         #: the same per (cluster, project): bumped by the changes to that project's jobs
@@ -408,7 +433,7 @@ class Replay:
             return any(len(buckets[f]) > len(buckets[f] & held) for f in range(gpus, gpn + 1))
         if gpus >= gpn:
             return len(buckets[gpn]) >= -(-gpus // gpn)
-        return any(buckets[f] for f in range(gpus, gpn + 1))
+        return self.top_free[c] >= gpus
 
     def fit_limit(self, c: int) -> int:
         """The most GPUs a job may ask and start on ``c`` now: ``fits(c, g)`` ⟺ g ≤ this.
@@ -423,8 +448,10 @@ class Replay:
         whole = len(buckets[gpn] - held) if held else len(buckets[gpn])
         if whole:
             return whole * gpn
+        if not held:  # no node wholly free: the most free on one node (top_free)
+            return self.top_free[c]
         for f in range(gpn - 1, 0, -1):
-            if buckets[f] and not (held and buckets[f] <= held):
+            if buckets[f] and not buckets[f] <= held:
                 return f
         return 0
 
@@ -432,7 +459,12 @@ class Replay:
         """Whether any waiting job on ``c`` fits now (cheap: one check per waiting size)."""
         if self.free_total[c] == 0:
             return False
-        return any(n and self.fits(c, g) for g, n in self.waiting_sizes[c].items())
+        if self.held_nodes[c]:
+            return any(n and self.fits(c, g) for g, n in self.waiting_sizes[c].items())
+        gpn, top = self.gpn[c], self.top_free[c]
+        whole = len(self.buckets[c][gpn])
+        return any(n and (g <= top if g < gpn else -(-g // gpn) <= whole)
+                   for g, n in self.waiting_sizes[c].items())
 
     def _place(self, c: int, gpus: int, blocked: frozenset[int] = frozenset()
                ) -> tuple[int, ...] | None:
@@ -453,20 +485,31 @@ class Replay:
     def _take(self, c: int, node: int, gpus: int, job: int) -> None:
         self.node_versions[c][node] += 1
         free = self.free[c]
-        self.buckets[c][free[node]].discard(node)
-        free[node] -= gpus
-        self.buckets[c][free[node]].add(node)
+        buckets = self.buckets[c]
+        had = free[node]
+        buckets[had].discard(node)
+        free[node] = had - gpus
+        buckets[had - gpus].add(node)
         self.node_jobs[c][node][job] = None
         self.free_total[c] -= gpus
+        if had == self.top_free[c] and not buckets[had]:  # it was the last with the most
+            top = had - 1  # the next with any node (this one's bucket, at worst)
+            while not buckets[top]:
+                top -= 1
+            self.top_free[c] = top
 
     def _give(self, c: int, node: int, gpus: int, job: int) -> None:
         self.node_versions[c][node] += 1
         free = self.free[c]
-        self.buckets[c][free[node]].discard(node)
-        free[node] += gpus
-        self.buckets[c][free[node]].add(node)
+        buckets = self.buckets[c]
+        had = free[node]
+        buckets[had].discard(node)
+        free[node] = had + gpus
+        buckets[had + gpus].add(node)
         del self.node_jobs[c][node][job]
         self.free_total[c] += gpus
+        if had + gpus > self.top_free[c]:
+            self.top_free[c] = had + gpus
 
     def expected_end(self, job: int) -> float:
         """When a scheduler that knows only time limits expects a running job to end.
@@ -584,6 +627,14 @@ class Replay:
         """
         return self.versions[c]
 
+    def queue_version(self, c: int) -> int:
+        """A counter of changes to the first waiting job of any project on ``c``.
+
+        With :meth:`version`: two reads that give the same numbers saw the same running
+        work and the same first job (:meth:`head`) of every project waiting on ``c``.
+        """
+        return self.queue_versions[c]
+
     def project_version(self, c: int, p: int) -> int:
         """:meth:`version` of project ``p``'s running work on ``c`` alone."""
         return self.project_versions[c][p]
@@ -629,11 +680,63 @@ class Replay:
         queue = self.queues[c].get(p)
         if queue is None:
             queue = self.queues[c][p] = ProjectQueue()
-        queue.push(self.key[job], job, g)
+        if queue.push(self.key[job], job, g):
+            self.queue_versions[c] += 1
         sizes = self.waiting_sizes[c]
         sizes[g] = sizes.get(g, 0) + 1
         self.n_waiting[c] += 1
         self.state[job] = _WAITING
+
+    def heads(self, c: int) -> list[tuple[int, int]]:
+        """(project, its first waiting job by key) of every project waiting on ``c``.
+
+        In no particular order (what a heap of them pops does not depend on it):
+        :meth:`waiting_projects` with :meth:`head` of each, in one walk.
+        """
+        out = []
+        for p, queue in self.queues[c].items():
+            if queue.count:
+                head = queue._head
+                if head is _STALE:
+                    head = queue._first()
+                out.append((p, head[0][1]))
+        return out
+
+    def fitting_sizes(self, c: int) -> set[int]:
+        """The sizes (GPUs) of the jobs waiting on ``c`` that fit now (:meth:`fits`).
+
+        Empty exactly when :meth:`any_fits` is False; it changes only when a job starts
+        or stops on ``c``.
+        """
+        if self.free_total[c] == 0:
+            return set()
+        fits = self.fits
+        return {g for g, n in self.waiting_sizes[c].items() if n and fits(c, g)}
+
+    def heads_in(self, c: int, sizes: set[int]) -> list[tuple[int, int]]:
+        """(project, its first waiting job by key among ``sizes``) wherever there is one.
+
+        With ``sizes`` = :meth:`fitting_sizes`: :meth:`head_fit` of every waiting project
+        in one walk (no particular order).
+        """
+        out = []
+        for p, queue in self.queues[c].items():
+            if queue.count:
+                head = queue._head
+                if head is not _STALE and head[1] in sizes:  # its first job fits
+                    out.append((p, head[0][1]))
+                    continue
+                job = queue.head_in(sizes)
+                if job is not None:
+                    out.append((p, job))
+        return out
+
+    def head_in(self, c: int, p: int, sizes: set[int]) -> int | None:
+        """Project ``p``'s first waiting job on ``c`` (by key) among ``sizes``, or None."""
+        queue = self.queues[c].get(p)
+        if not queue or not queue.count:
+            return None
+        return queue.head_in(sizes)
 
     def waiting_projects(self, c: int) -> list[int]:
         """Projects with waiting jobs on ``c``, in project order."""
@@ -691,6 +794,7 @@ class Replay:
             queue.remove(self.key[job], job, g)
         else:
             queue.remove_head(g)
+        self.queue_versions[c] += 1
         self.waiting_sizes[c][g] -= 1
         self.n_waiting[c] -= 1
         per_node = self.gpn[c] if g >= self.gpn[c] else g

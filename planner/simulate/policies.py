@@ -59,6 +59,7 @@ then divided in proportion to the budget shares on it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import zlib
@@ -132,68 +133,150 @@ class AdmissionPolicy(Policy):
         """Hours a job started under ``tag`` may not be preempted (None: its min runtime)."""
         return None
 
+    #: whether a preemption can make a project entitled that was not in the same pass
+    #: (its GPUs held drop): then those not entitled at the start are asked again after it
+    entitles_after_preemption = True
+
+    def quiet_key(self, sim, c: int):
+        """What a pass on ``c`` reads besides ``c``'s running work and first waiting jobs.
+
+        None (the default): the pass is always run. Otherwise a value that changes
+        whenever anything else the pass reads does (shares, caps, the clock if read): a
+        pass that started nothing and preempted nothing is then known to do nothing again
+        while the key, :meth:`Replay.version` and :meth:`Replay.queue_version` stay the
+        same (a submit behind a project's first job changes neither), and is skipped.
+        """
+        return None
+
     def schedule(self, sim, c: int) -> None:
-        """Entitled phase with preemption, then fill."""
-        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        """Entitled phase with preemption, then fill.
+
+        The plain pass heaps every waiting project's first job and asks :meth:`entitled`
+        of each as it pops. Here the heap holds the projects entitled at the start; a
+        project not entitled then can become so in the pass only by a preemption (its
+        own starts aside, the policies' :meth:`entitled` reads only the project's and its
+        team's GPUs held, and a start only adds to them), so the others wait aside and
+        join after each preemption as :meth:`_entitled_now` says (not at all when
+        ``entitles_after_preemption`` is False). The same jobs start in the same order
+        (a property test replays both).
+        """
+        fits = sim.any_fits(c)
+        if not fits and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
-        heap = []
+        quiet = self._quiet_since(sim, c, fits)
+        if quiet is None:
+            return
+        heap, later = [], []
         maybe = self.candidates(sim, c)
-        for p in sim.waiting_projects(c):
+        rank, entitled = self.rank, self.entitled
+        again = self.entitles_after_preemption
+        for p, job in sim.heads(c):
             if maybe is not None and not maybe[p]:
                 continue
-            job = sim.head(c, p)
-            heap.append((self.rank(sim, c, p, job), p, job))
+            if entitled(sim, c, p, job) is not None:
+                heap.append((rank(sim, c, p, job), p, job))
+            elif again:
+                later.append((rank(sim, c, p, job), p, job))
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
+        popped = None  # the largest entry popped so far
         while heap:
-            _, p, job = heapq.heappop(heap)
-            tag = self.entitled(sim, c, p, job)
+            entry = heapq.heappop(heap)
+            if popped is None or entry > popped:
+                popped = entry
+            _, p, job = entry
+            tag = entitled(sim, c, p, job)
             if tag is None:
                 continue
-            if not (sim.fits(c, gpus[job])
-                    or sim.preempt_for(job, self.victims(sim, c, p, job))):
-                continue
+            if not sim.fits(c, gpus[job]):
+                version = sim.version(c)
+                room = sim.preempt_for(job, self.victims(sim, c, p, job))
+                if later and sim.version(c) != version:  # work was preempted: held dropped
+                    later = self._entitled_now(sim, c, heap, later, popped)
+                if not room:
+                    continue
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
             nxt = sim.head(c, p)
             if nxt is not None:
-                heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
+                heapq.heappush(heap, (rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
+        self._quiet_after(sim, c, quiet)
+
+    def _quiet_since(self, sim, c: int, fits: bool) -> tuple | None:
+        """None when the last pass on ``c`` did nothing and nothing it read changed since.
+
+        Nothing fits now (``fits`` is :meth:`Replay.any_fits`: a job queued behind a
+        project's first may fit, and the fill would start it), so the pass could only
+        start what it entitles after a preemption: of the queues it reads only each
+        project's first job. Otherwise what :meth:`_quiet_after` keeps should this pass do
+        nothing (``()``: nothing, the policy has no :meth:`quiet_key`).
+        """
+        key = self.quiet_key(sim, c)
+        if key is None:
+            return ()
+        now = (sim.version(c), sim.queue_version(c), key)
+        memo = self.__dict__.setdefault("_quiet", {})  # per cluster, a pass that did nothing
+        return None if not fits and memo.get(c) == now else now
+
+    def _quiet_after(self, sim, c: int, before: tuple) -> None:
+        """Remember what a pass that did nothing read (no start, no preemption), or forget."""
+        if before:
+            memo = self.__dict__.setdefault("_quiet", {})
+            if sim.version(c) == before[0]:
+                memo[c] = before
+            else:
+                memo.pop(c, None)
+
+    def _fill_entries(self, sim, c: int, heads: list[tuple[int, int]]) -> list[tuple]:
+        """(:meth:`fill_rank`, project, job) of each (project, job) in ``heads``."""
+        fill_rank = self.fill_rank
+        return [(fill_rank(sim, c, p, job), p, job) for p, job in heads]
+
+    def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
+        """After a preemption: push the entries of ``later`` entitled now; the rest.
+
+        An entry below ``popped`` (the largest popped so far) was popped by the plain pass
+        already, while not entitled: it is dropped. The others join the heap under the
+        rank they had at the start, as the plain pass would pop them.
+        """
+        waiting = []
+        for entry in later:
+            if entry < popped:
+                continue
+            if self.entitled(sim, c, entry[1], entry[2]) is None:
+                waiting.append(entry)
+            else:
+                heapq.heappush(heap, entry)
+        return waiting
 
     def fill(self, sim, c: int) -> None:
-        """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits."""
-        if not sim.any_fits(c):
+        """Start waiting jobs that fit, in ``fill_rank`` order, until nothing fits.
+
+        Whether a size fits changes only when a job starts: the sizes that fit
+        (:meth:`Replay.fitting_sizes`) are read once between starts.
+        """
+        sizes = sim.fitting_sizes(c)
+        if not sizes:
             return
-        # whether a size fits changes only when a job starts: asked once per size between
-        fit: dict[int, bool] = {}
-
-        def fits(size: int) -> bool:
-            found = fit.get(size)
-            if found is None:
-                found = fit[size] = sim.fits(c, size)
-            return found
-
-        heap = []
-        for p in sim.waiting_projects(c):
-            job = sim.head_fit(c, p, fits=fits)
-            if job is not None:
-                heap.append((self.fill_rank(sim, c, p, job), p, job))
+        fill_rank = self.fill_rank
+        heap = self._fill_entries(sim, c, sim.heads_in(c, sizes))
         heapq.heapify(heap)
         gpus = sim.jobs.gpus
         while heap:
             _, p, job = heapq.heappop(heap)
-            if not sim.is_waiting(job) or not fits(gpus[job]):
-                job = sim.head_fit(c, p, fits=fits)
+            if not sim.is_waiting(job) or gpus[job] not in sizes:
+                job = sim.head_in(c, p, sizes)
                 if job is not None:
-                    heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+                    heapq.heappush(heap, (fill_rank(sim, c, p, job), p, job))
                 continue
             tag = self.entitled(sim, c, p, job) or self.fill_tag_of(sim, job)
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
-            fit.clear()
-            if not sim.any_fits(c):
+            sizes = sim.fitting_sizes(c)
+            if not sizes:
                 return
-            job = sim.head_fit(c, p, fits=fits)
+            job = sim.head_in(c, p, sizes)
             if job is not None:
-                heapq.heappush(heap, (self.fill_rank(sim, c, p, job), p, job))
+                heapq.heappush(heap, (fill_rank(sim, c, p, job), p, job))
 
 
 # -- shares of the clusters by budget ---------------------------------------------------
@@ -255,6 +338,8 @@ class PriorityPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """Team caps: the team's budget share of each cluster, whole GPUs."""
         self.team, _ = project_teams(sim.tree)
+        self._used_at: tuple[int, int] | None = None  # (cluster, version) of ``_used``
+        self._used: dict[int, int] = {}  # team → non-preemptible GPUs held
         shares = budget_shares(sim)
         teams = sorted(set(self.team))
         self.members = {t: [p for p, tp in enumerate(self.team) if tp == t] for t in teams}
@@ -264,13 +349,31 @@ class PriorityPolicy(AdmissionPolicy):
             for t, cap in zip(teams, largest_remainder(per_team, total), strict=True):
                 self.cap[(t, c)] = int(cap)
 
+    #: a pass preempts only preemptible work: no team's non-preemptible GPUs drop in it
+    entitles_after_preemption = False
+
+    def quiet_key(self, sim, c: int) -> tuple:
+        """Nothing: the caps are fixed and the pass reads only the cluster's work and queues."""
+        return ()
+
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """High, allocated and within the team's cap: non-preemptible."""
         if sim.key[job][0] != 0 or not sim.jobs.allocated[job]:
             return None
         team = self.team[p]
-        used = sum(sim.held_under(c, q, "nonpreemptible") for q in self.members[team])
-        return "nonpreemptible" if used + sim.held(job) <= self.cap[(team, c)] else None
+        return ("nonpreemptible" if self._team_used(sim, c, team) + sim.held(job)
+                <= self.cap[(team, c)] else None)
+
+    def _team_used(self, sim, c: int, team: int) -> int:
+        """Non-preemptible GPUs the team holds on ``c``; kept until ``c``'s work changes."""
+        version = (c, sim.version(c))
+        if self._used_at != version:
+            self._used_at, self._used = version, {}
+        used = self._used.get(team)
+        if used is None:
+            used = self._used[team] = sum(sim.held_under(c, q, "nonpreemptible")
+                                          for q in self.members[team])
+        return used
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Any team's preemptible work."""
@@ -289,19 +392,47 @@ class QuotaPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """Nominal quotas by budget share, integer per cluster."""
         self.team, self.area = project_teams(sim.tree)
-        teams, areas = np.asarray(self.team), np.asarray(self.area)
-        #: per project, the mask of its team's (area's) projects
-        self._team_of = [teams == t for t in self.team]
-        self._area_of = [areas == a for a in self.area]
+        self._n_nodes = max(self.team + self.area) + 1  # team and area ids: tree nodes
         shares = budget_shares(sim)
         self.nominal = np.zeros(shares.shape, dtype=np.int64)
         for c, total in enumerate(sim.capacity):
             self.nominal[:, c] = largest_remainder(shares[:, c], total)
+        self._nominal = [self.nominal[:, c].tolist() for c in range(len(sim.capacity))]
+        self._held_at: tuple[int, int] | None = None  # (cluster, version) of ``_held_now``
+        self._held_now: list[int] = []
+        self._unused: tuple[list[int], list[int]] | None = None
+
+    def quiet_key(self, sim, c: int) -> tuple:
+        """Nothing: the quotas are fixed and the pass reads only the cluster's work and queues."""
+        return ()
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Within the project's nominal quota."""
-        within = sim.held_project[p, c] + sim.held(job) <= self.nominal[p, c]
+        within = self._held(sim, c)[p] + sim.held(job) <= self._nominal[c][p]
         return "nominal" if within else None
+
+    def _held(self, sim, c: int) -> list[int]:
+        """GPUs each project holds on ``c`` (``held_project``), kept until ``c``'s work changes.
+
+        With the team and area sums of the unused nominal quota (:meth:`fill_rank`), worked
+        out on the first ask.
+        """
+        version = (c, sim.version(c))
+        if self._held_at != version:
+            self._held_at, self._held_now = version, sim.held_project[:, c].tolist()
+            self._unused = None
+        return self._held_now
+
+    def _unused_sums(self, sim, c: int) -> tuple[list[int], list[int]]:
+        """Per team and per area (tree node), the nominal quota its projects leave unused."""
+        held = self._held(sim, c)
+        if self._unused is None:
+            team, area = [0] * self._n_nodes, [0] * self._n_nodes
+            for q, (nominal, used) in enumerate(zip(self._nominal[c], held, strict=True)):
+                team[self.team[q]] += nominal - used
+                area[self.area[q]] += nominal - used
+            self._unused = (team, area)
+        return self._unused
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Borrowed work of projects above their nominal quota, most over first."""
@@ -311,10 +442,9 @@ class QuotaPolicy(AdmissionPolicy):
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Borrow from the team's cohort first, then the area's, then the root's; FIFO."""
-        unused = self.nominal[:, c] - sim.held_project[:, c]
-        team, area = self._team_of[p], self._area_of[p]
+        team, area = self._unused_sums(sim, c)
         need = sim.held(job)
-        level = 0 if unused[team].sum() >= need else 1 if unused[area].sum() >= need else 2
+        level = 0 if team[self.team[p]] >= need else 1 if area[self.area[p]] >= need else 2
         return (level, *sim.key[job])
 
 
@@ -332,8 +462,10 @@ class LookbackPolicy(AdmissionPolicy):
         #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
         self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
         self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
-        #: per cluster, (version, the unallocated groups with expired jobs)
-        self._live_of: dict[int, tuple[int, list[tuple[int, str]]]] = {}
+        #: per cluster, (version, shares, the groups with expired jobs): the victims' memo
+        self._live_of: dict[int, tuple] = {}
+        #: per cluster, :meth:`_read`'s answer
+        self._read_of: dict[int, tuple] = {}
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -342,6 +474,7 @@ class LookbackPolicy(AdmissionPolicy):
     def prepare(self, sim) -> None:
         """No shares before the first hour's refresh."""
         self.share = np.zeros((len(sim.projects), len(sim.cluster_ids)))
+        self._shares_set = 0  # how many times the shares were set (:meth:`quiet_key`)
         self.rate = np.array(sim.rate)
         self.period = float(sim.scenario.config.period_hours)
 
@@ -355,7 +488,12 @@ class LookbackPolicy(AdmissionPolicy):
         capacity = np.array(sim.capacity, dtype=float) * scale
         grant = hierarchical_water_fill(sim.tree, capacity, demand, offset)
         self.share = grant / scale[None, :]
+        self._shares_set += 1
         return True
+
+    def quiet_key(self, sim, c: int) -> int:
+        """The shares read (a pass reads nothing else but the cluster's work and queues)."""
+        return self._shares_set
 
     def _ratio(self, sim, c: int, p: int, extra: int = 0) -> float:
         share = self.share[p, c]
@@ -367,6 +505,21 @@ class LookbackPolicy(AdmissionPolicy):
         share, held = self.share[:, c], sim.held_project[:, c]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
+
+    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], np.ndarray]:
+        """Every project's :meth:`_ratio` on ``c``, and whether it is below its share.
+
+        (version, shares, the ratios and the below flags as lists, the ratios' array),
+        kept until the shares or ``c``'s running work change (:meth:`Replay.version`).
+        """
+        version = sim.version(c)
+        cached = self._read_of.get(c)
+        if cached is None or cached[0] != version or cached[1] is not self.share:
+            ratios = self._ratios(sim, c)
+            below = sim.held_project[:, c] < self.share[:, c] - 1e-9
+            cached = self._read_of[c] = (version, self.share, ratios.tolist(), below.tolist(),
+                                         ratios)
+        return cached
 
     def schedule(self, sim, c: int) -> None:
         """:meth:`AdmissionPolicy.schedule`'s passes, the entitled one skipping the idle.
@@ -380,15 +533,16 @@ class LookbackPolicy(AdmissionPolicy):
         heap under the rank they had at the start, as the plain pass would pop them. The
         same jobs start in the same order (a property test replays both).
         """
-        if not sim.any_fits(c) and not sim.preemptible_gpus(c):
+        fits = sim.any_fits(c)
+        if not fits and not sim.preemptible_gpus(c):
             return  # nothing fits and nothing may be preempted: no start is possible
-        share, held = self.share[:, c], sim.held_project[:, c]
-        ratio = self._ratios(sim, c).tolist()
-        below = (held < share - 1e-9).tolist()
+        quiet = self._quiet_since(sim, c, fits)
+        if quiet is None:
+            return
+        _, _, ratio, below, _ = self._read(sim, c)
         allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
         heap, later = [], []
-        for p in sim.waiting_projects(c):
-            job = sim.head(c, p)
+        for p, job in sim.heads(c):
             if allocated[job]:  # a project whose first job is unallocated is never entitled
                 (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
         heapq.heapify(heap)
@@ -405,15 +559,7 @@ class LookbackPolicy(AdmissionPolicy):
                 version = sim.version(c)
                 room = sim.preempt_for(job, self._victims_with_members(sim, c, p, job))
                 if later and sim.version(c) != version:  # work was preempted: held dropped
-                    waiting = []
-                    for e in later:
-                        if e < popped:
-                            continue  # the plain pass popped it already (not entitled)
-                        if self.entitled(sim, c, e[1], e[2]) is None:
-                            waiting.append(e)
-                        else:
-                            heapq.heappush(heap, e)
-                    later = waiting
+                    later = self._entitled_now(sim, c, heap, later, popped)
                 if not room:
                     continue
             sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
@@ -421,10 +567,11 @@ class LookbackPolicy(AdmissionPolicy):
             if nxt is not None:
                 heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
+        self._quiet_after(sim, c, quiet)
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Furthest below its share first."""
-        return (self._ratio(sim, c, p), *sim.key[job])
+        return (self._read(sim, c)[2][p], *sim.key[job])
 
     def entitled(self, sim, c: int, p: int, job: int) -> str | None:
         """Allocated work of a project below its share."""
@@ -455,16 +602,26 @@ class LookbackPolicy(AdmissionPolicy):
     def _victims_with_members(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
 
-        The unallocated groups with members are kept until ``c``'s running work changes.
+        Kept until the shares or ``c``'s running work change: the unallocated groups with
+        members, and per project over its share (:meth:`_over`'s order) its groups with
+        members; those whose ratio beats p's with ``job`` are a prefix (found by bisection).
         """
         version = sim.version(c)
         cached = self._live_of.get(c)
-        if cached is None or cached[0] != version:
+        if cached is None or cached[0] != version or cached[1] is not self.share:
             live = sim.victim_groups(c)
-            cached = self._live_of[c] = (version, [
-                (q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
-                if (q, JobClass.UNALLOCATED) in live])
-        return cached[1] + self._over_groups(sim, c, p, job)
+            over = self._over(sim, c)
+            cached = self._live_of[c] = (
+                version, self.share,
+                [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
+                 if (q, JobClass.UNALLOCATED) in live],
+                [-ratio for ratio, _ in over],
+                [(q, [g for g in ((q, JobClass.FILL), (q, "share")) if g in live])
+                 for _, q in over])
+        _, _, unallocated, minus, over = cached
+        after = self._ratio(sim, c, p, sim.held(job))
+        beats = over[:bisect.bisect_left(minus, -after)]  # ratio > after
+        return unallocated + [g for q, groups in beats if q != p for g in groups]
 
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
@@ -477,7 +634,7 @@ class LookbackPolicy(AdmissionPolicy):
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
         qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
-        ratio = self._ratios(sim, c)[qs]
+        ratio = self._read(sim, c)[4][qs]
         order = np.lexsort((qs, -ratio))
         over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
         self._over_of[c] = (version, self.share, over)
@@ -489,7 +646,13 @@ class LookbackPolicy(AdmissionPolicy):
 
     def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Allocated before unallocated, furthest below share first."""
-        return (sim.key[job][0], self._ratio(sim, c, p), *sim.key[job][1:])
+        key = sim.key[job]
+        return (key[0], self._read(sim, c)[2][p], *key[1:])
+
+    def _fill_entries(self, sim, c: int, heads: list[tuple[int, int]]) -> list[tuple]:
+        """:meth:`AdmissionPolicy._fill_entries`, the ratios read once."""
+        ratio, keys = self._read(sim, c)[2], sim.key
+        return [(((key := keys[job])[0], ratio[p], *key[1:]), p, job) for p, job in heads]
 
 
 # -- fairtree (Slurm) ----------------------------------------------------------------------
@@ -510,6 +673,8 @@ class FairTreePolicy(Policy):
         self.usage = np.zeros(len(sim.projects))
         self.rate = np.array(sim.rate)
         self.rank_of = list(range(len(sim.projects)))
+        #: per cluster, (each node's version read, its (limit end, GPUs freed) table)
+        self._tables: dict[int, tuple[list[int], list]] = {}
 
     def refresh(self, sim, now: float) -> bool:
         """Decay the usage, add the last hour's (NGH), re-rank the tree."""
@@ -537,25 +702,61 @@ class FairTreePolicy(Policy):
             if head is not None:
                 order = order[i:]
                 break
-        if head is None or not sim.any_fits(c):
+        sizes = sim.fitting_sizes(c)  # read again after each start
+        if head is None or not sizes:
             return
-        shadow, reserved = self._reservation(sim, c, head)
+        shadow, reserved = self._head_reservation(sim, c, head)
         tested = 0
         for p in order:
             while tested < self.bf_max_job_test:
-                job = sim.head_fit(c, p)
+                job = sim.head_in(c, p, sizes)
                 if job is None:
                     break
                 tested += 1
                 if sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     sim.start(job, "backfill")
+                    sizes = sim.fitting_sizes(c)
                     continue
                 job = sim.head_fit(c, p, reserved)
                 if job is None or sim.now + sim.requested_hours(job) <= shadow + 1e-9:
                     break
                 sim.start(job, "backfill", reserved)
-            if not sim.any_fits(c):
+                sizes = sim.fitting_sizes(c)
+            if not sizes:
                 return
+
+    def _head_reservation(self, sim, c: int, head: int) -> tuple[float, frozenset[int]]:
+        """:meth:`_reservation` of the blocked head (running jobs' limits), from a table.
+
+        Per node its free GPUs and its jobs' (:meth:`Replay.limit_end`, GPUs freed) in
+        limit order, kept until the node's jobs change (:meth:`Replay.node_version`; a
+        run's limit end is fixed). A job frees its GPUs at max(limit end, now): the limit
+        order is the plain (expected end, job) order but for ties, which free at one time.
+        """
+        g, gpn, now = sim.jobs.gpus[head], sim.gpn[c], sim.now
+        versions = sim.node_version(c)
+        seen, table = self._tables.setdefault(c, ([-1] * sim.nodes[c], [None] * sim.nodes[c]))
+        gpus, limit_end = sim.jobs.gpus, sim.limit_end
+        frees: list[tuple[float, int]] = []
+        for node, free, jobs in sim.nodes_on(c):
+            if seen[node] != versions[node]:
+                seen[node] = versions[node]
+                table[node] = [(t, gpn if gpus[j] >= gpn else gpus[j])
+                               for t, j in sorted((limit_end(j), j) for j in jobs)]
+            ends = table[node]
+            if g >= gpn:  # the last to end
+                frees.append((max(ends[-1][0], now) if ends else now, node))
+                continue
+            if free >= g:
+                frees.append((now, node))
+                continue
+            have = free
+            for t, gives in ends:
+                have += gives
+                if have >= g:
+                    frees.append((max(t, now), node))
+                    break
+        return earliest_nodes(frees, g, gpn)
 
     @staticmethod
     def _reservation(sim, c: int, head: int, taken: frozenset[int] = frozenset(),
