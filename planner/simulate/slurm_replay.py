@@ -662,6 +662,8 @@ class SlurmReplayPolicy(PlannerPolicy):
             while tested < self.bf_max_job_test:
                 if version(c) != seen:
                     seen, limit, room = version(c), sim.fit_limit(c), None
+                if not limit:  # nothing fits (every job asks a GPU at least: the trace's rule)
+                    break
                 job = sim.head_fit(c, p, fits=limit.__ge__)
                 if job is None:
                     break
