@@ -586,7 +586,7 @@ def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
              "quota": (VARIANTS["quota"], with_plain_pass(QuotaPolicy)),
              "priority": (VARIANTS["priority"], with_plain_pass(PriorityPolicy)),
              "planner": (VARIANTS["planner"], PlainPlanner), **SLURM_PAIRS}
-    fast, plain = pairs.get(name, (VARIANTS[name], VARIANTS[name]))
+    fast, plain = pairs[name] if name in pairs else (VARIANTS[name], VARIANTS[name])
     assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())
 
 SLURM_JOB = st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(["c1", "c2"]),
