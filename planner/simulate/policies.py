@@ -63,6 +63,7 @@ import bisect
 import heapq
 import math
 import zlib
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -733,30 +734,19 @@ class FairTreePolicy(Policy):
         run's limit end is fixed). A job frees its GPUs at max(limit end, now): the limit
         order is the plain (expected end, job) order but for ties, which free at one time.
         """
-        g, gpn, now = sim.jobs.gpus[head], sim.gpn[c], sim.now
         versions = sim.node_version(c)
         seen, table = self._tables.setdefault(c, ([-1] * sim.nodes[c], [None] * sim.nodes[c]))
-        gpus, limit_end = sim.jobs.gpus, sim.limit_end
-        frees: list[tuple[float, int]] = []
-        for node, free, jobs in sim.nodes_on(c):
-            if seen[node] != versions[node]:
-                seen[node] = versions[node]
-                table[node] = [(t, gpn if gpus[j] >= gpn else gpus[j])
-                               for t, j in sorted((limit_end(j), j) for j in jobs)]
-            ends = table[node]
-            if g >= gpn:  # the last to end
-                frees.append((max(ends[-1][0], now) if ends else now, node))
-                continue
-            if free >= g:
-                frees.append((now, node))
-                continue
-            have = free
-            for t, gives in ends:
-                have += gives
-                if have >= g:
-                    frees.append((max(t, now), node))
-                    break
-        return earliest_nodes(frees, g, gpn)
+        gpus, limit_end, gpn = sim.jobs.gpus, sim.limit_end, sim.gpn[c]
+
+        def rows():
+            for node, free, jobs in sim.nodes_on(c):
+                if seen[node] != versions[node]:
+                    seen[node] = versions[node]
+                    table[node] = [(t, gpn if gpus[j] >= gpn else gpus[j])
+                                   for t, j in sorted((limit_end(j), j) for j in jobs)]
+                yield node, free, table[node]
+
+        return reservation_from_ends(rows(), gpus[head], gpn, sim.now)
 
     @staticmethod
     def _reservation(sim, c: int, head: int, taken: frozenset[int] = frozenset(),
@@ -786,6 +776,35 @@ class FairTreePolicy(Policy):
                     frees.append((t, node))
                     break
         return earliest_nodes(frees, g, gpn)
+
+
+def reservation_from_ends(rows: Iterable[tuple[int, int, list[tuple[float, int]]]], g: int,
+                          gpn: int, now: float, taken: frozenset[int] = frozenset()
+                          ) -> tuple[float, frozenset[int]]:
+    """When and on which nodes a job of ``g`` GPUs fits, from per-node tables.
+
+    ``rows``: (node, free GPUs, [(time, GPUs it frees)] in time order) per node; a running
+    job frees its GPUs at max(time, now). Nodes in ``taken`` are left out. A job of a whole
+    node or more waits for the node's last job; a smaller one for enough GPUs on one node
+    (:func:`earliest_nodes` picks the nodes).
+    """
+    frees: list[tuple[float, int]] = []
+    for node, free, ends in rows:
+        if node in taken:
+            continue
+        if g >= gpn:  # the last to end
+            frees.append((max(ends[-1][0], now) if ends else now, node))
+            continue
+        if free >= g:
+            frees.append((now, node))
+            continue
+        have = free
+        for t, gives in ends:
+            have += gives
+            if have >= g:
+                frees.append((max(t, now), node))
+                break
+    return earliest_nodes(frees, g, gpn)
 
 
 def earliest_nodes(frees: list[tuple[float, int]], g: int, gpn: int

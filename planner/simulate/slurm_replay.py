@@ -127,8 +127,8 @@ from planner.simulate.planner_policy import DemandSource, PlannerPolicy
 from planner.simulate.policies import (
     HOURS_PER_WEEK,
     FairTreePolicy,
-    earliest_nodes,
     fair_tree_ranks,
+    reservation_from_ends,
 )
 from planner.simulate.queue_render import squeue_rows
 from planner.tick import budget_admits
@@ -734,24 +734,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         GPUs at max(its bound, now), so the jobs in (bound, job) order are in the plain
         order but for those whose bound has passed, which all free them now.
         """
-        g, gpn, now = sim.jobs.gpus[job], sim.gpn[c], sim.now
-        frees: list[tuple[float, int]] = []
-        for node, free, ends in self._node_frees(sim, c, job):
-            if node in taken:
-                continue
-            if g >= gpn:  # the last to end
-                frees.append((max(ends[-1][0], now) if ends else now, node))
-                continue
-            if free >= g:
-                frees.append((now, node))
-                continue
-            have = free
-            for bound, gives in ends:
-                have += gives
-                if have >= g:
-                    frees.append((max(bound, now), node))
-                    break
-        return earliest_nodes(frees, g, gpn)
+        return reservation_from_ends(self._node_frees(sim, c, job), sim.jobs.gpus[job],
+                                     sim.gpn[c], sim.now, taken)
 
     def _node_frees(self, sim, c: int, job: int
                     ) -> list[tuple[int, int, list[tuple[float, int]]]]:
