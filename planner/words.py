@@ -26,10 +26,11 @@ from decimal import ROUND_HALF_UP, Decimal
 NGH_DEFINITION = ("NGH (normalized GPU-hours) = GPU-hours × the GPU type's rate, so an hour "
                   "on a slower GPU costs less of a budget")
 
-OVERDRAWN_WORDS = ("overdrawn: used is a whole budget ahead of the even pace (twice the budget "
-                   "at the quarter's end); under the Kueue export its work runs only on GPUs "
-                   "no other project can use, and is preempted as soon as another project's "
-                   "work waits for them (executor contract rule 8)")
+OVERDRAWN_WORDS = ("overdrawn: what it ran (used, plus any work charged to no budget) is a "
+                   "whole budget ahead of the even pace (twice the budget at the quarter's "
+                   "end); its work beyond the budget runs only on GPUs no other project's "
+                   "work waits for, and is preempted as soon as some does (Kueue: the pool "
+                   "Cohort at weight 0; Slurm: QOS gp-overdrawn; executor contract rule 8)")
 
 OVER = 1.0  # forecast above this share of the budget: overrun
 UNDER = 0.8  # forecast below this share of the budget: budget left unused
