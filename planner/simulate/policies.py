@@ -167,18 +167,9 @@ class AdmissionPolicy(Policy):
         quiet = self._quiet_since(sim, c, fits)
         if quiet is None:
             return
-        heap, later = [], []
-        maybe = self.candidates(sim, c)
-        rank, entitled = self.rank, self.entitled
-        again = self.entitles_after_preemption
-        for p, job in sim.heads(c):
-            if maybe is not None and not maybe[p]:
-                continue
-            if entitled(sim, c, p, job) is not None:
-                heap.append((rank(sim, c, p, job), p, job))
-            elif again:
-                later.append((rank(sim, c, p, job), p, job))
+        heap, later = self._entitled_heads(sim, c)
         heapq.heapify(heap)
+        rank, entitled = self.rank, self.entitled
         gpus = sim.jobs.gpus
         popped = None  # the largest entry popped so far
         while heap:
@@ -191,7 +182,7 @@ class AdmissionPolicy(Policy):
                 continue
             if not sim.fits(c, gpus[job]):
                 version = sim.version(c)
-                room = sim.preempt_for(job, self.victims(sim, c, p, job))
+                room = sim.preempt_for(job, self._pass_victims(sim, c, p, job))
                 if later and sim.version(c) != version:  # work was preempted: held dropped
                     later = self._entitled_now(sim, c, heap, later, popped)
                 if not room:
@@ -202,6 +193,29 @@ class AdmissionPolicy(Policy):
                 heapq.heappush(heap, (rank(sim, c, p, nxt), p, nxt))
         self.fill(sim, c)
         self._quiet_after(sim, c, quiet)
+
+    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple]]:
+        """The entitled pass's start: (rank, project, first job) of each waiting project.
+
+        Of the projects entitled now (to heap), and of those that may become so after a
+        preemption (aside; none when ``entitles_after_preemption`` is False).
+        """
+        heap, later = [], []
+        maybe = self.candidates(sim, c)
+        rank, entitled = self.rank, self.entitled
+        again = self.entitles_after_preemption
+        for p, job in sim.heads(c):
+            if maybe is not None and not maybe[p]:
+                continue
+            if entitled(sim, c, p, job) is not None:
+                heap.append((rank(sim, c, p, job), p, job))
+            elif again:
+                later.append((rank(sim, c, p, job), p, job))
+        return heap, later
+
+    def _pass_victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """The groups the entitled pass asks :meth:`Replay.preempt_for` to take from."""
+        return self.victims(sim, c, p, job)
 
     def _quiet_since(self, sim, c: int, fits: bool) -> tuple | None:
         """None when the last pass on ``c`` did nothing and nothing it read changed since.
@@ -522,53 +536,27 @@ class LookbackPolicy(AdmissionPolicy):
                                          ratios)
         return cached
 
-    def schedule(self, sim, c: int) -> None:
-        """:meth:`AdmissionPolicy.schedule`'s passes, the entitled one skipping the idle.
+    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple]]:
+        """:meth:`AdmissionPolicy._entitled_heads` from the kept ratios (:meth:`_read`).
 
-        The plain pass heaps every waiting project's first job and asks :meth:`entitled` of
-        each as it pops; only allocated jobs of projects below their share are, and a
-        project's GPUs held drop during a pass only when its work is preempted. So the
-        heap here holds the projects entitled at the start; the others with allocated work
-        wait aside (``later``), and after each preemption those the plain pass has not
-        popped yet (above every entry popped so far) and now below their share join the
-        heap under the rank they had at the start, as the plain pass would pop them. The
-        same jobs start in the same order (a property test replays both).
+        Only allocated jobs of projects below their share are entitled, and a project's
+        GPUs held drop during a pass only when its work is preempted: the projects below
+        their share are heaped, the others with allocated work wait aside and join after
+        a preemption (:meth:`AdmissionPolicy._entitled_now`) once below their share, under
+        the rank they had at the start. The same jobs start in the same order as in the
+        plain pass (a property test replays both).
         """
-        fits = sim.any_fits(c)
-        if not fits and not sim.preemptible_gpus(c):
-            return  # nothing fits and nothing may be preempted: no start is possible
-        quiet = self._quiet_since(sim, c, fits)
-        if quiet is None:
-            return
         _, _, ratio, below, _ = self._read(sim, c)
-        allocated, key, gpus = sim.jobs.allocated, sim.key, sim.jobs.gpus
+        allocated, key = sim.jobs.allocated, sim.key
         heap, later = [], []
         for p, job in sim.heads(c):
             if allocated[job]:  # a project whose first job is unallocated is never entitled
                 (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
-        heapq.heapify(heap)
-        popped = None  # the largest entry popped so far
-        while heap:
-            entry = heapq.heappop(heap)
-            if popped is None or entry > popped:
-                popped = entry
-            _, p, job = entry
-            tag = self.entitled(sim, c, p, job)
-            if tag is None:
-                continue
-            if not sim.fits(c, gpus[job]):
-                version = sim.version(c)
-                room = sim.preempt_for(job, self._victims_with_members(sim, c, p, job))
-                if later and sim.version(c) != version:  # work was preempted: held dropped
-                    later = self._entitled_now(sim, c, heap, later, popped)
-                if not room:
-                    continue
-            sim.start(job, tag, protect=self.protect_hours(sim, job, tag))
-            nxt = sim.head(c, p)
-            if nxt is not None:
-                heapq.heappush(heap, (self.rank(sim, c, p, nxt), p, nxt))
-        self.fill(sim, c)
-        self._quiet_after(sim, c, quiet)
+        return heap, later
+
+    def _pass_victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+        """:meth:`victims` with members on ``c`` (:meth:`_victims_with_members`)."""
+        return self._victims_with_members(sim, c, p, job)
 
     def rank(self, sim, c: int, p: int, job: int) -> tuple:
         """Furthest below its share first."""
