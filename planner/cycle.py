@@ -78,7 +78,7 @@ from planner.ingest.pending import PendingGangs, pending_gangs
 from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
-from planner.inputs.load import load_scenario, load_scenario_and_files, load_unbudgeted
+from planner.inputs.load import load_scenario, load_scenario_and_files
 from planner.inputs.read import read_text_file
 from planner.inputs.schema import UNBUDGETED_FILE
 from planner.inputs.validate import parse_datetime
@@ -504,7 +504,7 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
            now: Callable[[], pd.Timestamp], step: Callable[[str], None],
            queue: tuple[str, Path] | None) -> CycleResult:
     """The cycle's steps (:func:`plan_cycle`, which holds the state's lock around them)."""
-    scenario, inputs = _load_and_keep(scenario_dir)
+    scenario, inputs = load_scenario_and_files(scenario_dir, unbudgeted=True)
     stamp_at = (parse_as_of(as_of, scenario) if as_of is not None
                 else parse_as_of(iso(floor_to_grid(now(), scenario)), scenario))
     ingest_lines: tuple[str, ...] = ()
@@ -540,28 +540,13 @@ def _cycle(scenario_dir: Path, state: Path, model: ModelConfig, as_of: str | Non
     elif (origin := demand_origin(scenario_dir, now())) is not None:
         warnings.append(origin)
     if source is not None or queue is not None:  # the ingests wrote: plan from what they wrote
-        scenario, inputs = _load_and_keep(scenario_dir)
+        scenario, inputs = load_scenario_and_files(scenario_dir, unbudgeted=True)
     try:
         return _plan_and_keep(scenario.with_as_of(stamp_at), state, model, targets, apply, step,
                               gangs, ingest_lines, inputs, warnings)
     except (InputError, SolverError, ApplyError) as error:
         error.written = written  # the ingest stays: said, not "nothing written"
         raise
-
-
-def _load_and_keep(scenario_dir: Path) -> tuple[Scenario, dict[str, bytes]]:
-    """:func:`load_scenario_and_files`, and ``unbudgeted.csv`` among the files kept.
-
-    Not a table of the plan, but what ``planner tick`` reads beside it for the executor
-    contract's rule 8 (:meth:`planner.exporters.slurm.SlurmExport.overdrawn_accounts`):
-    kept in ``inputs/`` so that the tick reads what the plan in force was made beside.
-    """
-    scenario, inputs = load_scenario_and_files(scenario_dir)
-    spare = Path(scenario_dir) / UNBUDGETED_FILE
-    if spare.is_file():
-        load_unbudgeted(scenario_dir)  # checked as usage.csv is: a bad one stops the cycle
-        inputs = {**inputs, UNBUDGETED_FILE: spare.read_bytes()}
-    return scenario, inputs
 
 
 def _plan_and_keep(scenario: Scenario, state: Path, model: ModelConfig, targets: list[str],

@@ -362,9 +362,7 @@ def _overdrawn(plan: dict[str, Any], scenario: Scenario) -> frozenset[str]:
     from the scenario folder's ``unbudgeted.csv`` (:func:`unbudgeted_of`), as ``planner
     tick`` reads it; a workbook or a folder without that file adds nothing.
     """
-    source = Path(scenario.source) if scenario.source else None
-    spent = unbudgeted_of(source, plan) if source is not None and source.is_dir() else {}
-    return overdrawn(plan, spent)
+    return overdrawn(plan, unbudgeted_of(scenario.source, plan) if scenario.source else {})
 
 
 # --------------------------------------------------------------------------- water-filling

@@ -139,6 +139,9 @@ def test_a_rerun_on_new_inputs_keeps_the_old_folder_and_adds_one(chain):
     ({"as_of": "2026-11-03"}, 2, "planned as of 2026-11-04T00:00:00Z, later than this run's"),
     ({"sacct": "1|p1|h100-a|gres/gpu=x|2026-11-03T00:00:00|2026-11-03T01:00:00|COMPLETED\n"},
      2, "gres/gpu"),
+    # unbudgeted.csv is checked as usage.csv is (GPUs a whole number), named with its column
+    ({"unbudgeted": "job_id,project,cluster,gpus,start,end\n"
+                    "u1,p1,h100-a,many,2026-10-20,2026-10-21\n"}, 2, "unbudgeted.csv"),
     ({"solver": True}, 1, "no valid plan"),
 ])
 def test_a_failed_cycle_leaves_the_previous_current(chain, monkeypatch, capsys, edit, code, says):
@@ -149,6 +152,8 @@ def test_a_failed_cycle_leaves_the_previous_current(chain, monkeypatch, capsys, 
         bad = folder.parent / "sacct.txt"
         bad.write_text(edit["sacct"])
         args += ["--sacct", str(bad)]
+    if "unbudgeted" in edit:
+        (folder / "unbudgeted.csv").write_text(edit["unbudgeted"])
     if "solver" in edit:
         def fail(*_args, **_kwargs):
             raise SolverError("no valid plan: the elastic allocation LP ended infeasible")
@@ -192,6 +197,19 @@ def test_each_kept_plan_keeps_its_inputs_and_each_run_is_logged(chain):
     assert cycle(folder, state, DAYS[-1], "--export", "slurm,kueue,json") == 0
     assert read_log(state)[-1]["unchanged"] is True
     assert cycle_scenario(folder) is None  # a folder without inputs/ (before they were kept)
+
+
+def test_the_cycle_keeps_unbudgeted_csv_with_the_plan(chain):
+    # what ran on no budget (Slurm's gp-opportunistic) is no table of the plan: the plan's
+    # input digest does not change, but the tick reads the kept copy for rule 8
+    folder, state = chain
+    text = "job_id,project,cluster,gpus,start,end\nu1,p2,h100-a,16,2026-10-20,2026-10-31\n"
+    (folder / "unbudgeted.csv").write_text(text)
+    digest = json.loads((state / "current" / "plan.json").read_text())["input_digest"]
+    assert cycle(folder, state, "2026-11-05", "--export", "slurm") == 0
+    kept = state / "current"
+    assert (kept / "inputs" / "unbudgeted.csv").read_text() == text
+    assert json.loads((kept / "plan.json").read_text())["input_digest"] == digest
 
 
 def test_conflicting_current_is_named_with_the_way_to_start_afresh(chain, capsys):

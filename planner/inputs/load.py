@@ -224,18 +224,26 @@ def load_scenario(path: str | os.PathLike[str], targets: tuple[str, ...] = ()) -
     return scenario
 
 
-def load_scenario_and_files(path: str | os.PathLike[str]
+def load_scenario_and_files(path: str | os.PathLike[str], unbudgeted: bool = False
                             ) -> tuple[Scenario, dict[str, bytes]]:
     """:func:`load_scenario`, and the bytes of every file it parsed (name → bytes).
 
     One read of the folder: what a planning cycle keeps beside its plan is exactly what it
-    planned from.
+    planned from. ``unbudgeted``: also the folder's ``unbudgeted.csv`` if it has one,
+    checked against the same read as :func:`load_unbudgeted` checks it (not a table of
+    the plan, but what ``planner tick`` reads beside the plan in force for the executor
+    contract's rule 8).
     """
+    from planner.inputs.schema import UNBUDGETED_FILE
+
     raw = read_scenario(Path(path))
     scenario, problems = _check(raw, Path(path), ())
     if scenario is None:
         raise InputError(problems)
-    return scenario, dict(raw.files)
+    files = dict(raw.files)
+    if unbudgeted and (Path(path) / UNBUDGETED_FILE).is_file():
+        _, files[UNBUDGETED_FILE] = _load_beside(path, UNBUDGETED_FILE, "usage", raw.tables)
+    return scenario, files
 
 
 def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -248,7 +256,7 @@ def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:
     """
     from planner.inputs.schema import DECLARED_DEMAND_FILE
 
-    return _load_beside(path, DECLARED_DEMAND_FILE, "demand")
+    return _load_beside(path, DECLARED_DEMAND_FILE, "demand")[0]
 
 
 def load_unbudgeted(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -262,7 +270,7 @@ def load_unbudgeted(path: str | os.PathLike[str]) -> pd.DataFrame:
     """
     from planner.inputs.schema import UNBUDGETED_FILE
 
-    return _load_beside(path, UNBUDGETED_FILE, "usage")
+    return _load_beside(path, UNBUDGETED_FILE, "usage")[0]
 
 
 def unbudgeted_of(folder: str | os.PathLike[str], plan: dict[str, Any]) -> dict[str, float]:
@@ -281,20 +289,24 @@ def unbudgeted_of(folder: str | os.PathLike[str], plan: dict[str, Any]) -> dict[
     return unbudgeted_ngh(plan, load_unbudgeted(folder))
 
 
-def _load_beside(path: str | os.PathLike[str], name: str, table: str) -> pd.DataFrame:
+def _load_beside(path: str | os.PathLike[str], name: str, table: str,
+                 tables: Mapping[str, RawTable | None] | None = None
+                 ) -> tuple[pd.DataFrame, bytes | None]:
     """The file ``name`` of the scenario folder ``path``, in the columns of ``table``.
 
-    Every rule of ``table`` applies, against the folder's other tables; problems name the
-    file. An absent file gives an empty table.
+    Every rule of ``table`` applies, against the folder's other tables (``tables``: as
+    already read by :func:`read_scenario`; default: read them); problems name the file.
+    An absent file gives an empty table. Also the file's bytes (None: absent).
     """
     from planner.inputs.read import decode, read_input, split_csv
 
     folder = Path(path)
     file = folder / name
     schema = TABLES[table]
-    raw = read_scenario(folder)
+    tables = dict(read_scenario(folder).tables if tables is None else tables)
+    data = None
     if not file.exists():
-        raw.tables[table] = RawTable(name, schema.columns, ())
+        tables[table] = RawTable(name, schema.columns, ())
     else:
         data, problem = read_input(file, name)
         if problem is not None:
@@ -302,10 +314,10 @@ def _load_beside(path: str | os.PathLike[str], name: str, table: str) -> pd.Data
         text, problems = decode(name, data or b"")
         if text is None:
             raise InputError(problems)
-        raw.tables[table], more = split_csv(name, schema, text)
-        if more or raw.tables[table] is None:
+        tables[table], more = split_csv(name, schema, text)
+        if more or tables[table] is None:
             raise InputError(problems + more)
-    checked = check_tables(raw.tables)
+    checked = check_tables(tables)
     mine = [p for p in checked.problems if p.file == name]
     if mine:
         raise InputError(mine)
@@ -313,4 +325,4 @@ def _load_beside(path: str | os.PathLike[str], name: str, table: str) -> pd.Data
     assert parsed is not None
     if table == "usage":
         parsed = collapse_usage(parsed)
-    return _frame(schema, canonical(parsed))
+    return _frame(schema, canonical(parsed)), data
