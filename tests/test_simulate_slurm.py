@@ -495,6 +495,44 @@ def test_backfill_reserves_for_every_blocked_budget_job_not_only_the_first():
         assert result.preemptions.sum() == 0
 
 
+def test_a_second_reservation_of_the_same_size_leaves_the_first_ones_nodes():
+    # Four nodes of 8; budgets ample, no pace cap; limits = durations. t=0: a's w (8 GPUs,
+    # 6 h), x0 (8, 2 h), x1 (8, 3 h), y (7, 5 h) start, in that order, on nodes 0, 1, 2, 3:
+    # node 1 frees at 2, node 2 at 3, node 3 (1 GPU idle now) at 5, node 0 at 6. t=1: b1
+    # (b, 16 GPUs = 2 nodes, 1 h), h (a, 16 GPUs, 1 h), l (a, 1 GPU, 8 h) arrive. b has
+    # used nothing, so Fair Tree puts b first: b1 cannot start, and its reservation takes
+    # nodes 1 and 2 at 3. Backfill then tests h, a's first waiting job: it cannot start
+    # either, and its reservation, the same size at the same cluster state, must leave
+    # nodes 1 and 2 to b1: nodes 3 and 0, at 6. l fits now on node 3's idle GPU, but its
+    # 8 h would reach both reservations: it must stay off all four nodes. At 3 b1 starts
+    # (3 → 4); h's reservation is then nodes 1 and 2 at 4, and l starts on node 3 at 3.
+    # The backfill remembers each reservation for the pass keyed on the reservations
+    # before it: without that part of the key h's is b1's answer again (nodes 1 and 2 at
+    # 3), and l starts at 1 on node 3, delaying h (a case too rare for the property tests
+    # in tests/test_simulate_props.py, which compare with the plain pass).
+    sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)), nodes=4)
+    tr = trace([("w", "a", 0, 8, 6.0, 1.0), ("x0", "a", 0, 8, 2.0, 1.0),
+                ("x1", "a", 0, 8, 3.0, 1.0), ("y", "a", 0, 7, 5.0, 1.0),
+                ("b1", "b", 1, 16, 1.0, 1.0), ("h", "a", 1, 16, 1.0, 1.0),
+                ("l", "a", 1, 1, 8.0, 1.0)])
+    tr["time_limit_hours"] = tr["duration_hours"]
+    made: list[tuple[float, str, tuple[float, frozenset[int]]]] = []
+
+    class Watched(SlurmReplayPolicy):
+        def _reserve(self, sim, c, job, plans):
+            before = len(plans)
+            super()._reserve(sim, c, job, plans)
+            made.extend((sim.now, tr["job_id"].iat[job], r) for r in plans[before:])
+
+    result = replay(sc, tr, Watched(EIGHT, pace="none"))
+    assert first_starts(tr, result) == {"w": 0.0, "x0": 0.0, "x1": 0.0, "y": 0.0,
+                                        "b1": 3.0, "h": 4.0, "l": 3.0}
+    assert made[:2] == [(1.0, "b1", (3.0, frozenset({1, 2}))),
+                        (1.0, "h", (6.0, frozenset({0, 3})))]
+    assert set().union(*tags(tr, result).values()) == {BUDGET}
+    assert result.preemptions.sum() == 0
+
+
 def test_backfill_starts_a_later_budget_job_by_requeueing_opportunistic_work():
     # Two nodes of 8; no pace cap; a and b have budgets, o none (its jobs run under
     # gp-opportunistic, exempt for their first 8 h, the fill slice here).
