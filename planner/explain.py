@@ -39,6 +39,7 @@ nodes not held by the plan's reservations for its rounded length, ignoring its w
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,14 @@ from planner.model.problem import Problem, build_problem
 from planner.model.result import CellValues
 from planner.plan.build import num
 from planner.times import iso
-from planner.words import NGH_DEFINITION, OVERDRAWN_WORDS, number, percent, water_level_words
+from planner.words import (
+    NGH_DEFINITION,
+    OVERDRAWN_WORDS,
+    number,
+    percent,
+    unbudgeted_words,
+    water_level_words,
+)
 
 EPS = 1e-6  # GPU-hours / NGH below which two figures are equal
 KINDS = ("demand", "budget", "reservation", "fair share", "capacity", "none")
@@ -153,6 +161,7 @@ class ProjectWhy:
     bindings: tuple[Binding, ...]  # clusters it wants or holds in the period
     unplaced: tuple[Unplaced, ...]
     overdrawn: bool = False  # a whole budget ahead of its pace (executor contract rule 8)
+    unbudgeted: float = 0.0  # NGH it ran charged to no budget up to as_of (not in used)
 
     @property
     def headline(self) -> str:
@@ -248,6 +257,7 @@ class Context:
     guaranteed: np.ndarray  # (P, K) GPU-hours in period t, from the plan
     opportunistic: np.ndarray  # (P, K) in period t
     budgets: dict[str, dict[str, Any]]
+    unbudgeted: dict[str, float]  # project -> NGH it ran charged to no budget by as_of
     overdrawn: frozenset[str]  # rule 8, with what the projects ran on no budget
 
 
@@ -307,16 +317,20 @@ def _period(problem: Problem, when: str | None) -> int:
 
 
 def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
-                  period: str | None = None) -> Context:
+                  period: str | None = None,
+                  unbudgeted: Mapping[str, float] | None = None) -> Context:
     """The shared arrays for ``plan`` (planned from ``scenario`` with ``model``).
 
-    ``period``: a time inside the period to explain (default: the first).
+    ``period``: a time inside the period to explain (default: the first). ``unbudgeted``:
+    project -> NGH it ran charged to no budget by the plan's ``as_of``
+    (:func:`~planner.inputs.load.unbudgeted_of`); default: read from the scenario folder.
     """
     scenario = scenario.with_as_of(pd.Timestamp(plan["as_of"]))
     problem = build_problem(scenario, model)
     _check_names(plan, problem)
     t = _period(problem, period)
     reserved_gpu_h, reserved_nodes, reserved_ngh = _reserved(plan, problem)
+    off_budget = dict(spent_unbudgeted(plan, scenario) if unbudgeted is None else unbudgeted)
     rate = problem.rate
     # as planner.model.solve.elastic_inputs, with the plan's reservations
     available = np.maximum(problem.cap - reserved_gpu_h, 0.0)
@@ -352,17 +366,18 @@ def build_context(plan: dict[str, Any], scenario: Scenario, model: ModelConfig,
     return Context(plan, problem, t, reserved_gpu_h, reserved_nodes, reserved_ngh, available,
                    CellValues(problem.shape, problem.dem.codes, targets_ngh / rate[cells[1]]),
                    capped, offset, guaranteed, opportunistic,
-                   {b["project"]: b for b in plan["budgets"]}, _overdrawn(plan, scenario))
+                   {b["project"]: b for b in plan["budgets"]}, off_budget,
+                   overdrawn(plan, off_budget))
 
 
-def _overdrawn(plan: dict[str, Any], scenario: Scenario) -> frozenset[str]:
-    """The plan's overdrawn projects (executor contract rule 8), as the executor sees them.
+def spent_unbudgeted(plan: dict[str, Any], scenario: Scenario) -> dict[str, float]:
+    """Project -> NGH it ran charged to no budget by the plan's ``as_of`` (rule 8).
 
-    Under Slurm what a project ran on no budget is not in the plan's ``used``: it is read
-    from the scenario folder's ``unbudgeted.csv`` (:func:`unbudgeted_of`), as ``planner
-    tick`` reads it; a workbook or a folder without that file adds nothing.
+    Under Slurm that work is not in the plan's ``used``: it is read from the scenario
+    folder's ``unbudgeted.csv`` (:func:`unbudgeted_of`), as ``planner tick`` reads it; a
+    workbook or a folder without that file adds nothing.
     """
-    return overdrawn(plan, unbudgeted_of(scenario.source, plan) if scenario.source else {})
+    return unbudgeted_of(scenario.source, plan) if scenario.source else {}
 
 
 # --------------------------------------------------------------------------- water-filling
@@ -515,7 +530,7 @@ def explain_project(ctx: Context, project: str) -> ProjectWhy:
                       why["planned_opportunistic"], num(forecast), num(_pace(ctx, why["budget"])),
                       num(why["budget"] - forecast), why["marginal_value"],
                       num(ctx.offset[p]), bindings, _unplaced(ctx, project),
-                      project in ctx.overdrawn)
+                      project in ctx.overdrawn, num(ctx.unbudgeted.get(project, 0.0)))
 
 
 # --------------------------------------------------------------------------- a team
@@ -620,9 +635,11 @@ def _level_lines(levels: tuple[Level, ...], indent: str) -> list[str]:
     return lines
 
 
-def _budget_line(budget: float, used: float, planned: float, pace: float) -> str:
+def _budget_line(budget: float, used: float, planned: float, pace: float,
+                 unbudgeted: float = 0.0) -> str:
     share = f" ({percent((used + planned) / budget)} of budget)" if budget else ""
-    return (f"budget {number(budget, 1)} NGH; used {number(used, 1)} (even pace by now "
+    return (f"budget {number(budget, 1)} NGH; used {number(used, 1)}"
+            f"{unbudgeted_words(unbudgeted, 1)} (even pace by now "
             f"{number(pace, 1)}); planned {number(planned, 1)}; forecast "
             f"{number(used + planned, 1)}{share}")
 
@@ -650,7 +667,8 @@ def explanation_lines(ex: Explanation) -> list[str]:
                       *_level_lines(levels, "  ")]
         return [*lines, "", NGH_DEFINITION]
     lines = head + [
-        _budget_line(s.budget, s.used, s.planned, s.pace) + f"; {n(s.budget_left, 1)} left",
+        _budget_line(s.budget, s.used, s.planned, s.pace, s.unbudgeted)
+        + f"; {n(s.budget_left, 1)} left",
         f"reserved {n(s.planned_reserved, 1)} NGH; opportunistic "
         f"{n(s.planned_opportunistic, 1)} NGH beyond budget; budget marginal value "
         f"{s.marginal_value:g} (what one more NGH of budget would be worth to the plan's "

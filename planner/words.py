@@ -131,6 +131,19 @@ def percent(share: float, decimals: int = 1) -> str:
 # --------------------------------------------------------------------------- sentences
 
 
+def unbudgeted_words(ngh: float, decimals: int = 0) -> str:
+    """`` and 4,224 NGH run on no budget``, said beside a project's ``used``; ``""`` for none.
+
+    ``ngh``: what the project ran charged to no budget in the quarter up to ``as_of``
+    (Slurm's ``gp-opportunistic`` and ``gp-overdrawn`` jobs, the scenario's
+    ``unbudgeted.csv``: :func:`planner.contract.unbudgeted_ngh`), which its ``used`` does
+    not count and the executor contract's rule 8 does.
+    """
+    if ngh <= 0:
+        return ""
+    return f" and {number(ngh, decimals)} NGH run on no budget"
+
+
 def verdict(quarter: str, as_of: str, budget: float, forecast: float,
             flags: Mapping[str, int], projects: int, unplaced: int) -> str:
     """The one-sentence verdict of a quarter, as of a date.

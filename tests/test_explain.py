@@ -328,9 +328,19 @@ def test_explain_counts_what_ran_on_no_budget_under_slurm(tmp_path, capsys):
             for b in json.loads((tmp_path / "out" / "plan.json").read_text())["budgets"]}
     assert used["p2"] == pytest.approx(48.0)
     assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["subject"]["overdrawn"] is True
+    p2 = json.loads(capsys.readouterr().out)["subject"]
+    assert p2["overdrawn"] is True
+    assert p2["used"] == pytest.approx(48.0) and p2["unbudgeted"] == pytest.approx(4224.0)
     assert main(["explain", "p1", "--scenario", str(folder), "--plan", plan, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["subject"]["overdrawn"] is False
+    p1 = json.loads(capsys.readouterr().out)["subject"]
+    assert p1["overdrawn"] is False and p1["unbudgeted"] == 0.0
+    # the text says the 4,224 beside used, and only for the project that ran any
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan]) == 0
+    budget = capsys.readouterr().out.splitlines()[1]
+    assert budget.startswith("budget 3,000.0 NGH; used 48.0 and 4,224.0 NGH run on no budget "
+                             "(even pace by now "), budget
+    assert main(["explain", "p1", "--scenario", str(folder), "--plan", plan]) == 0
+    assert "no budget" not in capsys.readouterr().out
     # a broken unbudgeted.csv is refused by file, row and column, as usage.csv would be
     (folder / "unbudgeted.csv").write_text(lines[0] + "hog,p2,h100-a,many,2026-10-20,"
                                                       "2026-10-31\n")
@@ -350,7 +360,7 @@ def test_explain_json_is_schema_stable(planned, capsys):
     assert set(body["subject"]) == {
         "project", "path", "weight", "budget", "used", "planned", "planned_reserved",
         "planned_opportunistic", "forecast", "pace", "budget_left", "marginal_value", "usage",
-        "bindings", "unplaced", "overdrawn", "headline"}
+        "bindings", "unplaced", "overdrawn", "unbudgeted", "headline"}
     for b in body["subject"]["bindings"]:
         assert b["kind"] in KINDS
         assert set(b) == {"cluster", "kind", "detail", "demand", "target", "guaranteed",

@@ -349,6 +349,25 @@ def test_an_overdrawn_project_page_says_so(tmp_path):
     assert OVERDRAWN_WORDS in p2 and "overdrawn" not in p1
 
 
+# Under Slurm the hog ran under gp-opportunistic (tests/test_explain.py): unbudgeted.csv, kept
+# with the plan in the cycle's inputs/, holds its 16 × 264 h × rate 1 = 4,224 NGH; p2's used is
+# j2's 48 alone. The Budget line says both, as planner explain does; p1 ran nothing unbudgeted.
+def test_a_project_page_says_what_ran_on_no_budget_beside_used(tmp_path):
+    from tests.test_explain import OVERDRAWN_USAGE
+
+    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
+    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
+    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    with served(sample_state(tmp_path / "run", folder, ("2026-11-02",), ("slurm",))[1]) as url:
+        p2, p1 = (_text(get(url, f"/project/{p}")[1]) for p in ("p2", "p1"))
+        api = get_json(url, "/api/projects/p2")
+    assert "Budget 3,000 NGH; used 48 and 4,224 NGH run on no budget (even pace by now" in p2
+    assert OVERDRAWN_WORDS in p2
+    assert "no budget" not in p1 and "overdrawn" not in p1
+    assert api["explain"]["subject"]["unbudgeted"] == pytest.approx(4224.0)
+    assert api["explain"]["subject"]["used"] == pytest.approx(48.0)
+
+
 @pytest.fixture(scope="module")
 def hostile_state(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")

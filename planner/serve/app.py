@@ -44,7 +44,15 @@ from planner.serve import svg
 from planner.serve.metrics import cycle_exposition, plan_exposition
 from planner.serve.state import Kept, current_name, kept_cycles, link_stamp, log_stamp, runs
 from planner.serve.views import CycleView, changes
-from planner.words import OVERDRAWN_WORDS, RISKS, legend_lines, number, percent, water_level_words
+from planner.words import (
+    OVERDRAWN_WORDS,
+    RISKS,
+    legend_lines,
+    number,
+    percent,
+    unbudgeted_words,
+    water_level_words,
+)
 
 TEMPLATES = ("planner", "templates/serve")
 MAX_GPUS = 100_000  # the largest N the start-by form accepts
@@ -182,7 +190,7 @@ class Live:
 def warm(view: CycleView) -> None:
     """Compute what every page needs before the view is swapped in."""
     _ = view.lines, view.verdict, view._spend, view._daily, view._entitled, view._running_on
-    _ = view.context, view.metrics_text
+    _ = view.unbudgeted, view.context, view.metrics_text
 
 
 # --------------------------------------------------------------------------- rendering
@@ -194,7 +202,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
     env.globals.update(n=number, pct=percent, legend=RISKS, lam_words=water_level_words,
-                       overdrawn_words=OVERDRAWN_WORDS,
+                       overdrawn_words=OVERDRAWN_WORDS, unbudgeted_words=unbudgeted_words,
                        q=lambda text: quote(str(text), safe=""))
     env.filters["when"] = when
     return env

@@ -117,6 +117,14 @@ class CycleView:
     # ------------------------------------------------------------------ computed once
 
     @cached_property
+    def unbudgeted(self) -> dict[str, float]:
+        """Project -> NGH it ran charged to no budget by as_of (the inputs' ``unbudgeted.csv``)."""
+        from planner.explain import spent_unbudgeted
+
+        assert self.scenario is not None
+        return spent_unbudgeted(self.plan, self.scenario)
+
+    @cached_property
     def status(self) -> Status:
         """``planner status`` of this plan."""
         assert self.scenario is not None
@@ -242,7 +250,7 @@ class CycleView:
             model = load_model(self.plan["model"])
         except InputError:
             return None
-        return build_context(self.plan, self.scenario, model)
+        return build_context(self.plan, self.scenario, model, unbudgeted=self.unbudgeted)
 
     def explain_all(self, stop: threading.Event | None = None) -> None:
         """Explain every area, team and project now: ``stop`` ends it early.
