@@ -837,6 +837,30 @@ def test_rule_8_an_overdrawn_projects_queue_sits_in_the_pool_with_weight_0():
         p: q for p, q in before.items() if p != "=P 3"}
 
 
+@pytest.mark.parametrize("weights", ["pace", "org"])
+@pytest.mark.parametrize("at_pool", [True, False])
+def test_an_exports_sets_share_one_reading_of_the_weights_and_the_overdrawn(weights, at_pool):
+    # export_kueue reads the pace weights and the overdrawn projects once (queue_weights)
+    # and gives them to every period and cluster set: each file is, byte for byte, the set
+    # period_objects builds reading them itself. "=P 3" is overdrawn, as above.
+    from planner.exporters import yamltext
+    from planner.exporters.common import period_bounds
+
+    over = json.loads(json.dumps(PLAN))
+    over["budgets"][2]["used"] = 3 * float(over["budgets"][2]["budget"])
+    tree = OrgTree.from_frame(ORG)
+    for split in (False, True):
+        files = export_kueue(over, ORG, periods=3, per_cluster=split, weights=weights,
+                             overdrawn_at_pool=at_pool)
+        clusters = sorted(c["cluster"] for c in over["clusters"]) if split else [None]
+        for start, end in period_bounds(over, 3):
+            quotas = project_quotas(over, start, end, True, list(tree.leaves))
+            for cluster in clusters:
+                alone = period_objects(over, tree, start, end, cluster, quotas,
+                                       weights=weights, overdrawn_at_pool=at_pool)
+                assert files[file_name(start, cluster)] == yamltext.dump_all(alone)
+
+
 def test_the_cli_export_and_the_replay_take_the_one_shipped_record():
     from planner.exporters.files import export_files
     from planner.simulate.kueue_replay import KueueReplayPolicy

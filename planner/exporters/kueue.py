@@ -591,8 +591,8 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
                    fill: bool = True, allowed: dict[str, tuple[str, ...]] | None = None,
                    weights: str = "pace", takes_back: bool = True,
                    pending: Mapping[tuple[str, str], int] | None = None,
-                   reserve_nodes: int = 0, overdrawn_at_pool: bool = True
-                   ) -> list[dict[str, Any]]:
+                   reserve_nodes: int = 0, overdrawn_at_pool: bool = True,
+                   weighed: Weighed | None = None) -> list[dict[str, Any]]:
     """Every Kueue object in force during [start, end); with ``cluster``, its set alone.
 
     ``quotas``: :func:`project_quotas` of the period, when the caller has them already;
@@ -604,7 +604,9 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     weight) or ``"org"`` (the org tree's weight); Cohorts keep the org's either way.
     ``overdrawn_at_pool`` (the executor contract's rule 8, the default): the ClusterQueue of
     an overdrawn project (:func:`planner.contract.overdrawn`) sits in the pool Cohort
-    with weight 0; False: in its team, as before the rule.
+    with weight 0; False: in its team, as before the rule. ``weighed``:
+    :func:`queue_weights` of the plan with these ``weights`` and ``overdrawn_at_pool``,
+    when the caller has it already (every set of an export shares it).
     """
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, not {weights!r}")
@@ -626,12 +628,27 @@ def period_objects(plan: dict[str, Any], tree: OrgTree, start: str, end: str,
     objects = [_topology(plain), *_priority_classes(plain), *_flavors(clusters, plain)]
     objects += [_pool(clusters, tree, quotas, Stamp(labels, annotations))]
     objects += _cohorts(tree, nodes, plain)
-    pace = pace_weights(plan) if weights == "pace" else None
-    gone = overdrawn(plan) if overdrawn_at_pool else frozenset()
+    pace, gone = queue_weights(plan, weights, overdrawn_at_pool) if weighed is None else weighed
     objects += [_cluster_queue(p, tree, quotas.get(p, {}), plain, pace, p in gone)
                 for p in projects]
     objects += [_local_queue(p, plain) for p in projects]
     return objects
+
+
+#: The ClusterQueues' pace weights (None: the org's) and the overdrawn projects (rule 8)
+Weighed = tuple[dict[str, float] | None, frozenset[str]]
+
+
+def queue_weights(plan: dict[str, Any], weights: str = "pace",
+                  overdrawn_at_pool: bool = True) -> Weighed:
+    """What every set of ``plan`` weighs its ClusterQueues with (:func:`period_objects`).
+
+    :func:`pace_weights` with ``weights="pace"`` (None: the org tree's), and the projects
+    :func:`planner.contract.overdrawn` names with ``overdrawn_at_pool`` (none without):
+    of the plan alone, so the same for each of its periods and clusters.
+    """
+    return (pace_weights(plan) if weights == "pace" else None,
+            overdrawn(plan) if overdrawn_at_pool else frozenset())
 
 
 #: The annotations of a set's pool Cohort: what the set was made from and for.
@@ -749,13 +766,15 @@ def export_kueue(plan: dict[str, Any], org: pd.DataFrame, periods: int = 1,
                                  else [None])
     files: dict[str, str] = {}
     index = []
+    weighed = queue_weights(plan, weights, overdrawn_at_pool)  # the same for every set
     for n, (start, end) in enumerate(period_bounds(plan, periods)):
         quotas = project_quotas(plan, start, end, fill, list(tree.leaves), allowed, takes_back,
                                 pending if n == 0 else None, reserve_nodes)
         writer = _SetWriter()
         for cluster in targets:
             objects = period_objects(plan, tree, start, end, cluster, quotas,
-                                     weights=weights, overdrawn_at_pool=overdrawn_at_pool)
+                                     weights=weights, overdrawn_at_pool=overdrawn_at_pool,
+                                     weighed=weighed)
             if most_flavors(objects) > MAX_FLAVORS:
                 raise ValueError(f"a Kueue resource group for {start} would hold "
                                  f"{most_flavors(objects)} flavors (at most {MAX_FLAVORS}): "
