@@ -669,18 +669,18 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     return ExitCode.OK
 
 
-def _plan_for(args) -> tuple[dict, Scenario, ModelConfig]:
+def _plan_for(args, scenario: Scenario | None = None) -> tuple[dict, Scenario, ModelConfig]:
     """The plan, the scenario at its as_of, and the planning model.
 
     ``--plan`` is refused unless made from the scenario; without it the scenario is
-    planned now.
+    planned now. ``scenario``: ``--scenario`` as loaded already (default: load it).
     """
     from planner.config import load_model
     from planner.explain import check_plan_matches
     from planner.inputs.load import load_scenario
     from planner.run import load_previous, parse_as_of, plan_scenario
 
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario) if scenario is None else scenario
     if args.plan:
         plan = load_previous(Path(args.plan))
         check_plan_matches(plan, scenario, Path(args.plan).name)
@@ -698,10 +698,14 @@ def _print_json(console: Console, body: dict) -> None:
 
 
 def _explain(args, console: Console) -> ExitCode:
+    from planner.contract import unbudgeted_ngh
     from planner.explain import build_context, explain, explanation_lines
+    from planner.inputs.load import load_scenario_and_unbudgeted
 
-    plan, scenario, model = _plan_for(args)
-    explanation = explain(build_context(plan, scenario, model, args.period), args.node)
+    scenario, off_budget = load_scenario_and_unbudgeted(args.scenario)  # one read of both
+    plan, scenario, model = _plan_for(args, scenario)
+    explanation = explain(build_context(plan, scenario, model, args.period,
+                                        unbudgeted_ngh(plan, off_budget)), args.node)
     if args.json:
         _print_json(console, explanation.as_json())
     else:

@@ -78,7 +78,11 @@ from planner.ingest.pending import PendingGangs, pending_gangs
 from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
-from planner.inputs.load import load_scenario, load_scenario_and_files
+from planner.inputs.load import (
+    load_scenario,
+    load_scenario_and_files,
+    load_scenario_and_unbudgeted,
+)
 from planner.inputs.read import read_text_file
 from planner.inputs.schema import UNBUDGETED_FILE
 from planner.inputs.validate import parse_datetime
@@ -454,12 +458,33 @@ def cycle_scenario(folder: Path) -> Scenario | None:
     ``None`` for a folder kept before cycles kept their inputs. The scenario is at the
     plan's ``as_of``; raises :class:`InputError` when the inputs do not load.
     """
+    source = _kept_source(folder)
+    return None if source is None else _at_plan_as_of(folder, load_scenario(source))
+
+
+def cycle_inputs(folder: Path) -> tuple[Scenario, pd.DataFrame] | None:
+    """:func:`cycle_scenario`, and the ``unbudgeted.csv`` kept with it, from one read.
+
+    The rows as :func:`~planner.inputs.load.load_unbudgeted` gives them (none: the cycle
+    kept no such file); raises :class:`InputError` when either does not load.
+    """
+    source = _kept_source(folder)
+    if source is None:
+        return None
+    scenario, unbudgeted = load_scenario_and_unbudgeted(source)
+    return _at_plan_as_of(folder, scenario), unbudgeted
+
+
+def _kept_source(folder: Path) -> Path | None:
+    """The kept cycle's ``inputs/`` folder, or the workbook in it; None: none kept."""
     inputs = folder / INPUTS
     if not inputs.is_dir():
         return None
     books = sorted(inputs.glob("*.xlsx"))
-    scenario = load_scenario(books[0] if books and not (inputs / "scenario.toml").exists()
-                             else inputs)
+    return books[0] if books and not (inputs / "scenario.toml").exists() else inputs
+
+
+def _at_plan_as_of(folder: Path, scenario: Scenario) -> Scenario:
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
     return scenario.with_as_of(pd.Timestamp(plan["as_of"]))
 

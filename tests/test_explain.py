@@ -349,6 +349,27 @@ def test_explain_counts_what_ran_on_no_budget_under_slurm(tmp_path, capsys):
     assert "unbudgeted.csv" in err and "gpus" in err
 
 
+def test_explain_reads_the_scenario_folder_once_with_its_unbudgeted_csv(tmp_path, capsys,
+                                                                        monkeypatch):
+    # the scenario and unbudgeted.csv (checked against the scenario's other tables) come
+    # from one read of the folder, not a second read for the file; the figures as above
+    import planner.inputs.load as load
+
+    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
+    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
+    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    capsys.readouterr()
+    reads = []
+    real = load.read_scenario
+    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    assert main(["explain", "p2", "--scenario", str(folder), "--plan",
+                 str(tmp_path / "out" / "plan.json"), "--json"]) == 0
+    assert reads == [folder]
+    p2 = json.loads(capsys.readouterr().out)["subject"]
+    assert p2["unbudgeted"] == pytest.approx(4224.0) and p2["overdrawn"] is True
+
+
 def test_explain_json_is_schema_stable(planned, capsys):
     folder, plan = planned
     assert main(["explain", "p1", "--scenario", str(folder), "--plan", str(plan),

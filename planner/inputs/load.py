@@ -236,14 +236,40 @@ def load_scenario_and_files(path: str | os.PathLike[str], unbudgeted: bool = Fal
     """
     from planner.inputs.schema import UNBUDGETED_FILE
 
+    scenario, raw, beside = _with_unbudgeted(path, unbudgeted)
+    files = dict(raw.files)
+    if beside[1] is not None:
+        files[UNBUDGETED_FILE] = beside[1]
+    return scenario, files
+
+
+def load_scenario_and_unbudgeted(path: str | os.PathLike[str]
+                                 ) -> tuple[Scenario, pd.DataFrame]:
+    """:func:`load_scenario`, and :func:`load_unbudgeted` checked against the same read.
+
+    One read of the folder for a caller that needs both (``planner explain``, the
+    dashboard); a workbook or a folder without ``unbudgeted.csv`` gives an empty table.
+    """
+    scenario, _, beside = _with_unbudgeted(path, True)
+    return scenario, beside[0]
+
+
+def _with_unbudgeted(path: str | os.PathLike[str], unbudgeted: bool
+                     ) -> tuple[Scenario, RawScenario, tuple[pd.DataFrame, bytes | None]]:
+    """The scenario, its read, and (``unbudgeted``) the folder's ``unbudgeted.csv`` from it.
+
+    The file as :func:`_load_beside` gives it (an empty table and None: not asked, or no
+    such file).
+    """
+    from planner.inputs.schema import UNBUDGETED_FILE
+
     raw = read_scenario(Path(path))
     scenario, problems = _check(raw, Path(path), ())
     if scenario is None:
         raise InputError(problems)
-    files = dict(raw.files)
     if unbudgeted and (Path(path) / UNBUDGETED_FILE).is_file():
-        _, files[UNBUDGETED_FILE] = _load_beside(path, UNBUDGETED_FILE, "usage", raw.tables)
-    return scenario, files
+        return scenario, raw, _load_beside(path, UNBUDGETED_FILE, "usage", raw.tables)
+    return scenario, raw, (scenario.usage.iloc[:0], None)  # usage.csv's columns, no row
 
 
 def load_declared(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -190,7 +190,7 @@ class Live:
 def warm(view: CycleView) -> None:
     """Compute what every page needs before the view is swapped in."""
     _ = view.lines, view.verdict, view._spend, view._daily, view._entitled, view._running_on
-    _ = view.unbudgeted, view.context, view.metrics_text
+    _ = view.context, view.metrics_text
 
 
 # --------------------------------------------------------------------------- rendering

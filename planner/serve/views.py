@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.contract import in_force
-from planner.cycle import cycle_scenario
+from planner.contract import in_force, unbudgeted_ngh
+from planner.cycle import cycle_inputs
 from planner.errors import InputError
 from planner.inputs import Scenario
 from planner.reports.content import (
@@ -78,24 +78,30 @@ class CycleView:
     plan: dict[str, Any]
     scenario: Scenario | None
     problem: str | None = None  # why the scenario is missing (old folder, bad inputs)
+    #: project -> NGH it ran charged to no budget by as_of (the inputs' ``unbudgeted.csv``)
+    unbudgeted: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _explained: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, kept: Kept) -> CycleView:
-        """Read the folder's plan and its ``inputs/`` scenario (checked by digest)."""
+        """Read the folder's plan and its ``inputs/`` scenario (checked by digest).
+
+        And the ``unbudgeted.csv`` kept with them, from the same read of ``inputs/``.
+        """
         plan = read_plan(kept.folder)
         try:
-            scenario = cycle_scenario(kept.folder)
+            loaded = cycle_inputs(kept.folder)
         except InputError as error:
             return cls(kept, plan, None, f"its inputs/ do not load: {error.problems[0]}")
-        if scenario is None:
+        if loaded is None:
             return cls(kept, plan, None, "this cycle was kept before cycles kept their "
                                          "inputs (no inputs/ folder)")
+        scenario, unbudgeted = loaded
         if scenario.digest != plan.get("input_digest"):
             return cls(kept, plan, None, "its inputs/ are not the inputs the plan was made "
                                          "from (input_digest differs)")
-        return cls(kept, plan, scenario)
+        return cls(kept, plan, scenario, unbudgeted=unbudgeted_ngh(plan, unbudgeted))
 
     # ------------------------------------------------------------------ plan-only facts
 
@@ -115,14 +121,6 @@ class CycleView:
         return self.scenario is not None
 
     # ------------------------------------------------------------------ computed once
-
-    @cached_property
-    def unbudgeted(self) -> dict[str, float]:
-        """Project -> NGH it ran charged to no budget by as_of (the inputs' ``unbudgeted.csv``)."""
-        from planner.explain import spent_unbudgeted
-
-        assert self.scenario is not None
-        return spent_unbudgeted(self.plan, self.scenario)
 
     @cached_property
     def status(self) -> Status:
