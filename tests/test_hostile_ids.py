@@ -385,3 +385,55 @@ def test_queue_demand_and_tick_carry_hostile_ids_inert(planned, tmp_path):
                            .replace(",", "")], capture_output=True, text=True, check=True)
     assert set(said.stdout.split()) == {account(p) for p in projects(ids)}
     assert not marker.exists() and not Path("x").exists()
+
+
+def test_sacct_ingest_writes_hostile_ids_to_unbudgeted_csv_as_data(planned, tmp_path,
+                                                                   monkeypatch, capsys):
+    # planner ingest sacct: the hostile projects' jobs that ran under gp-opportunistic or
+    # gp-overdrawn (their accounts as the export names them) go to unbudgeted.csv, written
+    # by the CSV writer and read back to the same ids; an unknown account that is itself
+    # hostile (a command, a control character, a terminal escape) is never written, and the
+    # report prints it with its control characters escaped; nothing runs an id (no MARK, x)
+    from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS
+    from planner.inputs.load import load_unbudgeted
+    from planner.inputs.schema import UNBUDGETED_FILE
+
+    root, marker, ids = planned
+    monkeypatch.chdir(tmp_path)  # a `touch x` would land here
+    scenario = tmp_path / "scenario"
+    shutil.copytree(root / "scenario", scenario)
+    names = {p: planable(ids[p]) for p in ("p1", "p2", "p3", "p4")}  # the scenario's ids
+    lines = [f"{3000 + i}|{account(name)}|h100-a|gres/gpu=8|2026-11-01T00:00:00|"
+             f"2026-11-01T02:00:00|COMPLETED|{OVERDRAWN_QOS if i % 2 else OPPORTUNISTIC_QOS}"
+             for i, name in enumerate(names.values())]
+    lines.append("3100|$(touch x)`touch x`\x01\x1b[31m|h100-a|gres/gpu=8|2026-11-01T00:00:00|"
+                 f"2026-11-01T02:00:00|COMPLETED|{OPPORTUNISTIC_QOS}")
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("\n".join(lines) + "\n")
+    assert main(["ingest", "sacct", str(sacct), str(scenario), "--now",
+                 "2026-11-02T00:00:00"]) == 0
+    said = capsys.readouterr()
+    assert "3100 (row 5, $(touch x)`touch x`\\x01\\x1b[31m)" in said.out, said.out
+    assert "\x01" not in said.out + said.err and "\x1b" not in said.out + said.err
+    text = (scenario / UNBUDGETED_FILE).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["job_id"], r["project"]) for r in rows] == [
+        (f"slurm:h100-a:{3000 + i}", name) for i, name in enumerate(names.values())]
+    assert set(load_unbudgeted(scenario)["project"]) == set(names.values())
+    assert not marker.exists() and not Path("x").exists()
+
+    # bad input writes nothing and exits 2 naming the file, the line and the field: a job
+    # id with a control character; a newline inside a field splits its line in two, each
+    # with the wrong number of fields (named by line: the line as a whole is wrong)
+    before = {p.name: p.read_bytes() for p in scenario.iterdir()}
+    good = lines[0].replace("3000|", "3200|", 1)
+    for bad, row, field in ((good.replace("3200|", "32\x0100|", 1), 2, "JobIDRaw"),
+                            (good.replace("|h100-a|", "|h100\n-a|", 1), 2, None)):
+        sacct.write_text(lines[1] + "\n" + bad + "\n")
+        assert main(["ingest", "sacct", str(sacct), str(scenario), "--now",
+                     "2026-11-02T00:00:00"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "sacct.txt" in err, err
+        assert f"row {row}" in err and (field is None or field in err), err
+        assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before
+    assert not marker.exists() and not Path("x").exists()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from planner.inputs.schema import printable
+
 # Reasons a job is reported and not written (keys of IngestReport.skipped), in report order.
 PENDING = "never started (pending)"
 NOT_ADMITTED = "not admitted"
@@ -58,9 +60,10 @@ class Skip:
     detail: str = ""
 
     def __str__(self) -> str:
+        """``job (row N, detail)``, the file's text with its control characters escaped."""
         where = f"row {self.row}" if self.row is not None else ""
-        extra = ", ".join(x for x in (where, self.detail) if x)
-        return f"{self.job} ({extra})" if extra else self.job
+        extra = ", ".join(x for x in (where, printable(self.detail)) if x)
+        return f"{printable(self.job)} ({extra})" if extra else printable(self.job)
 
 
 @dataclass(frozen=True)

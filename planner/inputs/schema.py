@@ -89,6 +89,18 @@ def bad_characters(text: str) -> str:
     return " ".join(ascii(ch)[1:-1] for ch in dict.fromkeys(_BAD_CHARACTERS.findall(text)))
 
 
+def printable(text: str) -> str:
+    r"""``text`` with each character :func:`bad_characters` refuses escaped (ESC: ``\x1b``).
+
+    For text from outside that is printed or written whatever it holds: a hand-edited
+    plan's ids in a workbook (openpyxl raises on them), an accounting file's fields in a
+    report on the terminal (an escape sequence there would be obeyed).
+    """
+    if not has_bad_characters(text):
+        return text
+    return _BAD_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
 def has_bad_characters(text: str) -> bool:
     """Whether ``text`` holds a character :func:`bad_characters` refuses.
 

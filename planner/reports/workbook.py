@@ -54,7 +54,7 @@ from planner.inputs.schema import (
     REPORT_SHEETS,
     SCENARIO_SHEET_COLUMNS,
     TABLES,
-    bad_characters,
+    printable,
 )
 from planner.plan.write import write_files
 from planner.reports.content import Report, build_report, report_verdict
@@ -80,17 +80,6 @@ AREA_COLORS = ("1F77B4", "FF7F0E", "2CA02C", "D62728", "9467BD", "8C564B", "E377
 
 
 # --------------------------------------------------------------------------- cells
-
-
-def printable(text: str) -> str:
-    r"""``text`` with every control character shown escaped (ESC as ``\x1b``).
-
-    Validation refuses such characters in ids; a hand-edited ``--plan`` may still carry
-    them, and a workbook must be written whatever the plan says (openpyxl raises on them).
-    """
-    if not bad_characters(text):
-        return text
-    return "".join(ascii(ch)[1:-1] if bad_characters(ch) else ch for ch in text)
 
 
 def put_text(cell: Cell, text: str) -> Cell:
