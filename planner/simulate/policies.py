@@ -481,6 +481,8 @@ class LookbackPolicy(AdmissionPolicy):
         self._live_of: dict[int, tuple] = {}
         #: per cluster, :meth:`_read`'s answer
         self._read_of: dict[int, tuple] = {}
+        #: the ratios and below flags the current entitled pass started from
+        self._pass_start: tuple[list[float], list[bool]] = ([], [])
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -521,38 +523,78 @@ class LookbackPolicy(AdmissionPolicy):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
 
-    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], np.ndarray]:
+    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], list[int],
+                                          list[float]]:
         """Every project's :meth:`_ratio` on ``c``, and whether it is below its share.
 
-        (version, shares, the ratios and the below flags as lists, the ratios' array),
-        kept until the shares or ``c``'s running work change (:meth:`Replay.version`).
+        (version, shares, the ratios and the below flags, the GPUs held and the shares of
+        ``c`` they were read from, as lists), kept until the shares or ``c``'s running work
+        change (:meth:`Replay.version`). When only the work changed, the ratios and flags
+        of the projects whose GPUs held did not change are kept (a ratio and a flag are
+        functions of the project's GPUs held and share alone: :meth:`_read_plain`'s
+        float64 divisions and comparisons, done one at a time). The lists handed out are
+        never changed afterwards.
         """
         version = sim.version(c)
         cached = self._read_of.get(c)
-        if cached is None or cached[0] != version or cached[1] is not self.share:
-            ratios = self._ratios(sim, c)
-            below = sim.held_project[:, c] < self.share[:, c] - 1e-9
-            cached = self._read_of[c] = (version, self.share, ratios.tolist(), below.tolist(),
-                                         ratios)
+        if cached is not None and cached[0] == version and cached[1] is self.share:
+            return cached
+        if cached is None or cached[1] is not self.share:
+            cached = self._read_of[c] = self._read_plain(sim, c)
+            return cached
+        held = sim.held_project[:, c].tolist()
+        _, share_all, ratio, below, before, share = cached
+        changed = [p for p, (now, was) in enumerate(zip(held, before, strict=True)) if now != was]
+        if changed:
+            ratio, below = ratio.copy(), below.copy()
+            for p in changed:
+                h, s = held[p], share[p]
+                ratio[p] = h / s if s > 1e-9 else math.inf if h else 0.0
+                below[p] = h < s - 1e-9
+        cached = self._read_of[c] = (version, share_all, ratio, below, held, share)
         return cached
 
-    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple]]:
+    def _read_plain(self, sim, c: int) -> tuple:
+        """:meth:`_read` worked out afresh for every project (numpy, :meth:`_ratios`)."""
+        below = sim.held_project[:, c] < self.share[:, c] - 1e-9
+        return (sim.version(c), self.share, self._ratios(sim, c).tolist(), below.tolist(),
+                sim.held_project[:, c].tolist(), self.share[:, c].tolist())
+
+    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple[int, int]]]:
         """:meth:`AdmissionPolicy._entitled_heads` from the kept ratios (:meth:`_read`).
 
         Only allocated jobs of projects below their share are entitled, and a project's
         GPUs held drop during a pass only when its work is preempted: the projects below
         their share are heaped, the others with allocated work wait aside and join after
-        a preemption (:meth:`AdmissionPolicy._entitled_now`) once below their share, under
-        the rank they had at the start. The same jobs start in the same order as in the
-        plain pass (a property test replays both).
+        a preemption (:meth:`_entitled_now`) once below their share, under the rank they
+        had at the start. The same jobs start in the same order as in the plain pass (a
+        property test replays both).
+
+        Most passes preempt nothing, so those aside are not ranked here: ``later`` is
+        every (project, first job) of the start, and :meth:`_entitled_now` picks and
+        ranks the ones aside from the start's ratios and flags (kept in ``_pass_start``;
+        :meth:`_read` never changes a list it handed out).
         """
-        _, _, ratio, below, _ = self._read(sim, c)
+        _, _, ratio, below, _, _ = self._read(sim, c)
         allocated, key = sim.jobs.allocated, sim.key
-        heap, later = [], []
-        for p, job in sim.heads(c):
-            if allocated[job]:  # a project whose first job is unallocated is never entitled
-                (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
-        return heap, later
+        heads = sim.heads(c)
+        self._pass_start = (ratio, below)
+        # a project whose first job is unallocated is never entitled
+        heap = [((ratio[p], *key[job]), p, job) for p, job in heads if below[p] and allocated[job]]
+        return heap, heads
+
+    def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
+        """:meth:`AdmissionPolicy._entitled_now` of the pass start's (project, first job) pairs.
+
+        The entries aside are those of allocated first jobs of projects not below their
+        share at the start, ranked by the start's ratios (:meth:`_entitled_heads`); the
+        pairs still aside are returned.
+        """
+        ratio, below = self._pass_start
+        allocated, key = sim.jobs.allocated, sim.key
+        aside = [((ratio[p], *key[job]), p, job) for p, job in later
+                 if allocated[job] and not below[p]]
+        return [(p, job) for _, p, job in super()._entitled_now(sim, c, heap, aside, popped)]
 
     def _pass_victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """:meth:`victims` with members on ``c`` (:meth:`_victims_with_members`)."""
@@ -622,10 +664,9 @@ class LookbackPolicy(AdmissionPolicy):
         cached = self._over_of.get(c)
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
-        qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
-        ratio = self._read(sim, c)[4][qs]
-        order = np.lexsort((qs, -ratio))
-        over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
+        _, _, ratio, _, held, share = self._read(sim, c)
+        over = sorted(((ratio[q], q) for q, (h, s) in enumerate(zip(held, share, strict=True))
+                       if h > s + 1e-9), key=lambda rq: (-rq[0], rq[1]))
         self._over_of[c] = (version, self.share, over)
         return over
 
