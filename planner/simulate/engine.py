@@ -375,6 +375,10 @@ class Replay:
         #: per cluster, size → {project: its queue's bucket of that size} for the buckets
         #: with waiting jobs (:meth:`heads_in` walks only the projects with a size asked)
         self.size_queues: list[dict[int, dict[int, list[tuple]]]] = [{} for _ in range(n_k)]
+        #: per cluster, project → its first waiting job by key, for :meth:`heads`; the
+        #: projects a job left the queue of since are looked up again on the next ask
+        self.first_jobs: list[dict[int, int]] = [{} for _ in range(n_k)]
+        self._first_stale: list[set[int]] = [set() for _ in range(n_k)]
         self.n_waiting = [0] * n_k
         self.running: list[dict[int, None]] = [{} for _ in range(n_k)]
         # GPUs held per (project, tag) on each cluster, and per project
@@ -685,6 +689,11 @@ class Replay:
             queue = self.queues[c][p] = ProjectQueue()
         if queue.push(self.key[job], job, g):
             self.queue_versions[c] += 1
+            head = queue._head
+            if head is _STALE:
+                self._first_stale[c].add(p)
+            else:
+                self.first_jobs[c][p] = head[0][1]
         bucket = queue.buckets[g]
         if len(bucket) == 1:  # the bucket was empty
             self.size_queues[c].setdefault(g, {})[p] = bucket
@@ -697,16 +706,20 @@ class Replay:
         """(project, its first waiting job by key) of every project waiting on ``c``.
 
         In no particular order (what a heap of them pops does not depend on it):
-        :meth:`waiting_projects` with :meth:`head` of each, in one walk.
+        :meth:`waiting_projects` with :meth:`head` of each, kept (``first_jobs``) as jobs
+        join the queues; only the queues a job left since the last ask are looked at.
         """
-        out = []
-        for p, queue in self.queues[c].items():
-            if queue.count:
-                head = queue._head
-                if head is _STALE:
-                    head = queue._first()
-                out.append((p, head[0][1]))
-        return out
+        first, stale = self.first_jobs[c], self._first_stale[c]
+        if stale:
+            queues = self.queues[c]
+            for p in stale:
+                head = queues[p]._first()
+                if head is None:
+                    first.pop(p, None)
+                else:
+                    first[p] = head[0][1]
+            stale.clear()
+        return list(first.items())
 
     def fitting_sizes(self, c: int) -> set[int]:
         """The sizes (GPUs) of the jobs waiting on ``c`` that fit now (:meth:`fits`).
@@ -804,6 +817,7 @@ class Replay:
             queue.remove_head(g)
         if not queue.buckets[g]:
             del self.size_queues[c][g][p]
+        self._first_stale[c].add(p)
         self.queue_versions[c] += 1
         self.waiting_sizes[c][g] -= 1
         self.n_waiting[c] -= 1

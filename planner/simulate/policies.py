@@ -64,6 +64,7 @@ import heapq
 import math
 import zlib
 from collections.abc import Iterable
+from itertools import compress
 
 import numpy as np
 
@@ -524,12 +525,13 @@ class LookbackPolicy(AdmissionPolicy):
             return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
 
     def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], list[int],
-                                          list[float]]:
+                                          list[float], list[bool]]:
         """Every project's :meth:`_ratio` on ``c``, and whether it is below its share.
 
         (version, shares, the ratios and the below flags, the GPUs held and the shares of
-        ``c`` they were read from, as lists), kept until the shares or ``c``'s running work
-        change (:meth:`Replay.version`). When only the work changed, the ratios and flags
+        ``c`` they were read from, whether it is over its share, as lists), kept until the
+        shares or ``c``'s running work change (:meth:`Replay.version`). When only the work
+        changed, the ratios and flags
         of the projects whose GPUs held did not change are kept (a ratio and a flag are
         functions of the project's GPUs held and share alone: :meth:`_read_plain`'s
         float64 divisions and comparisons, done one at a time). The lists handed out are
@@ -543,22 +545,24 @@ class LookbackPolicy(AdmissionPolicy):
             cached = self._read_of[c] = self._read_plain(sim, c)
             return cached
         held = sim.held_project[:, c].tolist()
-        _, share_all, ratio, below, before, share = cached
+        _, share_all, ratio, below, before, share, above = cached
         changed = [p for p, (now, was) in enumerate(zip(held, before, strict=True)) if now != was]
         if changed:
-            ratio, below = ratio.copy(), below.copy()
+            ratio, below, above = ratio.copy(), below.copy(), above.copy()
             for p in changed:
                 h, s = held[p], share[p]
                 ratio[p] = h / s if s > 1e-9 else math.inf if h else 0.0
                 below[p] = h < s - 1e-9
-        cached = self._read_of[c] = (version, share_all, ratio, below, held, share)
+                above[p] = h > s + 1e-9
+        cached = self._read_of[c] = (version, share_all, ratio, below, held, share, above)
         return cached
 
     def _read_plain(self, sim, c: int) -> tuple:
         """:meth:`_read` worked out afresh for every project (numpy, :meth:`_ratios`)."""
-        below = sim.held_project[:, c] < self.share[:, c] - 1e-9
-        return (sim.version(c), self.share, self._ratios(sim, c).tolist(), below.tolist(),
-                sim.held_project[:, c].tolist(), self.share[:, c].tolist())
+        held, share = sim.held_project[:, c], self.share[:, c]
+        return (sim.version(c), self.share, self._ratios(sim, c).tolist(),
+                (held < share - 1e-9).tolist(), held.tolist(), share.tolist(),
+                (held > share + 1e-9).tolist())
 
     def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple[int, int]]]:
         """:meth:`AdmissionPolicy._entitled_heads` from the kept ratios (:meth:`_read`).
@@ -575,7 +579,7 @@ class LookbackPolicy(AdmissionPolicy):
         ranks the ones aside from the start's ratios and flags (kept in ``_pass_start``;
         :meth:`_read` never changes a list it handed out).
         """
-        _, _, ratio, below, _, _ = self._read(sim, c)
+        _, _, ratio, below, *_ = self._read(sim, c)
         allocated, key = sim.jobs.allocated, sim.key
         heads = sim.heads(c)
         self._pass_start = (ratio, below)
@@ -612,9 +616,13 @@ class LookbackPolicy(AdmissionPolicy):
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Unallocated work anywhere, then projects more over their share than p would be."""
+        return self._unallocated_groups(sim) + self._over_groups(sim, c, p, job)
+
+    def _unallocated_groups(self, sim) -> list[tuple[int, str]]:
+        """Every project's unallocated group, in project order (one list, kept)."""
         if len(self._unallocated) != len(sim.projects):
             self._unallocated = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
-        return self._unallocated + self._over_groups(sim, c, p, job)
+        return self._unallocated
 
     def _over_groups(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """The groups of the projects over their share (p aside) whose ratio beats p's.
@@ -644,8 +652,7 @@ class LookbackPolicy(AdmissionPolicy):
             over = self._over(sim, c)
             cached = self._live_of[c] = (
                 version, self.share,
-                [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
-                 if (q, JobClass.UNALLOCATED) in live],
+                [g for g in self._unallocated_groups(sim) if g in live],
                 [-ratio for ratio, _ in over],
                 [(q, [g for g in ((q, JobClass.FILL), (q, "share")) if g in live])
                  for _, q in over])
@@ -657,16 +664,16 @@ class LookbackPolicy(AdmissionPolicy):
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
 
-        Every project's at once (the same float64 divisions); kept until the shares or
-        ``c``'s running work change (:meth:`Replay.version`).
+        From :meth:`_read`'s ratios and over flags; kept until the shares or ``c``'s
+        running work change (:meth:`Replay.version`).
         """
         version = sim.version(c)
         cached = self._over_of.get(c)
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
-        _, _, ratio, _, held, share = self._read(sim, c)
-        over = sorted(((ratio[q], q) for q, (h, s) in enumerate(zip(held, share, strict=True))
-                       if h > s + 1e-9), key=lambda rq: (-rq[0], rq[1]))
+        ratio, above = (read := self._read(sim, c))[2], read[6]
+        over = [(-minus, q) for minus, q in
+                sorted((-ratio[q], q) for q in compress(range(len(ratio)), above))]
         self._over_of[c] = (version, self.share, over)
         return over
 
