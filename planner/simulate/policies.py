@@ -62,6 +62,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 import zlib
 from collections.abc import Iterable
 from itertools import compress
@@ -478,6 +479,7 @@ class LookbackPolicy(AdmissionPolicy):
         #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
         self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
         self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
+        self._groups: list[tuple[tuple[int, str], tuple[int, str]]] = []  # _project_groups
         #: per cluster, (version, shares, the groups with expired jobs): the victims' memo
         self._live_of: dict[int, tuple] = {}
         #: per cluster, :meth:`_read`'s answer
@@ -546,8 +548,8 @@ class LookbackPolicy(AdmissionPolicy):
             return cached
         held = sim.held_project[:, c].tolist()
         _, share_all, ratio, below, before, share, above = cached
-        changed = [p for p, (now, was) in enumerate(zip(held, before, strict=True)) if now != was]
-        if changed:
+        if held != before:
+            changed = list(compress(range(len(held)), map(operator.ne, held, before)))
             ratio, below, above = ratio.copy(), below.copy(), above.copy()
             for p in changed:
                 h, s = held[p], share[p]
@@ -642,24 +644,40 @@ class LookbackPolicy(AdmissionPolicy):
         """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
 
         Kept until the shares or ``c``'s running work change: the unallocated groups with
-        members, and per project over its share (:meth:`_over`'s order) its groups with
-        members; those whose ratio beats p's with ``job`` are a prefix (found by bisection).
+        members, and the groups with members of the projects over their share one after
+        another in :meth:`_over`'s order, with where each project's end; those whose ratio
+        beats p's with ``job`` are a prefix (found by bisection). p's own groups are left
+        out (they are never in the prefix: more GPUs never lower a ratio).
         """
         version = sim.version(c)
         cached = self._live_of.get(c)
         if cached is None or cached[0] != version or cached[1] is not self.share:
             live = sim.victim_groups(c)
             over = self._over(sim, c)
+            groups = self._project_groups(sim)
+            flat: list[tuple[int, str]] = []
+            ends = [0]
+            for _, q in over:
+                flat += [g for g in groups[q] if g in live]
+                ends.append(len(flat))
             cached = self._live_of[c] = (
                 version, self.share,
                 [g for g in self._unallocated_groups(sim) if g in live],
-                [-ratio for ratio, _ in over],
-                [(q, [g for g in ((q, JobClass.FILL), (q, "share")) if g in live])
-                 for _, q in over])
-        _, _, unallocated, minus, over = cached
-        after = self._ratio(sim, c, p, sim.held(job))
-        beats = over[:bisect.bisect_left(minus, -after)]  # ratio > after
-        return unallocated + [g for q, groups in beats if q != p for g in groups]
+                [-ratio for ratio, _ in over], flat, ends)
+        _, _, unallocated, minus, flat, ends = cached
+        read = self._read(sim, c)
+        h, s = read[4][p] + sim.held(job), read[5][p]  # :meth:`_ratio`, from the lists
+        after = h / s if s > 1e-9 else math.inf if h else 0.0
+        beats = flat[:ends[bisect.bisect_left(minus, -after)]]  # ratio > after
+        if read[6][p]:  # p is over its share
+            beats = [g for g in beats if g[0] != p]
+        return unallocated + beats
+
+    def _project_groups(self, sim) -> list[tuple[tuple[int, str], tuple[int, str]]]:
+        """Per project, its groups :meth:`victims` names when it is over its share (kept)."""
+        if len(self._groups) != len(sim.projects):
+            self._groups = [((q, JobClass.FILL), (q, "share")) for q in range(len(sim.projects))]
+        return self._groups
 
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
