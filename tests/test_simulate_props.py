@@ -268,10 +268,40 @@ def assert_fit_limit(sim, c: int) -> int:
     return limit
 
 
+def first_by_scan(sim, c: int, p: int, sizes=None) -> int | None:
+    """Project ``p``'s first waiting job on ``c`` by key (among ``sizes``), by a bucket scan."""
+    queue = sim.queues[c].get(p)
+    tops = [heap[0] for g, heap in queue.buckets.items()
+            if heap and (sizes is None or g in sizes)] if queue else []
+    return min(tops)[1] if tops else None
+
+
+def assert_heads(sim, c: int) -> list[tuple[int, int]]:
+    """``sim.heads(c)`` (first jobs kept as jobs join, stale ones looked up), against scans."""
+    fast = Replay.heads(sim, c)
+    assert sorted(fast) == [(p, job) for p in sorted(sim.queues[c])
+                            if (job := first_by_scan(sim, c, p)) is not None], c
+    return fast
+
+
+def assert_heads_in(sim, c: int, sizes) -> list[tuple[int, int]]:
+    """``sim.heads_in(c, sizes)`` (the buckets of those sizes only), against scans."""
+    fast = Replay.heads_in(sim, c, sizes)
+    assert sorted(fast) == [(p, job) for p in sorted(sim.queues[c])
+                            if (job := first_by_scan(sim, c, p, sizes)) is not None], c
+    return fast
+
+
 class LimitChecked(Replay):
-    """The engine, asserting each :meth:`Replay.fit_limit` against ``fits`` size by size."""
+    """The engine, asserting each :meth:`Replay.fit_limit` against ``fits`` size by size.
+
+    And each :meth:`Replay.heads` and :meth:`Replay.heads_in` (kept first jobs, buckets by
+    size) against a scan of every queue's buckets.
+    """
 
     fit_limit = assert_fit_limit
+    heads = assert_heads
+    heads_in = assert_heads_in
 
 
 @settings(max_examples=60, deadline=None)
@@ -416,6 +446,30 @@ def with_plain_pass(cls):
 
 
 PlainLookback = with_plain_pass(LookbackPolicy)
+
+
+class CheckedLookback(LookbackPolicy):
+    """``lookback`` asserting its kept ratios and over-share order against the plain ones.
+
+    Each :meth:`_read` (updated only for the projects whose GPUs held changed) equals
+    :meth:`_read_plain` worked out afresh with numpy; each :meth:`_over` (from those lists)
+    equals numpy's lexsort of every project's ratio over its share.
+    """
+
+    def _read(self, sim, c):
+        fast = super()._read(sim, c)
+        assert fast[2:] == self._read_plain(sim, c)[2:], (sim.now, c)
+        return fast
+
+    def _over(self, sim, c):
+        import numpy as np
+
+        fast = super()._over(sim, c)
+        qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
+        ratio = self._ratios(sim, c)[qs]
+        order = np.lexsort((qs, -ratio))
+        assert fast == list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
+        return fast
 
 
 class PlainPlanner(PlannerPolicy):
@@ -579,9 +633,10 @@ def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
     # did nothing skipped while nothing it reads changed), the fill by fitting sizes, the
     # remembered queue heads, failed preemption asks and backfill tables, fairtree's head
     # reservation from its table and planner-slurm's backfill pass (first jobs read for the
-    # main pass, fit limits, remembered reservations), as with the plain pass and engine
+    # main pass, fit limits, remembered reservations), lookback's kept ratios and its
+    # projects aside ranked only after a preemption, as with the plain pass and engine
     sc, tr = random_case(jobs, nodes)
-    pairs = {"lookback": (LookbackPolicy, PlainLookback),
+    pairs = {"lookback": (CheckedLookback, PlainLookback),
              "fairtree": (CheckedFairTree, PlainFairTree),
              "quota": (VARIANTS["quota"], with_plain_pass(QuotaPolicy)),
              "priority": (VARIANTS["priority"], with_plain_pass(PriorityPolicy)),

@@ -372,6 +372,13 @@ class Replay:
         self.node_versions = [[0] * n for n in self.nodes]
         self.queues: list[dict[int, ProjectQueue]] = [{} for _ in range(n_k)]
         self.waiting_sizes: list[dict[int, int]] = [{} for _ in range(n_k)]
+        #: per cluster, size → {project: its queue's bucket of that size} for the buckets
+        #: with waiting jobs (:meth:`heads_in` walks only the projects with a size asked)
+        self.size_queues: list[dict[int, dict[int, list[tuple]]]] = [{} for _ in range(n_k)]
+        #: per cluster, project → its first waiting job by key, for :meth:`heads`; the
+        #: projects a job left the queue of since are looked up again on the next ask
+        self.first_jobs: list[dict[int, int]] = [{} for _ in range(n_k)]
+        self._first_stale: list[set[int]] = [set() for _ in range(n_k)]
         self.n_waiting = [0] * n_k
         self.running: list[dict[int, None]] = [{} for _ in range(n_k)]
         # GPUs held per (project, tag) on each cluster, and per project
@@ -682,6 +689,14 @@ class Replay:
             queue = self.queues[c][p] = ProjectQueue()
         if queue.push(self.key[job], job, g):
             self.queue_versions[c] += 1
+            head = queue._head
+            if head is _STALE:
+                self._first_stale[c].add(p)
+            else:
+                self.first_jobs[c][p] = head[0][1]
+        bucket = queue.buckets[g]
+        if len(bucket) == 1:  # the bucket was empty
+            self.size_queues[c].setdefault(g, {})[p] = bucket
         sizes = self.waiting_sizes[c]
         sizes[g] = sizes.get(g, 0) + 1
         self.n_waiting[c] += 1
@@ -691,16 +706,20 @@ class Replay:
         """(project, its first waiting job by key) of every project waiting on ``c``.
 
         In no particular order (what a heap of them pops does not depend on it):
-        :meth:`waiting_projects` with :meth:`head` of each, in one walk.
+        :meth:`waiting_projects` with :meth:`head` of each, kept (``first_jobs``) as jobs
+        join the queues; only the queues a job left since the last ask are looked at.
         """
-        out = []
-        for p, queue in self.queues[c].items():
-            if queue.count:
-                head = queue._head
-                if head is _STALE:
-                    head = queue._first()
-                out.append((p, head[0][1]))
-        return out
+        first, stale = self.first_jobs[c], self._first_stale[c]
+        if stale:
+            queues = self.queues[c]
+            for p in stale:
+                head = queues[p]._first()
+                if head is None:
+                    first.pop(p, None)
+                else:
+                    first[p] = head[0][1]
+            stale.clear()
+        return list(first.items())
 
     def fitting_sizes(self, c: int) -> set[int]:
         """The sizes (GPUs) of the jobs waiting on ``c`` that fit now (:meth:`fits`).
@@ -717,19 +736,21 @@ class Replay:
         """(project, its first waiting job by key among ``sizes``) wherever there is one.
 
         With ``sizes`` = :meth:`fitting_sizes`: :meth:`head_fit` of every waiting project
-        in one walk (no particular order).
+        in one walk (no particular order), over the projects with waiting jobs of those
+        sizes only (``size_queues``): the first of each size's bucket, the least of them.
         """
-        out = []
-        for p, queue in self.queues[c].items():
-            if queue.count:
-                head = queue._head
-                if head is not _STALE and head[1] in sizes:  # its first job fits
-                    out.append((p, head[0][1]))
-                    continue
-                job = queue.head_in(sizes)
-                if job is not None:
-                    out.append((p, job))
-        return out
+        index = self.size_queues[c]
+        if len(sizes) == 1:  # the common case: one size fits (say, one GPU free)
+            (g,) = sizes
+            return [(p, bucket[0][1]) for p, bucket in index.get(g, {}).items()]
+        first: dict[int, tuple] = {}
+        for g in sizes:
+            for p, bucket in index.get(g, {}).items():
+                top = bucket[0]
+                have = first.get(p)
+                if have is None or top < have:
+                    first[p] = top
+        return [(p, top[1]) for p, top in first.items()]
 
     def head_in(self, c: int, p: int, sizes: set[int]) -> int | None:
         """Project ``p``'s first waiting job on ``c`` (by key) among ``sizes``, or None."""
@@ -794,6 +815,9 @@ class Replay:
             queue.remove(self.key[job], job, g)
         else:
             queue.remove_head(g)
+        if not queue.buckets[g]:
+            del self.size_queues[c][g][p]
+        self._first_stale[c].add(p)
         self.queue_versions[c] += 1
         self.waiting_sizes[c][g] -= 1
         self.n_waiting[c] -= 1

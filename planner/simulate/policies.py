@@ -62,8 +62,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 import zlib
 from collections.abc import Iterable
+from itertools import compress
 
 import numpy as np
 
@@ -477,10 +479,13 @@ class LookbackPolicy(AdmissionPolicy):
         #: per cluster, (version, shares, :meth:`_over`'s list) of the last ask
         self._over_of: dict[int, tuple[int, np.ndarray, list[tuple[float, int]]]] = {}
         self._unallocated: list[tuple[int, str]] = []  # every project's unallocated group
+        self._groups: list[tuple[tuple[int, str], tuple[int, str]]] = []  # _project_groups
         #: per cluster, (version, shares, the groups with expired jobs): the victims' memo
         self._live_of: dict[int, tuple] = {}
         #: per cluster, :meth:`_read`'s answer
         self._read_of: dict[int, tuple] = {}
+        #: the ratios and below flags the current entitled pass started from
+        self._pass_start: tuple[list[float], list[bool]] = ([], [])
 
     def job_key(self, sim, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
@@ -521,38 +526,81 @@ class LookbackPolicy(AdmissionPolicy):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(share > 1e-9, held / share, np.where(held != 0, np.inf, 0.0))
 
-    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], np.ndarray]:
+    def _read(self, sim, c: int) -> tuple[int, np.ndarray, list[float], list[bool], list[int],
+                                          list[float], list[bool]]:
         """Every project's :meth:`_ratio` on ``c``, and whether it is below its share.
 
-        (version, shares, the ratios and the below flags as lists, the ratios' array),
-        kept until the shares or ``c``'s running work change (:meth:`Replay.version`).
+        (version, shares, the ratios and the below flags, the GPUs held and the shares of
+        ``c`` they were read from, whether it is over its share, as lists), kept until the
+        shares or ``c``'s running work change (:meth:`Replay.version`). When only the work
+        changed, the ratios and flags
+        of the projects whose GPUs held did not change are kept (a ratio and a flag are
+        functions of the project's GPUs held and share alone: :meth:`_read_plain`'s
+        float64 divisions and comparisons, done one at a time). The lists handed out are
+        never changed afterwards.
         """
         version = sim.version(c)
         cached = self._read_of.get(c)
-        if cached is None or cached[0] != version or cached[1] is not self.share:
-            ratios = self._ratios(sim, c)
-            below = sim.held_project[:, c] < self.share[:, c] - 1e-9
-            cached = self._read_of[c] = (version, self.share, ratios.tolist(), below.tolist(),
-                                         ratios)
+        if cached is not None and cached[0] == version and cached[1] is self.share:
+            return cached
+        if cached is None or cached[1] is not self.share:
+            cached = self._read_of[c] = self._read_plain(sim, c)
+            return cached
+        held = sim.held_project[:, c].tolist()
+        _, share_all, ratio, below, before, share, above = cached
+        if held != before:
+            changed = list(compress(range(len(held)), map(operator.ne, held, before)))
+            ratio, below, above = ratio.copy(), below.copy(), above.copy()
+            for p in changed:
+                h, s = held[p], share[p]
+                ratio[p] = h / s if s > 1e-9 else math.inf if h else 0.0
+                below[p] = h < s - 1e-9
+                above[p] = h > s + 1e-9
+        cached = self._read_of[c] = (version, share_all, ratio, below, held, share, above)
         return cached
 
-    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple]]:
+    def _read_plain(self, sim, c: int) -> tuple:
+        """:meth:`_read` worked out afresh for every project (numpy, :meth:`_ratios`)."""
+        held, share = sim.held_project[:, c], self.share[:, c]
+        return (sim.version(c), self.share, self._ratios(sim, c).tolist(),
+                (held < share - 1e-9).tolist(), held.tolist(), share.tolist(),
+                (held > share + 1e-9).tolist())
+
+    def _entitled_heads(self, sim, c: int) -> tuple[list[tuple], list[tuple[int, int]]]:
         """:meth:`AdmissionPolicy._entitled_heads` from the kept ratios (:meth:`_read`).
 
         Only allocated jobs of projects below their share are entitled, and a project's
         GPUs held drop during a pass only when its work is preempted: the projects below
         their share are heaped, the others with allocated work wait aside and join after
-        a preemption (:meth:`AdmissionPolicy._entitled_now`) once below their share, under
-        the rank they had at the start. The same jobs start in the same order as in the
-        plain pass (a property test replays both).
+        a preemption (:meth:`_entitled_now`) once below their share, under the rank they
+        had at the start. The same jobs start in the same order as in the plain pass (a
+        property test replays both).
+
+        Most passes preempt nothing, so those aside are not ranked here: ``later`` is
+        every (project, first job) of the start, and :meth:`_entitled_now` picks and
+        ranks the ones aside from the start's ratios and flags (kept in ``_pass_start``;
+        :meth:`_read` never changes a list it handed out).
         """
-        _, _, ratio, below, _ = self._read(sim, c)
+        _, _, ratio, below, *_ = self._read(sim, c)
         allocated, key = sim.jobs.allocated, sim.key
-        heap, later = [], []
-        for p, job in sim.heads(c):
-            if allocated[job]:  # a project whose first job is unallocated is never entitled
-                (heap if below[p] else later).append(((ratio[p], *key[job]), p, job))
-        return heap, later
+        heads = sim.heads(c)
+        self._pass_start = (ratio, below)
+        # a project whose first job is unallocated is never entitled
+        heap = [((ratio[p], *key[job]), p, job) for p, job in heads if below[p] and allocated[job]]
+        return heap, heads
+
+    def _entitled_now(self, sim, c: int, heap: list, later: list, popped: tuple) -> list:
+        """:meth:`AdmissionPolicy._entitled_now` of the pass start's (project, first job) pairs.
+
+        The entries aside are those of allocated first jobs of projects not below their
+        share at the start, ranked by the start's ratios (:meth:`_entitled_heads`); the
+        pairs still aside are returned.
+        """
+        ratio, below = self._pass_start
+        allocated, key = sim.jobs.allocated, sim.key
+        aside = [((ratio[p], *key[job]), p, job) for p, job in later
+                 if allocated[job] and not below[p]]
+        return [(p, job) for _, p, job in super()._entitled_now(sim, c, heap, aside, popped)]
 
     def _pass_victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """:meth:`victims` with members on ``c`` (:meth:`_victims_with_members`)."""
@@ -570,9 +618,13 @@ class LookbackPolicy(AdmissionPolicy):
 
     def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """Unallocated work anywhere, then projects more over their share than p would be."""
+        return self._unallocated_groups(sim) + self._over_groups(sim, c, p, job)
+
+    def _unallocated_groups(self, sim) -> list[tuple[int, str]]:
+        """Every project's unallocated group, in project order (one list, kept)."""
         if len(self._unallocated) != len(sim.projects):
             self._unallocated = [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))]
-        return self._unallocated + self._over_groups(sim, c, p, job)
+        return self._unallocated
 
     def _over_groups(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """The groups of the projects over their share (p aside) whose ratio beats p's.
@@ -592,40 +644,54 @@ class LookbackPolicy(AdmissionPolicy):
         """:meth:`victims` less the groups with no expired job (``preempt_for`` skips them).
 
         Kept until the shares or ``c``'s running work change: the unallocated groups with
-        members, and per project over its share (:meth:`_over`'s order) its groups with
-        members; those whose ratio beats p's with ``job`` are a prefix (found by bisection).
+        members, and the groups with members of the projects over their share one after
+        another in :meth:`_over`'s order, with where each project's end; those whose ratio
+        beats p's with ``job`` are a prefix (found by bisection). p's own groups are left
+        out (they are never in the prefix: more GPUs never lower a ratio).
         """
         version = sim.version(c)
         cached = self._live_of.get(c)
         if cached is None or cached[0] != version or cached[1] is not self.share:
             live = sim.victim_groups(c)
             over = self._over(sim, c)
+            groups = self._project_groups(sim)
+            flat: list[tuple[int, str]] = []
+            ends = [0]
+            for _, q in over:
+                flat += [g for g in groups[q] if g in live]
+                ends.append(len(flat))
             cached = self._live_of[c] = (
                 version, self.share,
-                [(q, JobClass.UNALLOCATED) for q in range(len(sim.projects))
-                 if (q, JobClass.UNALLOCATED) in live],
-                [-ratio for ratio, _ in over],
-                [(q, [g for g in ((q, JobClass.FILL), (q, "share")) if g in live])
-                 for _, q in over])
-        _, _, unallocated, minus, over = cached
-        after = self._ratio(sim, c, p, sim.held(job))
-        beats = over[:bisect.bisect_left(minus, -after)]  # ratio > after
-        return unallocated + [g for q, groups in beats if q != p for g in groups]
+                [g for g in self._unallocated_groups(sim) if g in live],
+                [-ratio for ratio, _ in over], flat, ends)
+        _, _, unallocated, minus, flat, ends = cached
+        read = self._read(sim, c)
+        h, s = read[4][p] + sim.held(job), read[5][p]  # :meth:`_ratio`, from the lists
+        after = h / s if s > 1e-9 else math.inf if h else 0.0
+        beats = flat[:ends[bisect.bisect_left(minus, -after)]]  # ratio > after
+        if read[6][p]:  # p is over its share
+            beats = [g for g in beats if g[0] != p]
+        return unallocated + beats
+
+    def _project_groups(self, sim) -> list[tuple[tuple[int, str], tuple[int, str]]]:
+        """Per project, its groups :meth:`victims` names when it is over its share (kept)."""
+        if len(self._groups) != len(sim.projects):
+            self._groups = [((q, JobClass.FILL), (q, "share")) for q in range(len(sim.projects))]
+        return self._groups
 
     def _over(self, sim, c: int) -> list[tuple[float, int]]:
         """(_ratio, q) of the projects over their share on ``c``, highest first, then by id.
 
-        Every project's at once (the same float64 divisions); kept until the shares or
-        ``c``'s running work change (:meth:`Replay.version`).
+        From :meth:`_read`'s ratios and over flags; kept until the shares or ``c``'s
+        running work change (:meth:`Replay.version`).
         """
         version = sim.version(c)
         cached = self._over_of.get(c)
         if cached is not None and cached[0] == version and cached[1] is self.share:
             return cached[2]
-        qs = np.flatnonzero(sim.held_project[:, c] > self.share[:, c] + 1e-9)
-        ratio = self._read(sim, c)[4][qs]
-        order = np.lexsort((qs, -ratio))
-        over = list(zip(ratio[order].tolist(), qs[order].tolist(), strict=True))
+        ratio, above = (read := self._read(sim, c))[2], read[6]
+        over = [(-minus, q) for minus, q in
+                sorted((-ratio[q], q) for q in compress(range(len(ratio)), above))]
         self._over_of[c] = (version, self.share, over)
         return over
 
