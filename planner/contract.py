@@ -89,7 +89,7 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    only the rest to ``gp-overdrawn``. The replays owe every project its pace each week;
    Slurm's budget QOS holds a quarter's GPU-minutes, which an overdrawn project may have
    spent early, so without this its pace would run only on idle GPUs, and a project
-   running at its pace stays as far ahead of it as it was (the bound holds). Kueue's
+   running at its pace stays about as far ahead of the line as it was. Kueue's
    usage counts every run, so there an overdrawn project has no budget left to pace.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
