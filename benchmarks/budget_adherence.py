@@ -2,7 +2,7 @@
 
     nice python benchmarks/budget_adherence.py [--trace synthetic|philly|FILE.csv]
         [--seed 7] [--jobs 8000] [--policy planner-kueue,planner-slurm] [--name NAME]
-        [--rule8 on,off]
+        [--rule8 on,off,unpaced]
 
 Replays the trace under each policy (``planner.simulate.run.simulate``, the code of
 ``planner simulate``) and, for the project charged the most beyond its budget
@@ -22,6 +22,9 @@ overdrawn projects, :func:`planner.contract.overdrawn`) as shipped (``on``) and/
 the export was before it (``off``: ``planner-kueue``'s ``overdrawn_at_pool=False``,
 ``planner-slurm``'s ``export=BEFORE_RULE8``, no ``gp-overdrawn``), a row each, with the
 budget error, weekly delivered ÷ owed, the worst team and the CPU seconds of the replay.
+``unpaced`` (``planner-slurm`` only): rule 8 as first shipped under Slurm
+(``export=RULE8_WITHOUT_PACE``: every job of an overdrawn project beyond its budget to
+``gp-overdrawn``, none kept in ``gp-opportunistic`` at its pace).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner.exporters.kueue import SHIPPED  # noqa: E402
 from planner.exporters.slurm import BEFORE_RULE8 as SLURM_BEFORE_RULE8  # noqa: E402
+from planner.exporters.slurm import RULE8_WITHOUT_PACE  # noqa: E402
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.results import load_now, write_result  # noqa: E402
 from planner.simulate import run as replays  # noqa: E402
@@ -76,13 +80,16 @@ BEFORE_RULE8 = {
     "planner-kueue": functools.partial(
         KueueReplayPolicy, export=replace(SHIPPED, overdrawn_at_pool=False)),
     "planner-slurm": functools.partial(SlurmReplayPolicy, export=SLURM_BEFORE_RULE8)}
+#: variant (``--rule8``) → policy → its replay; ``on`` is the policy as shipped
+VARIANTS = {"off": BEFORE_RULE8, "unpaced": {
+    "planner-slurm": functools.partial(SlurmReplayPolicy, export=RULE8_WITHOUT_PACE)}}
 
 
 def replay_one(scenario, trace, policy: str, rule8: str):
-    """(the policy's run, its CPU seconds), with rule 8 as shipped (on) or not (off)."""
+    """(the policy's run, its CPU seconds), with rule 8 as shipped (on), or a variant."""
     shipped = replays.POLICIES[policy]
-    if rule8 == "off":
-        replays.POLICIES[policy] = BEFORE_RULE8[policy]
+    if rule8 in VARIANTS:
+        replays.POLICIES[policy] = VARIANTS[rule8][policy]
     try:
         began = time.process_time()
         (run,) = simulate(scenario, trace, [policy])
@@ -162,8 +169,14 @@ def main() -> None:
     parser.add_argument("--policy", default="planner-kueue,planner-slurm")
     parser.add_argument("--name")
     parser.add_argument("--rule8", default="on",
-                        help="on, off or on,off: rule 8 as shipped and/or before it")
+                        help="variants of rule 8, a row each: on (as shipped), off (the "
+                             "export before it), unpaced (planner-slurm: rule 8 without "
+                             "the pace an overdrawn project keeps)")
     args = parser.parse_args()
+    for policy in args.policy.split(","):
+        for rule8 in args.rule8.split(",") if policy in BEFORE_RULE8 else []:
+            if rule8 != "on" and policy not in VARIANTS.get(rule8, {}):
+                parser.error(f"--rule8 {rule8}: not a variant of {policy}")
     path, scenario_dir, name = make_trace(args)
     scenario = load_scenario(scenario_dir)
     trace = read_trace(path, scenario)

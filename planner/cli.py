@@ -293,7 +293,8 @@ def _parser() -> argparse.ArgumentParser:
     tick = sub.add_parser("tick", help="between cycles, act on the queue as the plan in force "
                                        "says: Slurm jobs pending on a spent budget to "
                                        "gp-opportunistic and back, an overdrawn project's "
-                                       "work beyond its budget to gp-overdrawn (rule 8); "
+                                       "work beyond its budget and its pace to "
+                                       "gp-overdrawn (rule 8); "
                                        "Kueue's late gangs (rule 7); run every minute")
     tick.add_argument("--state", required=True,
                       help="the state folder planner cycle keeps (DIR/current is the plan "

@@ -82,7 +82,15 @@ At a moment ``t`` (or over a window ``[t, u)``, e.g. a period) a plan puts in fo
    ``gp-overdrawn`` (priority 0, ``PreemptExemptTime`` 0, in every other ``Preempt``
    list), and ``planner tick`` moves an overdrawn account's pending work beyond its budget
    there (work its budget still admits stays: under Slurm an overdrawn project may have
-   budget left, and that is its pace).
+   budget left, and that is its pace). Under Slurm the tick keeps its **pace**
+   (:func:`pace_ngh`: budget ÷ the quarter's hours, NGH per hour) in ``gp-opportunistic``:
+   while the account's running jobs run less than its pace, its pending work beyond its
+   budget goes to ``gp-opportunistic`` (queue order, each job counted as it is kept) and
+   only the rest to ``gp-overdrawn``. The replays owe every project its pace each week;
+   Slurm's budget QOS holds a quarter's GPU-minutes, which an overdrawn project may have
+   spent early, so without this its pace would run only on idle GPUs, and a project
+   running at its pace stays about as far ahead of the line as it was. Kueue's
+   usage counts every run, so there an overdrawn project has no budget left to pace.
 
 Moments and period starts are ISO 8601 UTC strings as the plan writes them
 (``2026-11-16T00:00:00Z``; they sort as times) or ``pandas.Timestamp``. A moment outside
@@ -297,6 +305,25 @@ def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = Non
                      >= float(b["budget"]) * (1.0 + share) - EPS)
 
 
+def pace_ngh(plan: dict[str, Any]) -> dict[str, float]:
+    """Project -> its budget pace, NGH per hour: ``budget`` ÷ the quarter's hours.
+
+    What an even spend of the budget runs every hour of the quarter (rule 8 under Slurm:
+    what an overdrawn project keeps in ``gp-opportunistic``); none for a plan without
+    budgets or with an empty quarter.
+    """
+    start, end = (pd.Timestamp(plan[k]) for k in ("quarter_start", "quarter_end"))
+    hours = (end - start) / pd.Timedelta(hours=1)
+    if hours <= 0:
+        return {}
+    return {b["project"]: float(b["budget"]) / hours for b in plan.get("budgets", [])}
+
+
+def cluster_rates(plan: dict[str, Any]) -> dict[str, float]:
+    """Cluster (a Slurm partition) -> its NGH per GPU-hour, as the plan gives it."""
+    return {c["cluster"]: float(c["rate"]) for c in plan.get("clusters", [])}
+
+
 def unbudgeted_ngh(plan: dict[str, Any], usage: pd.DataFrame) -> dict[str, float]:
     """Project -> NGH its ``usage`` rows ran in the quarter up to the plan's ``as_of``.
 
@@ -306,7 +333,7 @@ def unbudgeted_ngh(plan: dict[str, Any], usage: pd.DataFrame) -> dict[str, float
     [``quarter_start``, ``as_of``) × its cluster's NGH rate. Rows of clusters the plan
     does not know add nothing.
     """
-    rate = {c["cluster"]: float(c["rate"]) for c in plan.get("clusters", [])}
+    rate = cluster_rates(plan)
     lo, hi = pd.Timestamp(plan["quarter_start"]), pd.Timestamp(plan["as_of"])
     out: dict[str, float] = {}
     for row in usage.itertuples(index=False):

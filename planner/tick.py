@@ -21,7 +21,12 @@ replays measure:
   plan's ``used`` plus what ``unbudgeted.csv`` says the project ran charged to no budget)
   that its budget does not admit moves to ``gp-overdrawn`` instead of
   ``gp-opportunistic``, and so does its ``gp-opportunistic`` work; there it runs only on
-  GPUs no other job wants, and any other job requeues it at once. Work its budget QOS
+  GPUs no other job wants, and any other job requeues it at once. But the project keeps
+  its pace (:meth:`planner.exporters.slurm.SlurmExport.overdrawn_paces`: budget ÷ the
+  quarter's hours, NGH per hour): while its account's running jobs (any QOS, each at its
+  partition's NGH rate) run less than that, its pending work beyond its budget goes to
+  (or stays in, or returns to) ``gp-opportunistic`` in queue order, each job kept counted
+  as if it ran (:func:`keeps_pace`, which ``planner-slurm`` calls too). Work its budget QOS
   admits stays there: it is charged to the budget, within the pace cap (the plan's
   ``used`` under Slurm leaves out what ran on no budget, so an overdrawn project may
   still have budget left; under Kueue, whose usage counts every run, it cannot). The
@@ -47,7 +52,7 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +66,15 @@ from planner.ingest.squeue import PENDING, SqueueJob
 BUDGET_REASONS = ("QOSGrpGRESMinutes", "QOSGrpGRES")
 TICK_FILE = "tick.json"
 _EPS = 1e-6
+
+
+def keeps_pace(running_ngh: float, pace: float) -> bool:
+    """Whether an overdrawn project running ``running_ngh`` NGH per hour is below ``pace``.
+
+    Rule 8 under Slurm: such a project's work beyond its budget stays in
+    ``gp-opportunistic`` while this holds, and goes to ``gp-overdrawn`` once it does not.
+    """
+    return running_ngh < pace - _EPS
 
 
 def budget_admits(gpus: float, hours: float, limit_gpu_hours: float,
@@ -118,17 +132,29 @@ class Move:
 def slurm_moves(jobs: Iterable[SqueueJob], budget_of: Mapping[str, str],
                 use: Mapping[str, BudgetUse], moved: Mapping[str, str],
                 overdrawn: frozenset[str] = frozenset(),
-                parked: Mapping[str, str] | None = None) -> list[Move]:
+                parked: Mapping[str, str] | None = None,
+                paces: Mapping[str, float] | None = None,
+                rates: Mapping[str, float] | None = None) -> list[Move]:
     """Rule 8 and the wrapper rule (module docstring) over the queue: the moves to make now.
 
     ``budget_of``: Slurm account -> its project's budget QOS (the plan's); ``use``: budget
     QOS -> how much of it is used; ``moved``: job id -> the budget QOS a job the tick moved
     to ``gp-opportunistic`` came from; ``overdrawn``: the accounts of the projects
     overdrawn at the plan in force (rule 8); ``parked``: job id -> the QOS a job the tick
-    moved to ``gp-overdrawn`` came from. Jobs in queue order.
+    moved to ``gp-overdrawn`` came from; ``paces``: overdrawn account -> the NGH per hour
+    it keeps in ``gp-opportunistic`` (none given: 0, every job beyond its budget to
+    ``gp-overdrawn``); ``rates``: partition -> NGH per GPU-hour (a partition not in it
+    counts nothing). Jobs in queue order.
     """
     out = []
+    jobs = list(jobs)
     parked = parked or {}
+    paces = paces or {}
+    rate = _partition_rate(rates or {})
+    held: dict[str, float] = {}  # overdrawn account -> NGH per hour running or kept
+    for job in jobs:
+        if job.state != PENDING and job.account in overdrawn:
+            held[job.account] = held.get(job.account, 0.0) + job.gpus * rate(job.partition)
     for job in jobs:
         if job.state != PENDING:
             continue  # a running job keeps its QOS
@@ -136,30 +162,54 @@ def slurm_moves(jobs: Iterable[SqueueJob], budget_of: Mapping[str, str],
         if budget is None:
             continue
         over = job.account in overdrawn
+        if over and keeps_pace(held.get(job.account, 0.0), paces.get(job.account, 0.0)):
+            over = None  # below its pace: gp-opportunistic, and this job counts as kept
         hours = math.inf if job.limit_seconds is None else job.limit_seconds / 3600.0
         state = use.get(budget)
         admits = state is not None and state.admits(job.gpus, hours)
         came = budget in (moved.get(job.job_id), parked.get(job.job_id))  # the tick moved it
+        kept = False  # left in (or moved to) gp-opportunistic below its pace
         if job.qos == budget:
             if job.reason in BUDGET_REASONS or not admits:
                 why = (f"pends on {job.reason}" if job.reason in BUDGET_REASONS
                        else "its budget does not admit it")
                 if over:
                     why += "; its project is overdrawn (rule 8)"
+                elif over is None:
+                    why += "; its overdrawn project runs below its pace (rule 8)"
                 target = OVERDRAWN_QOS if over else OPPORTUNISTIC_QOS
                 out.append(Move(job.job_id, job.account, budget, target, why))
+                kept = over is None
         elif came and admits and job.qos in (OPPORTUNISTIC_QOS, OVERDRAWN_QOS):
             out.append(Move(job.job_id, job.account, job.qos, budget,
                             "its budget admits it again"))
         elif over and job.qos == OPPORTUNISTIC_QOS:
             out.append(Move(job.job_id, job.account, job.qos, OVERDRAWN_QOS,
                             "its project is overdrawn (rule 8)"))
+        elif over is None and job.qos == OPPORTUNISTIC_QOS:
+            kept = True
         elif not over and job.qos == OVERDRAWN_QOS and job.job_id in parked:
             back = parked[job.job_id]  # its budget QOS does not admit it: gp-opportunistic
             out.append(Move(job.job_id, job.account, job.qos,
                             OPPORTUNISTIC_QOS if back == budget else back,
-                            "its project is no longer overdrawn"))
+                            "its project is no longer overdrawn" if over is False else
+                            "its overdrawn project runs below its pace (rule 8)"))
+            kept = over is None
+        if kept:
+            held[job.account] = held.get(job.account, 0.0) + job.gpus * rate(job.partition)
     return out
+
+
+def _partition_rate(rates: Mapping[str, float]) -> Callable[[str], float]:
+    """Partition text -> NGH per GPU-hour.
+
+    The highest of its partitions' rates (a pending job may name several); 0 for a
+    partition the plan does not know.
+    """
+
+    def rate(partition: str) -> float:
+        return max((rates[p] for p in partition.split(",") if p in rates), default=0.0)
+    return rate
 
 
 def moved_after(moved: Mapping[str, str], moves: Iterable[Move], queue: Iterable[SqueueJob]

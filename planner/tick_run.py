@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from planner.contract import cluster_rates
 from planner.errors import InputError, InputProblem
 from planner.exporters.slurm import SHIPPED as SLURM_SHIPPED
 from planner.exporters.slurm import account, budget_minutes, qos_name
@@ -108,8 +109,9 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
     parked = {str(k): str(v) for k, v in record.get("overdrawn", {}).items()}
     spent = unbudgeted_of(current / "inputs", plan) if current is not None else {}
     over = SLURM_SHIPPED.overdrawn_accounts(plan, spent)
-    return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked), moved,
-                      parked, over)
+    paces = SLURM_SHIPPED.overdrawn_paces(plan, spent)
+    return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked, paces,
+                                        cluster_rates(plan)), moved, parked, over)
 
 
 def _kueue_sets(state: Path, current: Path, record: dict[str, Any]

@@ -30,7 +30,8 @@ OVERDRAWN_WORDS = ("overdrawn: what it ran (used, plus any work charged to no bu
                    "whole budget ahead of the even pace (twice the budget at the quarter's "
                    "end); its work beyond the budget runs only on GPUs no other project's "
                    "work waits for, and is preempted as soon as some does (Kueue: the pool "
-                   "Cohort at weight 0; Slurm: QOS gp-overdrawn; executor contract rule 8)")
+                   "Cohort at weight 0; Slurm: QOS gp-overdrawn, past what keeps it at its "
+                   "pace; executor contract rule 8)")
 
 OVER = 1.0  # forecast above this share of the budget: overrun
 UNDER = 0.8  # forecast below this share of the budget: budget left unused

@@ -737,3 +737,49 @@ def test_the_replay_the_cli_export_and_the_tick_take_the_one_shipped_record():
     assert "gp-overdrawn" not in BEFORE_RULE8.export(PLAN, ORG)
     assert BEFORE_RULE8.overdrawn_accounts(PLAN, {"p2": 1e9}) == frozenset()
     assert SHIPPED.overdrawn_accounts(PLAN, {"p2": 1e9}) == {"p2"}
+
+
+def test_rule_8_an_overdrawn_project_keeps_its_pace_in_gp_opportunistic():
+    # One node of 8 GPUs over three days (72 h, rate 1). b's budget is 36 NGH: its pace is
+    # 36 / 72 = 0.5 NGH per hour. t=0: B1 (8 GPUs, 10 h; 8 × its 16 h limit > 36 GPU-h left)
+    # runs under gp-opportunistic, 80 NGH on no budget. The replan at 24 h (a third gone)
+    # finds b overdrawn: 80 ≥ 36 × (1 + 1/3) = 48. t=24: B2 and B3 (4 GPUs, 30 h each, 4 ×
+    # 32 > 36: beyond its budget). B2 comes first: b runs nothing, 0 < 0.5, so it keeps its
+    # pace under gp-opportunistic (exempt); then b runs 4 NGH per hour ≥ 0.5, so B3 goes to
+    # gp-overdrawn. Rule 8 as first shipped (RULE8_WITHOUT_PACE) sends both there.
+    from planner.exporters.slurm import RULE8_WITHOUT_PACE
+
+    sc = scenario(clusters=[("c1", "H100", 1, 8)],
+                  org=[("t", "", 1.0), ("a", "t", 1.0), ("b", "t", 1.0)],
+                  budgets=[("a", 500.0), ("b", 36.0)],
+                  quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
+    tr = trace([("B1", "b", 0, 8, 10.0, 1.0), ("B2", "b", 24, 4, 30.0, 1.0),
+                ("B3", "b", 24, 4, 30.0, 1.0)])
+    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    paced = replay(sc, tr, policy)
+    assert first_starts(tr, paced) == {"B1": 0.0, "B2": 24.0, "B3": 24.0}
+    ran = tags(tr, paced)
+    assert ran["B1"] <= {EXEMPT, OPPORTUNISTIC} and ran["B2"] <= {EXEMPT, OPPORTUNISTIC}
+    assert ran["B3"] == {"overdrawn"}
+    assert policy.state.overdrawn_projects == {"b"}
+    assert dict(policy.state.overdrawn_pace) == {"b": pytest.approx(0.5)}
+    unpaced = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=replace(
+        RULE8_WITHOUT_PACE, pace="none")))
+    assert tags(tr, unpaced)["B2"] == tags(tr, unpaced)["B3"] == {"overdrawn"}
+
+
+def test_the_slurm_replay_keeps_an_overdrawn_pace_with_the_ticks_function(monkeypatch):
+    # no second copy: planner-slurm asks planner.tick.keeps_pace, as the tick does
+    from planner.simulate import slurm_replay
+    from planner.tick import keeps_pace
+
+    calls = []
+
+    def counting(*args):
+        calls.append(args)
+        return keeps_pace(*args)
+
+    monkeypatch.setattr(slurm_replay, "keeps_pace", counting)
+    sc = two_teams(days=2, budgets=(("a", 40.0), ("b", 0.0)))
+    replay(sc, trace([("b1", "b", 0, 8, 8.0, 8.0)]), SlurmReplayPolicy(pace="none"))
+    assert calls and all(pace == 0.0 for _, pace in calls)  # b: no budget, no pace

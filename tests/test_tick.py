@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -72,8 +73,10 @@ def test_a_budget_admits_a_job_while_its_minutes_and_its_cap_hold_it():
 
 
 def sq(job_id: str, qos: str, state: str = "PENDING", reason: str = "Priority",
-       gpus: int = 1, limit: int | None = 3600, account: str = "p1") -> SqueueJob:
-    return SqueueJob(job_id, None, account, "c1", qos, state, reason, gpus, 1, limit, 0, None)
+       gpus: int = 1, limit: int | None = 3600, account: str = "p1",
+       partition: str = "c1") -> SqueueJob:
+    return SqueueJob(job_id, None, account, partition, qos, state, reason, gpus, 1, limit, 0,
+                     None)
 
 
 def test_the_wrapper_rule_by_hand():
@@ -139,11 +142,48 @@ def test_rule_8_by_hand_moves_exactly_the_overdrawn_accounts_work_beyond_its_bud
         ("5", "gp-p2", "its budget admits it again")]
 
 
+def test_rule_8_by_hand_an_overdrawn_account_keeps_its_pace_in_gp_opportunistic():
+    # p2 is overdrawn and keeps a pace of 3 NGH per hour; c1's rate is 1, c2's 0.5. Its
+    # budget is spent. Running: r (2 GPUs on c2) = 1 NGH per hour. Pending, queue order:
+    use = {"gp-p2": BudgetUse("gp-p2", 0.0, 0.0, math.inf, 0.0)}
+    budget_of, paces, rates = {"p2": "gp-p2"}, {"p2": 3.0}, {"c1": 1.0, "c2": 0.5}
+    jobs = [
+        sq("r", OPPORTUNISTIC_QOS, state="RUNNING", gpus=2, account="p2", partition="c2"),
+        sq("1", "gp-p2", account="p2"),                     # 1 < 3: gp-opportunistic; 2
+        sq("2", OPPORTUNISTIC_QOS, gpus=2, account="p2",    # 2 < 3: stays; counted at the
+           partition="c2,c1"),                              # higher of its rates: 4
+        sq("3", OPPORTUNISTIC_QOS, account="p2"),           # 4 ≥ 3: gp-overdrawn
+        sq("4", OVERDRAWN_QOS, account="p2"),               # parked there: stays
+    ]
+    parked = {"4": OPPORTUNISTIC_QOS}
+    moves = slurm_moves(jobs, budget_of, use, {}, frozenset({"p2"}), parked, paces, rates)
+    assert [(m.job_id, m.source, m.target) for m in moves] == [
+        ("1", "gp-p2", OPPORTUNISTIC_QOS), ("3", OPPORTUNISTIC_QOS, OVERDRAWN_QOS)]
+    assert moves[0].why == ("its budget does not admit it; its overdrawn project runs below "
+                            "its pace (rule 8)")
+    # the next tick: r ended and 2 runs (on c2: 1 NGH per hour); 1 kept: 2; 3 returns: 3;
+    # 4 stays (3 ≥ 3)
+    later = [sq("2", OPPORTUNISTIC_QOS, state="RUNNING", gpus=2, account="p2",
+                partition="c2"),
+             sq("1", OPPORTUNISTIC_QOS, account="p2"), sq("3", OVERDRAWN_QOS, account="p2"),
+             sq("4", OVERDRAWN_QOS, account="p2")]
+    again = slurm_moves(later, budget_of, use, {"1": "gp-p2"}, frozenset({"p2"}),
+                        parked_after(parked, moves, jobs), paces, rates)
+    assert [(m.job_id, m.source, m.target, m.why) for m in again] == [
+        ("3", OVERDRAWN_QOS, OPPORTUNISTIC_QOS,
+         "its overdrawn project runs below its pace (rule 8)")]
+    # no pace given: rule 8 as first shipped, everything beyond the budget to gp-overdrawn
+    assert [m.target for m in slurm_moves(jobs, budget_of, use, {}, frozenset({"p2"}),
+                                          parked)] == [OVERDRAWN_QOS] * 3
+
+
 def test_a_tick_reads_what_ran_on_no_budget_beside_the_plan_and_moves_the_overdrawn(
         tmp_path):
     # PLAN at as_of 2026-11-16, half the quarter gone: p2 (budget 1500, used 0) is
     # overdrawn from 2250 NGH run. The cycle kept unbudgeted.csv: 16 GPUs on c1 (rate 1)
-    # for 150 h = 2400 NGH ≥ 2250. p2's job beyond its spent budget goes to gp-overdrawn.
+    # for 150 h = 2400 NGH ≥ 2250. Its pace: 1500 NGH over the quarter's 2208 h, 0.68 NGH
+    # per hour. It runs nothing: job 11, beyond its spent budget, keeps its pace in
+    # gp-opportunistic (1 GPU on c1: 1 NGH per hour); then 12 goes to gp-overdrawn.
     state = state_with(tmp_path, PLAN, ["slurm"])
     (state / "current" / "inputs" / "unbudgeted.csv").write_text(
         "job_id,project,cluster,gpus,start,end,state\n"
@@ -153,12 +193,16 @@ def test_a_tick_reads_what_ran_on_no_budget_beside_the_plan_and_moves_the_overdr
                  sq("12", OPPORTUNISTIC_QOS, account="p2")], spent)
     done = run_tick(state, runner=fake)
     assert [a for a in fake.ran if a[:2] == ["scontrol", "update"]] == [
-        ["scontrol", "update", "JobId=11", "QOS=gp-overdrawn"],
+        ["scontrol", "update", "JobId=11", "QOS=gp-opportunistic"],
         ["scontrol", "update", "JobId=12", "QOS=gp-overdrawn"]]
     record = json.loads((state / "tick.json").read_text())
-    assert record["overdrawn"] == {"11": "gp-p2", "12": OPPORTUNISTIC_QOS}
+    assert record["overdrawn"] == {"12": OPPORTUNISTIC_QOS}
     assert record["moved"] == {"11": "gp-p2"}
     assert "  overdrawn (rule 8): p2" in done.lines
+    # once 11 runs (p2 at 1 NGH per hour, above its pace), 12 stays where it is
+    queue = [replace(fake.queue[0], qos=OPPORTUNISTIC_QOS, state="RUNNING"),
+             replace(fake.queue[1], qos=OVERDRAWN_QOS)]
+    assert run_tick(state, dry_run=True, runner=Fake(queue, spent)).moves == ()
     # without the file nobody is overdrawn: the wrapper rule alone
     (state / "current" / "inputs" / "unbudgeted.csv").unlink()
     (state / "tick.json").unlink()

@@ -25,7 +25,9 @@ What it sets:
   ``GrpTRESMins``, ``PreemptExemptTime=0``, named in the ``Preempt`` list of
   ``gp-opportunistic`` and of every budget QOS, and attached to every project account.
   ``planner tick`` moves the pending work of an overdrawn project
-  (:meth:`SlurmExport.overdrawn_accounts`) beyond its budget there;
+  (:meth:`SlurmExport.overdrawn_accounts`) beyond its budget there, but what keeps the
+  project at its pace (:meth:`SlurmExport.overdrawn_paces`: while its running jobs run
+  less than budget ÷ quarter hours NGH per hour) in ``gp-opportunistic``;
 - **budgets**: a QOS ``gp-<account>`` per project, ``GrpTRESMins=gres/gpu=<minutes>``, the
   quarter's remaining budget (budget − used, NGH) in raw GPU-minutes at the GPU rates of
   the project's planned guaranteed work (exact for a project on one GPU type; rate 1 when
@@ -146,6 +148,7 @@ from planner.contract import (
     in_force,
     min_runtime_cap,
     overdrawn,
+    pace_ngh,
     planned_guaranteed,
     preemptible_protection,
     reservations,
@@ -377,6 +380,9 @@ class SlurmState:
     #: ... and the projects overdrawn at the plan's ``as_of`` (:func:`planner.contract.overdrawn`
     #: with the unbudgeted usage given), whose pending jobs ``planner tick`` moves there
     overdrawn_projects: frozenset[str] = frozenset()
+    #: ... each with the NGH per hour its running jobs may run before its work beyond its
+    #: budget goes there rather than to ``gp-opportunistic`` (its pace; 0: none kept)
+    overdrawn_pace: tuple[tuple[str, float], ...] = ()
 
     def minutes(self) -> dict[str, int]:
         """Project -> its budget QOS's ``GrpTRESMins`` GPU-minutes."""
@@ -538,7 +544,8 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 shares: str = "budget", opportunistic_usage: float = 1.0,
                 floor: str = "node", takes_back: bool = True,
                 widens: bool = True, overdrawn_qos: bool = True,
-                unbudgeted: Mapping[str, float] | None = None) -> SlurmState:
+                unbudgeted: Mapping[str, float] | None = None,
+                overdrawn_keeps_pace: bool = True) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
@@ -550,8 +557,11 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     ``overdrawn_qos`` the executor contract's rule 8 (``gp-overdrawn``, below
     ``gp-opportunistic``, named in every other ``Preempt`` list; the projects overdrawn by
     :func:`planner.contract.overdrawn` with ``unbudgeted``, project -> NGH run charged to
-    no budget: False, the export before the rule); the defaults are what
-    ``planner export --to slurm`` ships (the other values are for measuring them).
+    no budget: False, the export before the rule), ``overdrawn_keeps_pace`` whether an
+    overdrawn project keeps its pace in ``gp-opportunistic`` (:func:`overdrawn_pace`;
+    False: rule 8 as first shipped, every job beyond its budget to ``gp-overdrawn``); the
+    defaults are what ``planner export --to slurm`` ships (the other values are for
+    measuring them).
     """
     tree = org if isinstance(org, OrgTree) else OrgTree.from_frame(org)
     minutes = budget_minutes(plan)
@@ -583,7 +593,22 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                       overdrawn=OpportunisticQos(name=OVERDRAWN_QOS,
                                                  usage_factor=opportunistic_usage)
                       if over else None,
-                      overdrawn_projects=overdrawn(plan, unbudgeted) if over else frozenset())
+                      overdrawn_projects=overdrawn(plan, unbudgeted) if over else frozenset(),
+                      overdrawn_pace=tuple(sorted(overdrawn_pace(
+                          plan, unbudgeted, overdrawn_keeps_pace).items())) if over else ())
+
+
+def overdrawn_pace(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = None,
+                   keeps_pace: bool = True) -> dict[str, float]:
+    """Overdrawn project -> NGH per hour it keeps in ``gp-opportunistic`` (rule 8).
+
+    Its budget pace (:func:`planner.contract.pace_ngh`) with ``keeps_pace``, else 0: while
+    the project's running jobs run less than this, ``planner tick`` leaves its work beyond
+    its budget in ``gp-opportunistic`` (queue order, each job counted as it is kept;
+    :func:`planner.tick.slurm_moves`); the rest goes to ``gp-overdrawn``.
+    """
+    pace = pace_ngh(plan) if keeps_pace else {}
+    return {p: pace.get(p, 0.0) for p in sorted(overdrawn(plan, unbudgeted))}
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
@@ -952,13 +977,16 @@ class SlurmExport:
     widens: bool = True
     #: the executor contract's rule 8: ``gp-overdrawn`` and the overdrawn projects
     overdrawn_qos: bool = True
+    #: ... which keep their pace in ``gp-opportunistic`` (False: rule 8 as first shipped)
+    overdrawn_keeps_pace: bool = True
 
     def state(self, plan: dict[str, Any], org: pd.DataFrame | OrgTree,
               unbudgeted: Mapping[str, float] | None = None) -> SlurmState:
         """:func:`slurm_state` with these options."""
         return slurm_state(plan, org, self.pace, self.no_decay, self.shares,
                            self.opportunistic_usage, self.floor, self.takes_back,
-                           self.widens, self.overdrawn_qos, unbudgeted)
+                           self.widens, self.overdrawn_qos, unbudgeted,
+                           self.overdrawn_keeps_pace)
 
     def export(self, plan: dict[str, Any], org: pd.DataFrame,
                previous: dict[str, Any] | None = None,
@@ -977,8 +1005,23 @@ class SlurmExport:
             return frozenset()
         return frozenset(account(p) for p in overdrawn(plan, unbudgeted))
 
+    def overdrawn_paces(self, plan: dict[str, Any],
+                        unbudgeted: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Overdrawn account -> the NGH per hour ``planner tick`` keeps in gp-opportunistic.
+
+        :func:`overdrawn_pace` by account (its pace; 0 without ``overdrawn_keeps_pace``);
+        none without the rule.
+        """
+        if not self.overdrawn_qos:
+            return {}
+        return {account(p): v for p, v in overdrawn_pace(
+            plan, unbudgeted, self.overdrawn_keeps_pace).items()}
+
 
 #: the export that ships (see :class:`SlurmExport`)
 SHIPPED = SlurmExport()
 #: the export before rule 8: no ``gp-overdrawn``, no project moved there
 BEFORE_RULE8 = SlurmExport(overdrawn_qos=False)
+#: rule 8 as first shipped: every job of an overdrawn project beyond its budget to
+#: ``gp-overdrawn``, none kept at its pace
+RULE8_WITHOUT_PACE = SlurmExport(overdrawn_keeps_pace=False)

@@ -100,14 +100,19 @@ shipped; ``export=BEFORE_RULE8`` replays the export before it): the NGH each pro
 under ``gp-opportunistic`` or ``gp-overdrawn`` is accrued undecayed, as ``planner ingest
 sacct`` writes it to ``unbudgeted.csv``, and at each replan the state's overdrawn
 projects (:func:`planner.contract.overdrawn` with it) are those whose waiting work beyond
-their budget runs under ``gp-overdrawn``, as ``planner tick`` moves it: last in priority,
+their budget runs under ``gp-overdrawn`` once their running jobs (any QOS) run their
+pace (``state.overdrawn_pace``, :func:`planner.tick.keeps_pace`; below it, under
+``gp-opportunistic``), as ``planner tick`` moves it: last in priority,
 ``PreemptExemptTime`` 0, requeued at once by a budget job (first, before
 ``gp-opportunistic`` work) and, in the main pass, by a ``gp-opportunistic`` job. Backfill
 lets budget jobs alone requeue, and its reservations count gp-overdrawn work as freeing
 its GPUs by its time limit (both as before the rule).
 
 Deviations of the model, each bounded: preemption exemption ends are acted on at the next
-event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes.
+event or whole hour; QOS and fair-share usage decay hourly, not every 5 minutes; an
+overdrawn project's pace counts its running jobs, where the tick (every minute) also
+counts the pending jobs it keeps in ``gp-opportunistic`` (the replay starts a kept job at
+once or not at all).
 """
 
 from __future__ import annotations
@@ -131,7 +136,7 @@ from planner.simulate.policies import (
     reservation_from_ends,
 )
 from planner.simulate.queue_render import squeue_rows
-from planner.tick import budget_admits
+from planner.tick import budget_admits, keeps_pace
 
 BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic"
 OVERDRAWN = "overdrawn"  # rule 8: gp-overdrawn, below gp-opportunistic, preempted at once
@@ -226,6 +231,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         # `planner ingest sacct` writes to unbudgeted.csv, rule 8's usage beside the plan's
         self.unbudgeted = np.zeros(n_p)
         self.overdrawn: frozenset[int] = frozenset()  # projects moved to gp-overdrawn
+        # ... and the NGH per hour each keeps in gp-opportunistic (its pace; 0: none)
+        self.overdrawn_pace = np.zeros(n_p)
         # Σ GPUs × expected end (start + time limit) of each project's running budget-QOS
         # jobs, and each such job's expected end: Slurm reserves GPUs × limit left, which is
         # ends − now × GPUs (a job never outlives its limit: the trace checks limit ≥ duration)
@@ -302,6 +309,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._apply_reservations(sim, state.reservations)
         # rule 8: the tick moves an overdrawn account's pending jobs to gp-overdrawn
         self.overdrawn = frozenset(index[p] for p in state.overdrawn_projects)
+        self.overdrawn_pace = np.zeros(len(sim.projects))
+        for project, pace in state.overdrawn_pace:
+            self.overdrawn_pace[index[project]] = pace
         self.state = state
         self._budget_epoch += 1
 
@@ -412,8 +422,12 @@ class SlurmReplayPolicy(PlannerPolicy):
         the decision ``planner tick`` makes on a real Slurm's pending jobs.
         """
         qos = self._wrapper_qos(sim, p, job)
-        # rule 8 (planner tick): what an overdrawn account would run beyond its budget
-        return OVERDRAWN if qos == OPPORTUNISTIC and p in self.overdrawn else qos
+        # rule 8 (planner tick): what an overdrawn account would run beyond its budget,
+        # once its running jobs (any QOS) run its pace
+        if qos == OPPORTUNISTIC and p in self.overdrawn and not keeps_pace(
+                self.run_ngh[p] + self.run_opp_ngh[p], self.overdrawn_pace[p]):
+            return OVERDRAWN
+        return qos
 
     def _wrapper_qos(self, sim, p: int, job: int) -> str:
         """:meth:`qos_of` before rule 8: the wrapper rule's budget QOS or gp-opportunistic."""
