@@ -74,7 +74,8 @@ whole GPUs, ⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋ (the Kueue exp
 quota less reserved GPUs, and that plus its borrowing limit); the reservations in force
 are read too (``reserved``, GPUs per project and cluster: the holds of 5 below); and a
 job's protected runtime is min(its own min runtime, the plan's
-``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
+``contract.min_runtime_cap_hours``): the replay applies it, the cap of the policy's model
+(:func:`~planner.simulate.engine.contract_cap`), which every plan's contract carries,
 so ``--model strict-budgets`` protects for 4 h, the default model for 8 h. At each
 replan the running jobs are re-classed against the new plan, oldest first: guaranteed
 up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
@@ -454,7 +455,6 @@ class PlannerPolicy(AdmissionPolicy):
             self.planned[p, k] = q.guaranteed_gpus
         for r in terms.reservations:
             self.reserved[p_index[r.project], k_index[r.cluster]] += r.gpus
-        sim.cap_protection(terms.min_runtime_cap_hours)
 
     def _reclass(self, sim) -> None:
         jobs = sim.jobs
