@@ -385,9 +385,9 @@ def test_a_replan_plans_from_its_period_boundary_even_when_an_event_stands_a_hai
     # 23:59:59.99…, a grid a hair off the demand's, and a 6-hour-period replay of Philly
     # then broke rule 2 (granted 10.253 GPU-hours against a demand of 10.252).
     class Recording(PlannerPolicy):
-        def _read_first_period(self, sim, body: dict, first: str) -> None:
+        def apply_first_period(self, sim, body: dict, first: str) -> None:
             self.as_ofs.append((sim.now, body["as_of"], first))
-            super()._read_first_period(sim, body, first)
+            super().apply_first_period(sim, body, first)
 
     sc = two_teams(days=3)
     tr = trace([("J", "a", 0, 1, 24.0 - 1e-10, 1.0)])

@@ -813,7 +813,7 @@ class KueueReplayPolicy(PlannerPolicy):
         free GPUs allow it (reclaiming borrowed GPUs), as Kueue would; no node is drained.
         """
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
         pending = self._pending_gangs(sim) if self.widens else None
@@ -869,7 +869,7 @@ class KueueReplayPolicy(PlannerPolicy):
         if not widest or not late_step(self.body, self.objects, widest):
             return False
         self._read_objects(sim)
-        self._reclass(sim)
+        self.reclass(sim)
         return True
 
     def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
@@ -899,7 +899,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  int(jobs.gpus[job])) for job in sim.waiting_jobs()
                 if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
 
-    def _reclass(self, sim) -> None:
+    def reclass(self, sim) -> None:
         """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
         for c in range(len(sim.cluster_ids)):
             self._retag(sim, c, set(range(len(sim.projects))))

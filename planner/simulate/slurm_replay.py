@@ -270,7 +270,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.rank_of = fair_tree_ranks(sim.tree, self.fs_usage, self.shares)
         return True
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         unbudgeted = {sim.projects[p]: float(v) for p, v in enumerate(self.unbudgeted) if v > 0}
         state = self.export.state(body, sim.tree, unbudgeted)
@@ -322,13 +322,13 @@ class SlurmReplayPolicy(PlannerPolicy):
     def hold_reservations(self, sim, body: dict) -> None:
         """No engine holds: the plan's reservations are Slurm reservations here.
 
-        :meth:`_read_first_period` applied them (``_apply_reservations``) as the script
+        :meth:`apply_first_period` applied them (``_apply_reservations``) as the script
         would; the ``planner`` executor's holds and drains are not what Slurm does, and
         this policy's :meth:`schedule` never starts a held job, so a hold would only keep
         its nodes idle.
         """
 
-    def _reclass(self, sim) -> None:
+    def reclass(self, sim) -> None:
         """Nothing: a running job keeps the QOS it started under."""
 
     def _apply_reservations(self, sim, reservations: tuple[SlurmReservation, ...]) -> None:
@@ -394,7 +394,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.accrued_to = sim.now
         self._budget_epoch += 1
 
-    def _booked(self, sim) -> np.ndarray:
+    def booked(self, sim) -> np.ndarray:
         """What the replans see as usage: budget-QOS GPU-hours (sacct less gp-opportunistic)."""
         return self.budget_used
 
