@@ -23,6 +23,7 @@ executors), and the annotations let a type checker check the calls.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ class Executor(Protocol):
     def booked(self, sim: EngineView) -> np.ndarray:
         """(P, K, H) GPU-hours the executor's accounting reports (the replan's usage)."""
 
-    def read_back(self, sim: EngineView, asked: set[int],
+    def read_back(self, sim: EngineView, asked: AbstractSet[int],
                   as_of: pd.Timestamp) -> list[QueuedJob]:
         """The queue as the executor prints it, read back with the ingest's parser."""
 

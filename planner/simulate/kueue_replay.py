@@ -131,6 +131,7 @@ import heapq
 import json
 import math
 from collections import deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from typing import Any
@@ -872,7 +873,8 @@ class KueueReplayPolicy(PlannerPolicy):
         self.reclass(sim)
         return True
 
-    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
+                  ) -> list[QueuedJob]:
         """The queue as Workloads JSON, read back by ``planner ingest kueue --demand``'s code."""
         items = workload_items(sim, self.hours_left, as_of, asked)
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})

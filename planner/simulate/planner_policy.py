@@ -117,6 +117,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -346,7 +347,7 @@ class PlannerPolicy(AdmissionPolicy):
                                                                 self._drain_victims(sim)):
                 sim.start(hold.job, RESERVED, nodes=hold.nodes)
 
-    def _drain_victims(self, sim: EngineView) -> list[tuple[int, str]]:
+    def _drain_victims(self, sim: EngineView) -> list[tuple[int, JobClass]]:
         """Unallocated, fill and opportunistic work of every project (never guaranteed)."""
         n_p = len(sim.projects)
         return ([(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
@@ -389,7 +390,7 @@ class PlannerPolicy(AdmissionPolicy):
         """(P, K, H) GPU-hours the executor's accounting reports: everything that ran."""
         return sim.used
 
-    def _demand(self, sim: EngineView, as_of: pd.Timestamp, asked: set[int] = frozenset(),
+    def _demand(self, sim: EngineView, as_of: pd.Timestamp, asked: AbstractSet[int] = frozenset(),
                 usage: pd.DataFrame | None = None) -> pd.DataFrame:
         """The replan's demand rows, built by :mod:`planner.demand` (:class:`DemandSource`)."""
         source = self.source
@@ -410,7 +411,8 @@ class PlannerPolicy(AdmissionPolicy):
             frame = merge_declared(frame, source.declared, self.grid, as_of)
         return frame
 
-    def queued_jobs(self, sim: EngineView, asked: set[int] = frozenset()) -> list[QueuedJob]:
+    def queued_jobs(self, sim: EngineView, asked: AbstractSet[int] = frozenset()
+                    ) -> list[QueuedJob]:
         """The allocated jobs waiting or running, as a site's queue shows them.
 
         Jobs asked as reservation requests this replan (``asked``) are left out (asked
@@ -431,7 +433,8 @@ class PlannerPolicy(AdmissionPolicy):
             return sim.expected_end(job) - sim.now
         return sim.requested_hours(job)
 
-    def read_back(self, sim: EngineView, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim: EngineView, asked: AbstractSet[int],
+                  as_of: pd.Timestamp) -> list[QueuedJob]:
         """The queue rendered as an executor prints it and read back (``via_text``).
 
         The ``planner`` policy has no executor: the replays of one override it.
@@ -501,7 +504,7 @@ class PlannerPolicy(AdmissionPolicy):
     def _running_ngh(self, sim: EngineView, p: int) -> float:
         return sim.held_ngh[p]
 
-    def entitled(self, sim: EngineView, c: int, p: int, job: int) -> str | None:
+    def entitled(self, sim: EngineView, c: int, p: int, job: int) -> JobClass | None:
         """Guaranteed, paced, then opportunistic (module docstring, 1–3)."""
         if not sim.jobs.allocated[job]:
             return None

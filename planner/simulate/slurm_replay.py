@@ -114,6 +114,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 import numpy as np
@@ -435,7 +436,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._qos_known[job] = (stamp, qos)
         return qos
 
-    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
+                  ) -> list[QueuedJob]:
         """The queue as ``squeue`` lines, read back by ``planner ingest squeue``'s code.
 
         A running job shows the QOS it runs under, a waiting one the QOS the wrapper rule
