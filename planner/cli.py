@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--model", default="default",
                           help="planning model of the planner policy: a name in models/ or a "
                                ".toml path (default: default); its min_runtime_cap_hours caps "
-                               "the trace's protected runtimes")
+                               "every policy's protected runtimes")
     simulate.add_argument("--start", default=None,
                           help="replay only from this whole hour (UTC, e.g. "
                                "2026-11-02T00:00:00): the window [--start, --end) is replayed "
@@ -628,7 +628,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     default = PHILLY_SCENARIO if PHILLY_SCENARIO.is_dir() else SAMPLE
     scenario = load_scenario(args.scenario or str(default))
     window = parse_window(args.start, args.end, scenario)
-    trace = read_trace(Path(args.trace), scenario, model.contract.min_runtime_cap_hours)
+    trace = read_trace(Path(args.trace), scenario)
     if window is not None:
         scenario, trace = windowed(scenario, trace, *window)
     load = load_now()

@@ -230,7 +230,7 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     policy = PlannerPolicy(load_model("default"))
     sim = Replay(scenario, one, policy)
     policy.prepare(sim)
-    policy._read_first_period(sim, plan, first["start"])
+    policy.apply_first_period(sim, plan, first["start"])
     assert sim.protect_cap == plan["contract"]["min_runtime_cap_hours"] == 8.0
 
     kueue, pool = _kueue_first_period(plan, org)
@@ -285,7 +285,7 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     replayed.prepare(sim2)
     sim2.now = (pd.Timestamp(first["start"]) - scenario.config.quarter_start) / pd.Timedelta(
         hours=1)
-    replayed._read_first_period(sim2, plan, first["start"])
+    replayed.apply_first_period(sim2, plan, first["start"])
     budgeted = {b["project"] for b in plan["budgets"]}
     minutes = budget_minutes(plan)
     assert budgeted and len(caps) == len(budgeted)

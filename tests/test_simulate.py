@@ -385,9 +385,9 @@ def test_a_replan_plans_from_its_period_boundary_even_when_an_event_stands_a_hai
     # 23:59:59.99…, a grid a hair off the demand's, and a 6-hour-period replay of Philly
     # then broke rule 2 (granted 10.253 GPU-hours against a demand of 10.252).
     class Recording(PlannerPolicy):
-        def _read_first_period(self, sim, body: dict, first: str) -> None:
+        def apply_first_period(self, sim, body: dict, first: str) -> None:
             self.as_ofs.append((sim.now, body["as_of"], first))
-            super()._read_first_period(sim, body, first)
+            super().apply_first_period(sim, body, first)
 
     sc = two_teams(days=3)
     tr = trace([("J", "a", 0, 1, 24.0 - 1e-10, 1.0)])
@@ -415,3 +415,25 @@ def test_policies_read_no_raw_per_job_list_of_the_engine():
     for name in ("policies.py", "planner_policy.py", "slurm_replay.py", "kueue_replay.py"):
         found = pattern.findall((folder / name).read_text(encoding="utf-8"))
         assert not found, (name, found)
+
+
+def test_the_protected_runtime_cap_enters_once_at_the_replay():
+    # The trace keeps what each job asks (A: 12 h, B: 3 h, C: unallocated 0); the replay
+    # protects min(that, the contract's cap), given once: the default contract's 8 h for
+    # a baseline, the cap given, or the policy's model's (strict-budgets: 4 h), and a cap
+    # that disagrees with the planning model is refused (its plans would say another).
+    from planner.config import load_model
+    from planner.simulate.engine import Replay
+
+    sc = two_teams()
+    tr = trace([("A", "a", 0, 1, 20.0, 12.0), ("B", "a", 0, 1, 5.0, 3.0),
+                ("C", "b", 0, 1, 5.0, 0.0)])
+    assert Replay(sc, tr, QuotaPolicy()).protect == [8.0, 3.0, 0.0]
+    assert Replay(sc, tr, QuotaPolicy(), cap_hours=2.0).protect == [2.0, 2.0, 0.0]
+    strict = PlannerPolicy(load_model("strict-budgets"))
+    assert Replay(sc, tr, strict).protect == [4.0, 3.0, 0.0]
+    assert Replay(sc, tr, strict, cap_hours=4.0).protect_cap == 4.0
+    with pytest.raises(ValueError, match="disagrees with the policy's model"):
+        Replay(sc, tr, strict, cap_hours=8.0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        Replay(sc, tr, QuotaPolicy(), cap_hours=0.0)

@@ -82,8 +82,8 @@ class FixedPlan(KueueReplayPolicy):
     def refresh(self, sim, now: float) -> bool:
         if now > 0:
             return self._widen_late(sim)  # rule 7, hourly (with late=True)
-        self._read_first_period(sim, self.plan, START)
-        self._reclass(sim)
+        self.apply_first_period(sim, self.plan, START)
+        self.reclass(sim)
         return True
 
 
@@ -401,8 +401,8 @@ class ReappliedPlan(FixedPlan):
     def refresh(self, sim, now: float) -> bool:
         if not any(abs(now - h) < 1e-9 for h in self.hours):
             return False
-        self._read_first_period(sim, self.plan, START)
-        self._reclass(sim)
+        self.apply_first_period(sim, self.plan, START)
+        self.reclass(sim)
         return True
 
 
@@ -516,8 +516,8 @@ def test_a_planned_reservation_reaches_the_replay_through_the_solver():
     seen = []
 
     class Recording(KueueReplayPolicy):
-        def _read_first_period(self, sim, body, first):
-            super()._read_first_period(sim, body, first)
+        def apply_first_period(self, sim, body, first):
+            super().apply_first_period(sim, body, first)
             seen.append((first, body["reservations"], self.objects,
                          self.trees[0].nodes["b"].guaranteed))
 

@@ -174,8 +174,8 @@ class SlurmLoggingAhead(SlurmReplayPolicy):
         super().prepare(sim)
         self.ahead_log: list[tuple[float, frozenset[int]]] = []
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
-        super()._read_first_period(sim, body, first)
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
+        super().apply_first_period(sim, body, first)
         self.ahead_log.append((sim.now, frozenset().union(*self.takes_back)))
 
 

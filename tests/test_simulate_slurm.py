@@ -140,11 +140,11 @@ class _OneReservation(SlurmReplayPolicy):
     the replay applies whatever reservations the plan has.
     """
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         end = (pd.Timestamp(first) + pd.Timedelta(hours=24)).strftime("%Y-%m-%dT%H:%M:%SZ")
         held = {"request_id": "r1", "project": "a", "cluster": "c1", "nodes": 1,
                 "start": first, "end": end}
-        super()._read_first_period(sim, {**body, "reservations": [held]}, first)
+        super().apply_first_period(sim, {**body, "reservations": [held]}, first)
 
 
 def test_a_reservations_nodes_run_only_its_accounts_jobs():
@@ -190,7 +190,7 @@ def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_
     sim = Replay(scenario, trace_one, policy)
     policy.prepare(sim)
     sim.now = (pd.Timestamp(first) - scenario.config.quarter_start) / pd.Timedelta(hours=1)
-    policy._read_first_period(sim, plan, first)
+    policy.apply_first_period(sim, plan, first)
 
     state = slurm_state(plan, scenario.org)
     assert len(state.budgets) == len(plan["budgets"]) > 0
@@ -321,12 +321,12 @@ class _FixedGrants(SlurmReplayPolicy):
         super().__init__(EIGHT, **kwargs)
         self.grants = grants
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         allocations = [{"project": p, "cluster": "c1", "period_start": first, "kind": kind,
                         "gpus": gpus, "gpu_hours": 24 * gpus}
                        for p, (g, o) in self.grants.items()
                        for kind, gpus in (("guaranteed", g), ("opportunistic", o)) if gpus]
-        super()._read_first_period(sim, {**body, "allocations": allocations}, first)
+        super().apply_first_period(sim, {**body, "allocations": allocations}, first)
 
 
 def job_runs(tr: pd.DataFrame, result, job_id: str) -> list[tuple[float, float, str]]:

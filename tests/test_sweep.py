@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 from planner.cli import main
 from planner.config import load_model
 from planner.inputs.load import load_scenario
-from planner.simulate.trace import read_trace
-from planner.sweep.cells import cap_trace, prepare, run_cell, shift_budgets
+from planner.sweep.cells import prepare, run_cell, shift_budgets
 from planner.sweep.run import CellOutcome, run_sweep, table_csv
 from planner.sweep.spec import BudgetShift, load_spec
 from tests.system import need_module
@@ -123,14 +122,6 @@ def test_budget_shift_keeps_the_total_and_no_budget_goes_negative(percent):
     assert shifted.budgets["gpu_hours"].sum() == pytest.approx(
         scenario.budgets["gpu_hours"].sum(), rel=1e-9)
     assert (shifted.budgets["gpu_hours"] >= 0).all()
-
-
-def test_capping_later_equals_reading_with_the_cap(tmp_path):
-    scenario = load_scenario(short_quarter(tmp_path))
-    path = write_trace(tmp_path, JOBS)
-    uncapped = read_trace(path, scenario, float("inf"))
-    for cap in (0.5, 2.0, 8.0):
-        pd.testing.assert_frame_equal(cap_trace(uncapped, cap), read_trace(path, scenario, cap))
 
 
 def test_digest_keys_every_input_and_only_them(tmp_path):

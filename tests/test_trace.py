@@ -53,8 +53,8 @@ def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
 def test_trace_read_back_exactly(tmp_path):
     # Rows out of order, one job_id that looks like a number (kept verbatim), one
     # formula-looking project id, an offset time converted to UTC, an empty optional
-    # cell (default), a protected runtime over the 8 h cap (clipped), a tie on submit
-    # broken by job_id; one stated time limit (12 h), the others by default (the
+    # cell (default), a protected runtime over the 8 h cap (kept: the replay caps it), a
+    # tie on submit broken by job_id; one stated time limit (12 h), the others by default (the
     # duration rounded up to a power of two hours, at least 1: 0.5 → 1, 2.25 → 4,
     # 10 → 16; short rows leave the last column empty).
     path = write(tmp_path, "\n".join([
@@ -75,7 +75,7 @@ def test_trace_read_back_exactly(tmp_path):
                             dtype="datetime64[ns, UTC]"),
         "gpus": pd.Series([1, 8, 2, 32], dtype="int64"),
         "duration_hours": [0.5, 10.0, 2.25, 10.0],
-        "min_runtime_hours": [0.0, 8.0, 1.5, 0.0],
+        "min_runtime_hours": [0.0, 12.0, 1.5, 0.0],
         "resumable": [True, False, False, True],
         "time_limit_hours": [1.0, 12.0, 4.0, 16.0],
     })
@@ -84,16 +84,16 @@ def test_trace_read_back_exactly(tmp_path):
     pd.testing.assert_frame_equal(got, want)
 
 
-def test_trace_optional_columns_absent_take_defaults_and_cap_is_a_parameter(tmp_path):
+def test_trace_optional_columns_absent_take_defaults_and_keep_the_asked_protection(tmp_path):
     path = write(tmp_path, "submit,job_id,gpus,cluster,project,duration_hours\n"
                            "2026-12-31T23:59:59,x,4,c1,p1,3\n")
     got = read_trace(path, tiny())
     assert got["min_runtime_hours"].tolist() == [0.0]
     assert got["resumable"].tolist() == [True]
     assert got["resumable"].dtype == bool
-    path = write(tmp_path, HEADER + "\nx,p1,c1,2026-10-01,4,3,5,\n")
-    assert read_trace(path, tiny(), cap_hours=2.0)["min_runtime_hours"].tolist() == [2.0]
-    assert read_trace(path, tiny())["min_runtime_hours"].tolist() == [5.0]
+    path = write(tmp_path, HEADER + "\nx,p1,c1,2026-10-01,4,3,12,\n")
+    # over the contract's 8 h cap, kept as written: the replay caps it (engine.contract_cap)
+    assert read_trace(path, tiny())["min_runtime_hours"].tolist() == [12.0]
 
 
 GOOD = "ok,p1,c1,2026-10-02,1,1,0,true,1"
@@ -213,7 +213,7 @@ def test_trace_writer_round_trips_with_the_same_bytes(tmp_path):
     assert text.splitlines() == [
         HEADER,
         "+1,=SUM(A1),c2,2026-10-01T00:00:00Z,1,0.3333333333333333,0.0,true,1.0",
-        "007,p1,c1,2026-10-02T04:00:00.250000Z,8,0.1,8.0,false,1.0",
+        "007,p1,c1,2026-10-02T04:00:00.250000Z,8,0.1,12.0,false,1.0",
     ]
     pd.testing.assert_frame_equal(read_trace(out, tiny()), first)
     write_trace(read_trace(out, tiny()), tmp_path / "third.csv")
@@ -351,12 +351,11 @@ def test_trace_philly_cli_on_a_synthetic_trace(tmp_path, capsys):
             == want).all()
     # protected time: whole-node jobs always, smaller ones by hash (about 3 in 4)
     whole = jobs["gpus"] >= 8
-    assert (jobs.loc[whole, "min_runtime_hours"]
-            == np.minimum(jobs.loc[whole, "duration_hours"], 8.0)).all()
+    assert (jobs.loc[whole, "min_runtime_hours"] == jobs.loc[whole, "duration_hours"]).all()
     small = jobs.loc[~whole]
     allocated = small["min_runtime_hours"] > 0
     assert (small.loc[allocated, "min_runtime_hours"]
-            == np.minimum(small.loc[allocated, "duration_hours"], 8.0)).all()
+            == small.loc[allocated, "duration_hours"]).all()
     assert 0.6 < allocated.mean() < 0.9 and ALLOCATED_SHARE == 0.75
     # only multi-node jobs (24 GPUs on 8-GPU nodes) may be non-resumable
     assert trace.loc[~trace["resumable"], "gpus"].gt(8).all()

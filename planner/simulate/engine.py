@@ -26,10 +26,12 @@ Placement, per cluster of ``nodes`` × ``gpus_per_node`` (G) GPUs:
 Nodes are kept in buckets by free GPUs, so "does a job of g fit?" costs O(G).
 
 Preemption: a running job may be preempted only from ``protected_until`` =
-start + its protected runtime: its min runtime, or min(that, the plan's
-``min_runtime_cap_hours``) once the policy applies an executor contract
-(:meth:`Replay.cap_protection`), or less where the policy says so at the start (a fill
-slice); unallocated work, min runtime 0, at any time; under a policy whose
+start + its protected runtime: min(its min runtime, the contract's
+``min_runtime_cap_hours``), or less where the policy says so at the start (a fill
+slice). The cap enters here and nowhere else: ``Replay(..., cap_hours=)``, by default the
+contract of the policy's model (:func:`contract_cap`: the plans of a ``planner`` policy
+carry that contract), else the default contract's 8 h; the trace keeps what each job
+asks; unallocated work, min runtime 0, at any time; under a policy whose
 ``protects_min_runtime`` is False (``planner-kueue``: Kueue has no such protection)
 every job may be preempted at any time. A
 resumable job is re-queued with its remaining work; a non-resumable one
@@ -72,6 +74,7 @@ from enum import IntEnum
 import numpy as np
 import pandas as pd
 
+from planner.config import ContractTerms
 from planner.fairshare import OrgTree
 from planner.inputs import Scenario
 from planner.simulate.trace import time_limits
@@ -312,10 +315,37 @@ class VictimGroup:
             yield job
 
 
-class Replay:
-    """The mutable state of one replay; policies act through its methods."""
+#: The default contract's cap on a job's protected runtime (``min_runtime_cap_hours``), h.
+DEFAULT_CAP_HOURS = ContractTerms().min_runtime_cap_hours
 
-    def __init__(self, scenario: Scenario, trace: pd.DataFrame, policy) -> None:
+
+def contract_cap(policy, cap_hours: float | None = None) -> float:
+    """The protected-runtime cap a replay of ``policy`` runs under, given once.
+
+    ``cap_hours`` when given, else the contract of the policy's planning model (a
+    ``planner`` policy: its plans carry that contract), else the default contract's.
+    Raises ValueError for a cap ≤ 0 or one that disagrees with the policy's model (its
+    plans would protect by another contract than the replay).
+    """
+    model = getattr(policy, "model", None)
+    own = None if model is None else float(model.contract.min_runtime_cap_hours)
+    cap = cap_hours if cap_hours is not None else own if own is not None else DEFAULT_CAP_HOURS
+    if not cap > 0:
+        raise ValueError(f"cap_hours must be > 0, got {cap}")
+    if own is not None and cap != own:
+        raise ValueError(f"cap_hours {cap:g} disagrees with the policy's model, whose "
+                         f"contract caps protected runtime at {own:g} h")
+    return float(cap)
+
+
+class Replay:
+    """The mutable state of one replay; policies act through its methods.
+
+    ``cap_hours``: the contract's ``min_runtime_cap_hours`` (:func:`contract_cap`).
+    """
+
+    def __init__(self, scenario: Scenario, trace: pd.DataFrame, policy,
+                 cap_hours: float | None = None) -> None:
         cfg = scenario.config
         self.scenario = scenario
         self.policy = policy
@@ -340,10 +370,10 @@ class Replay:
         # per-job state
         self.remaining: list[float] = list(jobs.duration)
         self.state: list[JobState] = [_FUTURE] * jobs.n
-        #: protected runtime each job gets when it starts: its own min runtime, or less
-        #: once a policy caps it (:meth:`cap_protection`, the plan's contract)
-        self.protect: list[float] = list(jobs.min_runtime)
-        self.protect_cap = math.inf
+        #: protected runtime each job gets when it starts: min(its own min runtime, the
+        #: contract's cap), unless its policy says less (:meth:`protection`)
+        self.protect_cap = contract_cap(policy, cap_hours)
+        self.protect: list[float] = [min(m, self.protect_cap) for m in jobs.min_runtime]
         self.first_start = [math.nan] * jobs.n
         self.finish = [math.nan] * jobs.n
         self.run_start = [0.0] * jobs.n
@@ -664,17 +694,6 @@ class Replay:
     def nodes_on(self, c: int) -> Iterable[tuple[int, int, dict[int, None]]]:
         """(node, free GPUs, the jobs on it) for every node of cluster ``c``."""
         return zip(range(self.nodes[c]), self.free[c], self.node_jobs[c], strict=True)
-
-    def cap_protection(self, cap_hours: float) -> None:
-        """Protect jobs started from now on for min(their own min runtime, ``cap_hours``).
-
-        The ``planner`` executor calls it with its plan's ``min_runtime_cap_hours`` (the
-        executor contract); jobs already running keep the protection they started with.
-        """
-        if cap_hours == self.protect_cap:
-            return
-        self.protect_cap = cap_hours
-        self.protect = [min(m, cap_hours) for m in self.jobs.min_runtime]
 
     def protection(self, job: int) -> float:
         """Hours job ``job`` is protected for when it starts, unless its policy says less."""
@@ -1229,9 +1248,12 @@ class Replay:
 
 
 def replay(scenario: Scenario, trace: pd.DataFrame, policy,
-           on_hour: Callable[[float, float], None] | None = None) -> ReplayResult:
+           on_hour: Callable[[float, float], None] | None = None,
+           cap_hours: float | None = None) -> ReplayResult:
     """Replay ``trace`` (the frame :func:`planner.simulate.trace.read_trace` returns).
 
-    ``on_hour(now, hours)``: progress, at every whole hour of the replay.
+    ``on_hour(now, hours)``: progress, at every whole hour of the replay. ``cap_hours``:
+    the contract's protected-runtime cap (:func:`contract_cap`; default: the policy's
+    model's, else 8 h).
     """
-    return Replay(scenario, trace, policy).run(on_hour)
+    return Replay(scenario, trace, policy, cap_hours).run(on_hour)

@@ -131,6 +131,7 @@ import heapq
 import json
 import math
 from collections import deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from typing import Any
@@ -813,7 +814,7 @@ class KueueReplayPolicy(PlannerPolicy):
         free GPUs allow it (reclaiming borrowed GPUs), as Kueue would; no node is drained.
         """
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
         pending = self._pending_gangs(sim) if self.widens else None
@@ -869,10 +870,11 @@ class KueueReplayPolicy(PlannerPolicy):
         if not widest or not late_step(self.body, self.objects, widest):
             return False
         self._read_objects(sim)
-        self._reclass(sim)
+        self.reclass(sim)
         return True
 
-    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
+                  ) -> list[QueuedJob]:
         """The queue as Workloads JSON, read back by ``planner ingest kueue --demand``'s code."""
         items = workload_items(sim, self.hours_left, as_of, asked)
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
@@ -899,7 +901,7 @@ class KueueReplayPolicy(PlannerPolicy):
                  int(jobs.gpus[job])) for job in sim.waiting_jobs()
                 if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
 
-    def _reclass(self, sim) -> None:
+    def reclass(self, sim) -> None:
         """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
         for c in range(len(sim.cluster_ids)):
             self._retag(sim, c, set(range(len(sim.projects))))

@@ -30,7 +30,9 @@ keeps its draws when the file is reordered):
    every node's progress when preempted, so it is what a team budgets for — and that
    :data:`ALLOCATED_SHARE` of the smaller jobs are too, drawn by hash; the rest are
    sweeps and debugging run as unallocated work (``min_runtime_hours`` 0). Allocated
-   jobs are protected for ``min(duration, cap)``, the contract's whole allowance.
+   jobs ask to be protected for their whole run (``min_runtime_hours`` = duration); the
+   replay protects min(that, the contract's ``min_runtime_cap_hours``), the whole
+   allowance.
 6. **Resumable.** Single-node jobs resume from a checkpoint; of the multi-node jobs
    (more GPUs than a node) :data:`NOT_RESUMABLE_SHARE`, drawn by hash, restart from the
    beginning — we assume half of the large distributed jobs do not checkpoint.
@@ -58,7 +60,6 @@ from planner.inputs.scenario import Scenario
 from planner.paths import PHILLY_CSV as PHILLY_CSV  # re-exported: where the data sit
 from planner.paths import PHILLY_SCENARIO as PHILLY_SCENARIO
 from planner.simulate.trace import (
-    DEFAULT_CAP_HOURS,
     TRACE_COLUMNS,
     TRACE_SCHEMA,
     Problems,
@@ -235,8 +236,7 @@ class Conversion:
         return lines
 
 
-def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario,
-                      cap_hours: float = DEFAULT_CAP_HOURS) -> Conversion:
+def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario) -> Conversion:
     """Convert the Philly CSV at ``philly_csv`` into a trace on ``scenario`` (the rule above).
 
     Raises :class:`~planner.errors.InputError` for a bad Philly file.
@@ -288,7 +288,7 @@ def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario,
         "submit": submits,
         "gpus": gpus,
         "duration_hours": hours,
-        "min_runtime_hours": np.where(allocated, np.minimum(hours, cap_hours), 0.0),
+        "min_runtime_hours": np.where(allocated, hours, 0.0),
         "resumable": resumable,
         "time_limit_hours": default_time_limit(hours),
     }, columns=list(TRACE_COLUMNS))[kept]
@@ -303,11 +303,11 @@ def philly_conversion(philly_csv: str | os.PathLike[str], scenario: Scenario,
 
 
 def convert_philly(philly_csv: str | os.PathLike[str], scenario: Scenario,
-                   cap_hours: float = DEFAULT_CAP_HOURS) -> pd.DataFrame:
+) -> pd.DataFrame:
     """The Philly CSV at ``philly_csv`` as a trace on ``scenario`` (see the module's rule).
 
     Columns :data:`~planner.simulate.trace.TRACE_COLUMNS`, as
     :func:`~planner.simulate.trace.read_trace` returns them. Jobs bigger than every
     cluster their project may use are dropped (:func:`philly_conversion` counts them).
     """
-    return philly_conversion(philly_csv, scenario, cap_hours).trace
+    return philly_conversion(philly_csv, scenario).trace

@@ -74,7 +74,8 @@ whole GPUs, ⌊guaranteed⌋ and ⌊guaranteed + opportunistic⌋ (the Kueue exp
 quota less reserved GPUs, and that plus its borrowing limit); the reservations in force
 are read too (``reserved``, GPUs per project and cluster: the holds of 5 below); and a
 job's protected runtime is min(its own min runtime, the plan's
-``contract.min_runtime_cap_hours``) (:meth:`Replay.cap_protection`),
+``contract.min_runtime_cap_hours``): the replay applies it, the cap of the policy's model
+(:func:`~planner.simulate.engine.contract_cap`), which every plan's contract carries,
 so ``--model strict-budgets`` protects for 4 h, the default model for 8 h. At each
 replan the running jobs are re-classed against the new plan, oldest first: guaranteed
 up to G_pk, opportunistic up to G_pk + O_pk, fill beyond.
@@ -116,6 +117,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -134,6 +136,7 @@ from planner.demand import (
     queue_cells,
 )
 from planner.fairshare import water_fill
+from planner.simulate.executor import EngineView
 from planner.simulate.policies import AdmissionPolicy
 from planner.times import iso
 
@@ -188,11 +191,11 @@ class PlannerPolicy(AdmissionPolicy):
         self.check_every = check_every
         self.model = replace(model, contract=replace(model.contract, frozen_periods=0))
 
-    def job_key(self, sim, job: int) -> tuple:
+    def job_key(self, sim: EngineView, job: int) -> tuple:
         """Allocated work before unallocated, then submit order."""
         return (0 if sim.jobs.allocated[job] else 1, sim.jobs.submit[job], job)
 
-    def prepare(self, sim) -> None:
+    def prepare(self, sim: EngineView) -> None:
         """The scenario without its own demand, reservations and usage; no plan yet."""
         scenario = sim.scenario
         self.own_demand = scenario.demand  # a hand-written demand.csv (DemandSource.queue)
@@ -229,7 +232,7 @@ class PlannerPolicy(AdmissionPolicy):
         self.fill_slice = float(self.model.contract.fill_slice_hours)
         self.request_job: dict[str, int] = {}  # request_id → job, at the last replan
 
-    def refresh(self, sim, now: float) -> bool:
+    def refresh(self, sim: EngineView, now: float) -> bool:
         """Every hour the paced entitlement; at period boundaries a replan, re-classing."""
         # (2): the whole capacity (NGH per hour) water-filled over the projects'
         # outstanding allocated work, weighted by budget pace; never below min(pace, demand)
@@ -262,14 +265,14 @@ class PlannerPolicy(AdmissionPolicy):
         sim.replans += 1
         self.previous = {**body, "reservations": []}
         self.fill_slice = preemptible_protection(body)
-        self._read_first_period(sim, body, iso(as_of))
-        self._reclass(sim)
+        self.apply_first_period(sim, body, iso(as_of))
+        self.reclass(sim)
         self.hold_reservations(sim, body)
         return True
 
     # -- wide jobs: reservation requests, holds, drains ------------------------------------
 
-    def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
+    def gang_requests(self, sim: EngineView, as_of: pd.Timestamp) -> pd.DataFrame:
         """The reservations table of a replan: gang jobs that waited (module docstring).
 
         Sets ``request_job`` (request_id → job). Request ids are the jobs' ids.
@@ -310,7 +313,7 @@ class PlannerPolicy(AdmissionPolicy):
             "deadline": pd.Series([r[5] for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"request_id": object, "project": object, "cluster": object})
 
-    def hold_reservations(self, sim, body: dict) -> None:
+    def hold_reservations(self, sim: EngineView, body: dict) -> None:
         """The plan's reservations become engine holds of their jobs' nodes."""
         start0 = sim.scenario.config.quarter_start
         drained: dict[int, tuple[int, ...]] = {}
@@ -329,12 +332,12 @@ class PlannerPolicy(AdmissionPolicy):
                            int(r["nodes"]), max(start, sim.now), end, job,
                            prefer=drained.get(job, ()))
 
-    def schedule(self, sim, c: int) -> None:
+    def schedule(self, sim: EngineView, c: int) -> None:
         """Reserved jobs onto their drained holds first, then the two-phase pass."""
         self.start_held(sim, c)
         super().schedule(sim, c)
 
-    def start_held(self, sim, c: int) -> None:
+    def start_held(self, sim: EngineView, c: int) -> None:
         """Drain each active hold on ``c`` and start its job once its nodes are free."""
         for hid in sim.active_holds(c):
             hold = sim.holds[hid]
@@ -344,13 +347,13 @@ class PlannerPolicy(AdmissionPolicy):
                                                                 self._drain_victims(sim)):
                 sim.start(hold.job, RESERVED, nodes=hold.nodes)
 
-    def _drain_victims(self, sim) -> list[tuple[int, str]]:
+    def _drain_victims(self, sim: EngineView) -> list[tuple[int, JobClass]]:
         """Unallocated, fill and opportunistic work of every project (never guaranteed)."""
         n_p = len(sim.projects)
         return ([(q, UNALLOCATED) for q in range(n_p)] + [(q, FILL) for q in range(n_p)]
                 + [(q, OPPORTUNISTIC) for q in range(n_p)])
 
-    def protect_hours(self, sim, job: int, tag: str) -> float | None:
+    def protect_hours(self, sim: EngineView, job: int, tag: str) -> float | None:
         """Fill and opportunistic work: the contract's fill slice; aged unallocated too."""
         jobs = sim.jobs
         if tag in (FILL, OPPORTUNISTIC):
@@ -361,7 +364,7 @@ class PlannerPolicy(AdmissionPolicy):
 
     # -- the scenario of a replan ----------------------------------------------------------
 
-    def _usage(self, sim, now: float) -> pd.DataFrame:
+    def _usage(self, sim: EngineView, now: float) -> pd.DataFrame:
         hours = int(round(now))
         window = min(hours, self.window_hours)
         cuts = [(0, hours - window), (hours - window, hours)]  # before the window, the window
@@ -369,7 +372,7 @@ class PlannerPolicy(AdmissionPolicy):
         for i, (a, b) in enumerate(cuts):
             if b <= a:
                 continue
-            used = self._booked(sim)[:, :, a:b].sum(axis=2)
+            used = self.booked(sim)[:, :, a:b].sum(axis=2)
             for p, k in zip(*np.nonzero(used > 1e-9), strict=True):
                 rows.append((f"sim-{i}-{p}-{k}", sim.projects[p], sim.cluster_ids[k],
                              used[p, k] / (b - a), a, b))
@@ -383,11 +386,11 @@ class PlannerPolicy(AdmissionPolicy):
             "end": pd.Series([start + r[5] * _HOUR for r in rows], dtype="datetime64[ns, UTC]"),
         }).astype({"job_id": object, "project": object, "cluster": object})
 
-    def _booked(self, sim) -> np.ndarray:
+    def booked(self, sim: EngineView) -> np.ndarray:
         """(P, K, H) GPU-hours the executor's accounting reports: everything that ran."""
         return sim.used
 
-    def _demand(self, sim, as_of: pd.Timestamp, asked: set[int] = frozenset(),
+    def _demand(self, sim: EngineView, as_of: pd.Timestamp, asked: AbstractSet[int] = frozenset(),
                 usage: pd.DataFrame | None = None) -> pd.DataFrame:
         """The replan's demand rows, built by :mod:`planner.demand` (:class:`DemandSource`)."""
         source = self.source
@@ -408,7 +411,8 @@ class PlannerPolicy(AdmissionPolicy):
             frame = merge_declared(frame, source.declared, self.grid, as_of)
         return frame
 
-    def queued_jobs(self, sim, asked: set[int] = frozenset()) -> list[QueuedJob]:
+    def queued_jobs(self, sim: EngineView, asked: AbstractSet[int] = frozenset()
+                    ) -> list[QueuedJob]:
         """The allocated jobs waiting or running, as a site's queue shows them.
 
         Jobs asked as reservation requests this replan (``asked``) are left out (asked
@@ -421,7 +425,7 @@ class PlannerPolicy(AdmissionPolicy):
                 for job in sim.outstanding_jobs()
                 if jobs.allocated[job] and job not in asked]
 
-    def hours_left(self, sim, job: int) -> float:
+    def hours_left(self, sim: EngineView, job: int) -> float:
         """What ``job`` asks for: its work left (``sees="trace"``) or its time limit left."""
         if self.source.sees == "trace":
             return sim.work_left(job)
@@ -429,7 +433,8 @@ class PlannerPolicy(AdmissionPolicy):
             return sim.expected_end(job) - sim.now
         return sim.requested_hours(job)
 
-    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim: EngineView, asked: AbstractSet[int],
+                  as_of: pd.Timestamp) -> list[QueuedJob]:
         """The queue rendered as an executor prints it and read back (``via_text``).
 
         The ``planner`` policy has no executor: the replays of one override it.
@@ -437,11 +442,11 @@ class PlannerPolicy(AdmissionPolicy):
         raise ValueError(f"{self.name}: via_text needs an executor's replay "
                          "(planner-slurm or planner-kueue)")
 
-    def _forecast(self, sim) -> np.ndarray:
+    def _forecast(self, sim: EngineView) -> np.ndarray:
         """(P, K) GPUs: allocated GPU-hours submitted in the lookback window ÷ its hours."""
         return arrival_forecast(*self.arrivals, sim.now, self.grid)
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim: EngineView, body: dict, first: str) -> None:
         """What the plan puts in force at ``first``, read through the executor contract."""
         terms = in_force(body, first)
         for array in (self.guaranteed, self.opportunistic, self.planned, self.reserved):
@@ -454,9 +459,9 @@ class PlannerPolicy(AdmissionPolicy):
             self.planned[p, k] = q.guaranteed_gpus
         for r in terms.reservations:
             self.reserved[p_index[r.project], k_index[r.cluster]] += r.gpus
-        sim.cap_protection(terms.min_runtime_cap_hours)
 
-    def _reclass(self, sim) -> None:
+    def reclass(self, sim: EngineView) -> None:
+        """Running allocated jobs, oldest first: guaranteed, opportunistic, then fill."""
         jobs = sim.jobs
         for c in range(len(sim.cluster_ids)):
             taken: dict[int, int] = {}
@@ -477,10 +482,10 @@ class PlannerPolicy(AdmissionPolicy):
 
     # -- the executor ----------------------------------------------------------------------
 
-    def _held(self, sim, c: int, p: int, *tags: str) -> int:
+    def _held(self, sim: EngineView, c: int, p: int, *tags: str) -> int:
         return sum(sim.held_under(c, p, t) for t in tags)
 
-    def candidates(self, sim, c: int) -> np.ndarray:
+    def candidates(self, sim: EngineView, c: int) -> np.ndarray:
         """Projects with room for one more GPU of guaranteed, paced or opportunistic work."""
         held_g = sim.held_of(c, GUARANTEED)
         held_go = held_g + sim.held_of(c, OPPORTUNISTIC)
@@ -490,16 +495,16 @@ class PlannerPolicy(AdmissionPolicy):
                 | (self.entitlement - running >= self.rate[c] - 1e-6)
                 | ((running == 0) & (sim.charged < self.budget)))
 
-    def rank(self, sim, c: int, p: int, job: int) -> tuple:
+    def rank(self, sim: EngineView, c: int, p: int, job: int) -> tuple:
         """Projects furthest below their entitlement (guaranteed GPUs or pace) first."""
         entitled = max(self.planned[p, c] * self.rate[c], self.pace[p])
         held = self._running_ngh(sim, p)
         return (held / entitled if entitled > 1e-9 else np.inf, *sim.key[job])
 
-    def _running_ngh(self, sim, p: int) -> float:
+    def _running_ngh(self, sim: EngineView, p: int) -> float:
         return sim.held_ngh[p]
 
-    def entitled(self, sim, c: int, p: int, job: int) -> str | None:
+    def entitled(self, sim: EngineView, c: int, p: int, job: int) -> JobClass | None:
         """Guaranteed, paced, then opportunistic (module docstring, 1–3)."""
         if not sim.jobs.allocated[job]:
             return None
@@ -518,7 +523,7 @@ class PlannerPolicy(AdmissionPolicy):
             return OPPORTUNISTIC
         return None
 
-    def victims(self, sim, c: int, p: int, job: int) -> list[tuple[int, str]]:
+    def victims(self, sim: EngineView, c: int, p: int, job: int) -> list[tuple[int, str]]:
         """The classes the job's class may preempt (:data:`planner.contract.PREEMPTS`).
 
         Unallocated, then fill, then (for guaranteed and paced work) opportunistic jobs;
@@ -531,19 +536,19 @@ class PlannerPolicy(AdmissionPolicy):
         tag = self.entitled(sim, c, p, job)
         return [(q, victim) for victim in (PREEMPTS[tag] if tag else ()) for q in order]
 
-    def fill_rank(self, sim, c: int, p: int, job: int) -> tuple:
+    def fill_rank(self, sim: EngineView, c: int, p: int, job: int) -> tuple:
         """Allocated work (furthest behind pace first), then unallocated work."""
         if not sim.jobs.allocated[job]:
             return self.age_rank(sim, job)
         paced = self.budget[p] * max(sim.now, 1.0) / sim.hours
         return (0, float(sim.charged[p]) / paced if paced > 0 else math.inf, *sim.key[job])
 
-    def age_rank(self, sim, job: int) -> tuple:
+    def age_rank(self, sim: EngineView, job: int) -> tuple:
         """Unallocated work ranks as a project at ``age_hours`` ÷ its wait of its pace."""
         waited = sim.now - sim.jobs.submit[job]
         ratio = self.age_hours / waited if waited > 1e-9 else math.inf
         return (0, ratio, *sim.key[job])
 
-    def fill_tag_of(self, sim, job: int) -> str:
+    def fill_tag_of(self, sim: EngineView, job: int) -> str:
         """Fill for allocated work, unallocated otherwise."""
         return FILL if sim.jobs.allocated[job] else UNALLOCATED

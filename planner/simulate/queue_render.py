@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pandas as pd
@@ -53,7 +54,7 @@ def _submit(sim, job: int) -> pd.Timestamp:
 
 
 def squeue_rows(sim, hours_left: Callable[[Any, int], float], budget: Callable[[Any, int], bool],
-                skip: set[int], overdrawn: Callable[[Any, int], bool] | None = None
+                skip: AbstractSet[int], overdrawn: Callable[[Any, int], bool] | None = None
                 ) -> tuple[list[SqueueJob], dict[str, str]]:
     """Every waiting and running job but ``skip`` as squeue lines; the jobs moved.
 
@@ -95,7 +96,7 @@ def _rfc3339(at: pd.Timestamp) -> str:
 
 
 def workload_items(sim, hours_left: Callable[[Any, int], float], as_of: pd.Timestamp,
-                   skip: set[int]) -> list[dict[str, Any]]:
+                   skip: AbstractSet[int]) -> list[dict[str, Any]]:
     """Every waiting and running job but ``skip`` as a Workload (``kueue.x-k8s.io/v1beta2``)."""
     jobs = sim.jobs
     selectors = {str(c["cluster"]): cluster_selector(dict(c))

@@ -185,8 +185,9 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
              seeds: list[int] | None = None) -> list[PolicyRun]:
     """Replay ``trace`` under each policy in ``names`` and measure it.
 
-    ``model`` is the planning model of the ``planner`` policies (the others ignore it);
-    read the trace with its contract's ``min_runtime_cap_hours`` as ``cap_hours``.
+    ``model`` is the planning model of the ``planner`` policies; its contract's
+    ``min_runtime_cap_hours`` caps every policy's protected runtimes (the replay applies
+    it: :func:`~planner.simulate.engine.contract_cap`; default: the default model's).
     ``progress``: called with a :class:`Progress` at every whole hour of each replay and
     once when it is done.
     ``seeds``: each planning policy (:data:`PLANNING_POLICIES`) is replayed once per seed,
@@ -202,6 +203,7 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
             jobs += [(f"{name}{SEED_MARK}{k}", name, with_seed(model, k)) for k in seeds]
         else:
             jobs.append((name, name, model))
+    cap = (model or load_model("default")).contract.min_runtime_cap_hours
     runs = []
     for label, name, planning in jobs:
         began, began_cpu = time.perf_counter(), time.process_time()
@@ -210,7 +212,7 @@ def simulate(scenario: Scenario, trace: pd.DataFrame, names: list[str],
             progress(Progress(label, now, hours, time.process_time() - cpu))
 
         result = replay(scenario, trace, make_policy(name, planning),
-                        hour if progress else None)
+                        hour if progress else None, cap)
         seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
         if progress:
             progress(Progress(label, result.hours, result.hours, cpu))

@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 import numpy as np
@@ -277,7 +278,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.rank_of = fair_tree_ranks(sim.tree, self.fs_usage, self.shares)
         return True
 
-    def _read_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         unbudgeted = {sim.projects[p]: float(v) for p, v in enumerate(self.unbudgeted) if v > 0}
         state = self.export.state(body, sim.tree, unbudgeted)
@@ -332,13 +333,13 @@ class SlurmReplayPolicy(PlannerPolicy):
     def hold_reservations(self, sim, body: dict) -> None:
         """No engine holds: the plan's reservations are Slurm reservations here.
 
-        :meth:`_read_first_period` applied them (``_apply_reservations``) as the script
+        :meth:`apply_first_period` applied them (``_apply_reservations``) as the script
         would; the ``planner`` executor's holds and drains are not what Slurm does, and
         this policy's :meth:`schedule` never starts a held job, so a hold would only keep
         its nodes idle.
         """
 
-    def _reclass(self, sim) -> None:
+    def reclass(self, sim) -> None:
         """Nothing: a running job keeps the QOS it started under."""
 
     def _apply_reservations(self, sim, reservations: tuple[SlurmReservation, ...]) -> None:
@@ -404,7 +405,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.accrued_to = sim.now
         self._budget_epoch += 1
 
-    def _booked(self, sim) -> np.ndarray:
+    def booked(self, sim) -> np.ndarray:
         """What the replans see as usage: budget-QOS GPU-hours (sacct less gp-opportunistic)."""
         return self.budget_used
 
@@ -449,7 +450,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._qos_known[job] = (stamp, qos)
         return qos
 
-    def read_back(self, sim, asked: set[int], as_of: pd.Timestamp) -> list[QueuedJob]:
+    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
+                  ) -> list[QueuedJob]:
         """The queue as ``squeue`` lines, read back by ``planner ingest squeue``'s code.
 
         A running job shows the QOS it runs under, a waiting one the QOS the wrapper rule

@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 from numpy.dtypes import StringDType
 
-from planner.config import ContractTerms
 from planner.errors import InputError, InputProblem
 from planner.inputs.read import MISSING, decode, probe_file, read_input
 from planner.inputs.scenario import Scenario
@@ -38,9 +37,6 @@ from planner.inputs.validate import DATE_HINT, ISO_DATE
 from planner.plan.write import write_files
 
 TraceKind = Literal["id", "datetime", "int", "float", "bool"]
-
-#: The contract's cap on a job's protected runtime (``min_runtime_cap_hours``), hours.
-DEFAULT_CAP_HOURS = ContractTerms().min_runtime_cap_hours
 
 #: Text read as ``true`` / ``false`` in a bool column (compared ignoring case).
 TRUE_TEXT = ("true", "1")
@@ -89,11 +85,11 @@ TRACE_SCHEMA: tuple[TraceColumn, ...] = (
     TraceColumn("duration_hours", "float", "float64", "h", None, "> 0",
                 "Run time if never preempted."),
     TraceColumn("min_runtime_hours", "float", "float64", "h", 0.0,
-                "≥ 0; read as min(value, cap)",
-                "Protected runtime (the contract's `min_runtime_cap_hours`, 8 h by default, "
-                "caps it): the job is allocated work, charged to its project's budget, not "
-                "preempted before it has run this long. 0 = unallocated: preemptible by "
-                "anyone, charged to no budget."),
+                "≥ 0; the replay protects min(value, cap)",
+                "Protected runtime asked (the replay protects at most the contract's "
+                "`min_runtime_cap_hours`, 8 h by default): the job is allocated work, "
+                "charged to its project's budget, not preempted before it has run this "
+                "long. 0 = unallocated: preemptible by anyone, charged to no budget."),
     TraceColumn("resumable", "bool", "bool", "", True, "`true`/`false` (or `1`/`0`)",
                 "Whether a preempted job resumes with its remaining work (else it restarts "
                 "from the beginning)."),
@@ -417,19 +413,21 @@ def _check_values(values: dict[str, pd.Series], rows: pd.Series, scenario: Scena
                              f"[{_iso(start)}, {_iso(end)}); submit inside it")
 
 
-def _frame(values: dict[str, pd.Series], cap_hours: float) -> pd.DataFrame:
-    """The trace as returned: schema dtypes, protected runtime capped, sorted."""
+def _frame(values: dict[str, pd.Series]) -> pd.DataFrame:
+    """The trace as returned: schema dtypes, sorted; protected runtimes as written.
+
+    The contract's cap on them (``min_runtime_cap_hours``) is the replay's to apply
+    (:class:`~planner.simulate.engine.Replay`'s ``cap_hours``), not the file's.
+    """
     columns = {c.name: values[c.name].astype(c.dtype) for c in TRACE_SCHEMA}
-    columns["min_runtime_hours"] = columns["min_runtime_hours"].clip(upper=cap_hours)
     columns["time_limit_hours"] = time_limits(pd.DataFrame(columns))
     frame = pd.DataFrame(columns, columns=list(TRACE_COLUMNS))
     frame = frame.sort_values(["submit", "job_id"], kind="mergesort")
     return frame.reset_index(drop=True)
 
 
-def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
-                   cap_hours: float = DEFAULT_CAP_HOURS) -> tuple[pd.DataFrame | None,
-                                                                  list[InputProblem]]:
+def trace_problems(path: str | os.PathLike[str], scenario: Scenario
+                   ) -> tuple[pd.DataFrame | None, list[InputProblem]]:
     """The trace at ``path`` read against ``scenario``, or ``None`` and every problem."""
     path = Path(path)
     problems = Problems(path.name)
@@ -443,23 +441,20 @@ def trace_problems(path: str | os.PathLike[str], scenario: Scenario,
     _check_values(values, table.rows, scenario, problems)
     if problems.items:
         return None, problems.items
-    return _frame(values, cap_hours), []
+    return _frame(values), []
 
 
-def read_trace(path: Path, scenario: Scenario,
-               cap_hours: float = DEFAULT_CAP_HOURS) -> pd.DataFrame:
+def read_trace(path: Path, scenario: Scenario) -> pd.DataFrame:
     """The jobs of the trace at ``path``, checked against ``scenario``.
 
     Columns :data:`TRACE_COLUMNS`: ``job_id:str, project:str, cluster:str,
     submit:datetime64[ns, UTC], gpus:int64, duration_hours:float64,
-    min_runtime_hours:float64`` (at most ``cap_hours``), ``resumable:bool``,
+    min_runtime_hours:float64`` (as written: the replay caps it), ``resumable:bool``,
     ``time_limit_hours:float64`` (the default filled in where absent); sorted by
     ``(submit, job_id)``, index ``0..n-1``. Raises :class:`~planner.errors.InputError`
     with every problem (file name, row, column) when the trace is not valid.
     """
-    if not cap_hours > 0:
-        raise ValueError(f"cap_hours must be > 0, got {cap_hours}")
-    frame, problems = trace_problems(path, scenario, cap_hours)
+    frame, problems = trace_problems(path, scenario)
     if frame is None:
         raise InputError(problems)
     return frame

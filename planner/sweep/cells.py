@@ -129,11 +129,6 @@ def cell_model(model: ModelConfig, cell: Cell) -> ModelConfig:
     return model
 
 
-def cap_trace(trace: pd.DataFrame, cap_hours: float) -> pd.DataFrame:
-    """``trace`` (read uncapped) with protected runtimes capped, as ``read_trace`` caps them."""
-    return trace.assign(min_runtime_hours=trace["min_runtime_hours"].clip(upper=cap_hours))
-
-
 def _models(spec: SweepSpec, check: InputProblem) -> tuple[dict[str, ModelConfig],
                                                             list[InputProblem]]:
     models, problems = {}, []
@@ -154,7 +149,7 @@ def _models(spec: SweepSpec, check: InputProblem) -> tuple[dict[str, ModelConfig
 
 def _traces(spec: SweepSpec, scenario: Scenario
             ) -> tuple[dict[str, tuple[pd.DataFrame, str]], list[InputProblem]]:
-    """Each trace read once, uncapped, with the sha256 of its bytes."""
+    """Each trace read once, as written (the replay caps it), with the sha256 of its bytes."""
     from planner.inputs.read import read_input
     from planner.simulate.trace import trace_problems
 
@@ -166,7 +161,7 @@ def _traces(spec: SweepSpec, scenario: Scenario
             problems.append(problem)
             continue
         assert data is not None
-        frame, found = trace_problems(path, scenario, float("inf"))
+        frame, found = trace_problems(path, scenario)
         problems += found
         if frame is not None:
             traces[written] = (frame, hashlib.sha256(data).hexdigest())
@@ -217,8 +212,6 @@ def prepare(spec: SweepSpec, progress=None) -> list[CellInput]:
             base = replace(base, config=replace(base.config, lookback_days=cell.lookback_days))
         model = cell_model(models[cell.model], cell)
         frame, trace_digest = traces.get(cell.trace or "", (None, None))
-        if frame is not None:
-            frame = cap_trace(frame, model.contract.min_runtime_cap_hours)
         digest = cell_digest(spec.kind, cell, base.digest, model, trace_digest)
         inputs.append(CellInput(spec.kind, cell, digest, base, model, frame))
     return inputs
@@ -272,7 +265,8 @@ def run_cell(item: CellInput) -> dict[str, Any]:
         from planner.simulate.run import make_policy
 
         assert item.trace is not None and item.cell.policy is not None
-        result = replay(item.scenario, item.trace, make_policy(item.cell.policy, item.model))
+        result = replay(item.scenario, item.trace, make_policy(item.cell.policy, item.model),
+                        cap_hours=item.model.contract.min_runtime_cap_hours)
         figures = dict(compute_metrics(item.scenario, item.trace, result).summary)
     return {"format": CELL_FORMAT, "digest": item.digest, "kind": item.kind,
             "figures": figures}
