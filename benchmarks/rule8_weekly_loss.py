@@ -53,12 +53,12 @@ def replay(scenario, trace, variant: str):
 
     def recording(**kwargs):
         policy = factory(**kwargs)
-        read = policy._read_first_period
+        read = policy.apply_first_period
 
         def reading(sim, body, first):
             read(sim, body, first)
             seen.update(policy.state.overdrawn_projects)
-        policy._read_first_period = reading
+        policy.apply_first_period = reading
         return policy
 
     replays.POLICIES[POLICY] = recording
