@@ -1324,6 +1324,8 @@ class KueueReplayPolicy(PlannerPolicy):
         reach = self._reach(sim, c, me, victims)
         if not reach.fits(gpus):
             return None  # not even every candidate gone would make room on the nodes
+        if not second and not self._could_fit(sim, c, tree, q, job, cands, held_of, reach):
+            return None  # not even every candidate the shares could let go would do
         room = NodeRoom(sim, c)
         targets: list[int] = []
 
@@ -1460,6 +1462,101 @@ class KueueReplayPolicy(PlannerPolicy):
         for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
             reach.give_back(v)
         return reach
+
+    def _could_fit(self, sim, c: int, tree: FlavorTree, q: str, job: int,
+                   cands: dict[str, deque], held_of: dict[int, int], reach: NodeRoom) -> bool:
+        """Whether a search under the first strategy alone could end with ``job`` fitting.
+
+        A necessary condition, read before the search takes anything. Shares rise with
+        usage and the search only lowers the candidates' queues' usage; with the workload
+        counted in ``q``:
+
+        - a target v of queue y is taken only when the preemptor's share at their split
+          (its ancestor ax's) is at most ay's share without v and the targets taken before
+          it; ay's share were y's targets alone gone from the tree as it stands is at least
+          that (the other takes only lower it), so at least ``floor[ax]``, the lowest ax's
+          share can fall to: y's targets hold at most ``cap[y]`` GPUs in all, the most y
+          can lose with ay's share still ``floor[ax]`` or more;
+        - ``floor[q]`` is q's share (nothing under q is taken); up q's path, ``floor[a]`` is
+          a's share with each queue below it lighter by its ``cap`` (queues whose split
+          with q lies below a), read after their caps.
+
+        So a search takes only candidates of at most ``cap`` GPUs each, at most ``cap`` of a
+        queue's in all; it ends fitting only if the workload fits in quota with each queue
+        that much lighter and on the nodes with such candidates gone: a whole node only
+        where each queue's candidates on it hold at most its ``cap``, and the GPUs those
+        nodes (or the node) still hold at most what the queues can lose.
+        """
+        need, gpus, gpn = sim.held(job), sim.jobs.gpus[job], sim.gpn[c]
+        by_split: dict[str, list[str]] = {}
+        for y in cands:
+            by_split.setdefault(self._split(tree, q, y)[0], []).append(y)
+        caps: dict[str, int] = {}
+        freed: dict[str, int] = {}
+        bound = reach.copy()
+        tree.shift(q, need)
+        try:
+            for a in tree.path(q):  # q first, then up: each floor after the caps below it
+                group = by_split.get(a)
+                if not group:
+                    continue
+                least = tree.share(a)
+                for y in group:
+                    ay = self._split(tree, q, y)[1]
+                    line = cands[y]
+                    total = sum([held_of[v] for v in line])
+                    if tree.share_without(y, total, ay) >= least:
+                        cap = total
+                    elif tree.share(ay) < least:
+                        cap = 0
+                    else:  # the share falls with the GPUs gone: the last count still ≥ least
+                        low, high = 0, total
+                        while high - low > 1:
+                            mid = (low + high) // 2
+                            if tree.share_without(y, mid, ay) >= least:
+                                low = mid
+                            else:
+                                high = mid
+                        cap = low
+                    could = 0
+                    for v in line:
+                        if held_of[v] <= cap:
+                            could += held_of[v]
+                        else:
+                            bound.give_back(v)
+                    caps[y] = cap
+                    freed[y] = min(cap, could)
+                for y in group:  # lighter, for the floors above
+                    tree.shift(y, -freed[y])
+            if not bound.fits(gpus):
+                return False
+            free = sim.free_gpus(c)
+            if gpus >= gpn:
+                queue, project = self.queue, sim.jobs.project
+                costs = []
+                for n, left, on in sim.nodes_on(c):
+                    if bound.free[n] != gpn:
+                        continue
+                    lose: dict[str, int] = {}
+                    for v in on:
+                        y = queue[project[v]]
+                        lose[y] = lose.get(y, 0) + held_of[v]
+                    if all(gone <= caps[y] for y, gone in lose.items()):
+                        costs.append(gpn - left)
+                nodes = -(-gpus // gpn)
+                if len(costs) < nodes:
+                    return False
+                cost = sum(sorted(costs)[:nodes])
+            else:
+                cost = min(max(0, gpus - f) for f, b in zip(free, bound.free, strict=True)
+                           if b >= gpus)
+            if cost > sum(freed.values()):
+                return False
+            return tree.available_less(q, need) >= need
+        finally:
+            for y, gone in freed.items():
+                tree.shift(y, gone)
+            tree.shift(q, -need)
 
     def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
