@@ -1488,32 +1488,44 @@ class KueueReplayPolicy(PlannerPolicy):
         nodes (or the node) still hold at most what the queues can lose.
         """
         need, gpus, gpn = sim.held(job), sim.jobs.gpus[job], sim.gpn[c]
-        by_split: dict[str, list[str]] = {}
+        splits = self._splits.setdefault(id(tree), {})
+        by_split: dict[str, list[tuple[str, str]]] = {}
         for y in cands:
-            by_split.setdefault(self._split(tree, q, y)[0], []).append(y)
+            ax, ay = splits.get((q, y)) or self._split(tree, q, y)
+            by_split.setdefault(ax, []).append((y, ay))
         caps: dict[str, int] = {}
         freed: dict[str, int] = {}
-        bound = reach.copy()
+        shifted: list[str] = []
+        nodes, share = tree.nodes, tree.share
         tree.shift(q, need)
         try:
+            left = len(by_split)
             for a in tree.path(q):  # q first, then up: each floor after the caps below it
                 group = by_split.get(a)
                 if not group:
                     continue
                 least = tree.share(a)
-                for y in group:
-                    ay = self._split(tree, q, y)[1]
+                for y, ay in group:
                     line = cands[y]
-                    total = sum([held_of[v] for v in line])
-                    if tree.share_without(y, total, ay) >= least:
+                    total = 0
+                    for v in line:
+                        total += held_of[v]
+                    # r GPUs gone from y lower ay's usage by min(r, most): each level
+                    # below ay passes up at most its usage beyond its guaranteed quota
+                    # (what FlavorTree.share_without walks)
+                    node, most = nodes[y], total
+                    while node.name != ay:
+                        most = min(most, max(0, node.usage - node.kept))
+                        node = nodes[node.parent]
+                    if share(ay, -most) >= least:
                         cap = total
-                    elif tree.share(ay) < least:
+                    elif share(ay) < least:
                         cap = 0
                     else:  # the share falls with the GPUs gone: the last count still ≥ least
-                        low, high = 0, total
+                        low, high = 0, most
                         while high - low > 1:
                             mid = (low + high) // 2
-                            if tree.share_without(y, mid, ay) >= least:
+                            if share(ay, -mid) >= least:
                                 low = mid
                             else:
                                 high = mid
@@ -1522,40 +1534,51 @@ class KueueReplayPolicy(PlannerPolicy):
                     for v in line:
                         if held_of[v] <= cap:
                             could += held_of[v]
-                        else:
-                            bound.give_back(v)
                     caps[y] = cap
                     freed[y] = min(cap, could)
-                for y in group:  # lighter, for the floors above
-                    tree.shift(y, -freed[y])
-            if not bound.fits(gpus):
-                return False
-            free = sim.free_gpus(c)
-            if gpus >= gpn:
-                queue, project = self.queue, sim.jobs.project
-                costs = []
-                for n, left, on in sim.nodes_on(c):
-                    if bound.free[n] != gpn:
-                        continue
+                left -= 1
+                if left:  # lighter, for the floors above
+                    for y, _ in group:
+                        tree.shift(y, -freed[y])
+                        shifted.append(y)
+            # the nodes: a whole node only where every job is a candidate and each queue's
+            # there within its cap; a part of one from candidates within their caps
+            queue, project = self.queue, sim.jobs.project
+            reached = reach.free
+            costs = []
+            whole = gpn if gpus >= gpn else gpus  # what a node must hold free
+            for n, free, on in sim.nodes_on(c):
+                if reached[n] < whole:
+                    continue  # not even every candidate gone frees it
+                if free >= gpus and gpus < gpn:
+                    costs.append(0)
+                    continue
+                if gpus >= gpn:
                     lose: dict[str, int] = {}
                     for v in on:
                         y = queue[project[v]]
                         lose[y] = lose.get(y, 0) + held_of[v]
                     if all(gone <= caps[y] for y, gone in lose.items()):
-                        costs.append(gpn - left)
-                nodes = -(-gpus // gpn)
-                if len(costs) < nodes:
-                    return False
-                cost = sum(sorted(costs)[:nodes])
-            else:
-                cost = min(max(0, gpus - f) for f, b in zip(free, bound.free, strict=True)
-                           if b >= gpus)
-            if cost > sum(freed.values()):
+                        costs.append(gpn - free)
+                else:
+                    room = free
+                    for v in on:
+                        held = held_of.get(v)
+                        if held is not None and held <= caps.get(queue[project[v]], -1):
+                            room += held if held < gpn else gpn
+                    if room >= gpus:
+                        costs.append(gpus - free)
+            nodes = -(-gpus // gpn) if gpus >= gpn else 1
+            if len(costs) < nodes or sum(sorted(costs)[:nodes]) > sum(freed.values()):
                 return False
+            for y in caps:
+                if y not in shifted:
+                    tree.shift(y, -freed[y])
+                    shifted.append(y)
             return tree.available_less(q, need) >= need
         finally:
-            for y, gone in freed.items():
-                tree.shift(y, gone)
+            for y in shifted:
+                tree.shift(y, freed[y])
             tree.shift(q, -need)
 
     def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
