@@ -326,3 +326,77 @@ def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
                 if not holds[n]:
                     del holds[n]
     assert pick() == highest(tree, set(cands))
+
+
+class Checked(FixedPlan):
+    """The replay with every search ``_could_fit`` rules out run in full all the same.
+
+    The check is told to let each search through; a search it would have stopped must
+    find no targets, and the check must leave the tree's usage and kept shares as it
+    found them. ``ruled_out``: the jobs whose searches it would have stopped.
+    """
+
+    said: bool | None = None
+
+    def prepare(self, sim):
+        super().prepare(sim)
+        self.ruled_out: list[int] = []
+
+    def _could_fit(self, sim, c, tree, q, job, cands, held_of, reach):
+        usage = {n: node.usage for n, node in tree.nodes.items()}
+        shares = {n: tree.share(n) for n in tree.nodes}
+        self.said = super()._could_fit(sim, c, tree, q, job, cands, held_of, reach)
+        assert {n: node.usage for n, node in tree.nodes.items()} == usage
+        assert {n: tree.share(n) for n in tree.nodes} == shares
+        return True
+
+    def _search_targets(self, sim, c, tree, q, job):
+        self.said = None
+        found = super()._search_targets(sim, c, tree, q, job)
+        if self.said is False:
+            assert found is None
+            self.ruled_out.append(job)
+        return found
+
+
+def test_a_gang_whose_share_test_would_turn_down_is_no_target_before_the_search():
+    # Three nodes of 8 GPUs, nobody granted anything: all work borrows. At hour 0 a1 runs
+    # three 1-GPU jobs and a 16-GPU gang (two whole nodes), a2 a 1-GPU job on the third. At hour 1
+    # a1's small jobs end and a2's 8-GPU job (job 5) asks for a whole node. Every node
+    # holds a1's gang or a2's own job, so only the gang can make room: with it gone every
+    # candidate would be gone and the nodes would hold job 5. But a2 (its 9 GPUs ÷ weight 2)
+    # may take a1's work only while a1's share without it stays at least a2's, and a1
+    # without its gang borrows nothing (share 0): the gang is never a target, the nodes
+    # cannot make room, and the check says so before the search takes anything.
+    rows = [("j00", "a1", 0.0, 1, 1.0, 0.0, False), ("j01", "a1", 0.0, 1, 1.0, 0.0, False),
+            ("j02", "a1", 0.0, 1, 1.0, 0.0, False), ("j03", "a1", 0.0, 16, 2.0, 0.0, False),
+            ("j04", "a2", 0.0, 1, 2.0, 0.0, False), ("j05", "a2", 1.0, 8, 1.0, 0.0, False)]
+    plan = hand_plan(3, {p: (0.0, 0.0) for p in PROJECTS})
+    policy = Checked(plan)
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), policy).run()
+    assert 5 in policy.ruled_out
+    assert checked.first_start[5] == 2.0  # once the gang ends, not by preempting it
+    assert checked.preemptions[3] == 0
+    plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan)).run()
+    assert checked.segments == plain.segments
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=2, max_size=30),
+       grants=st.lists(st.integers(0, 6), min_size=len(PROJECTS), max_size=len(PROJECTS)),
+       reserved=st.sampled_from([(), (("a1", 1),), (("b2", 1),)]))
+def test_a_search_ruled_out_before_it_starts_would_have_found_nothing(jobs, grants, reserved):
+    # Under the first strategy alone, replays of random crowded traces under
+    # :class:`Checked` replay as the plain one (every search a check would have stopped
+    # found nothing, and the check changed nothing in the tree). A reservation
+    # (nominal quota never lent: a lendingLimit) now and then, so guaranteed quota holds
+    # back part of a queue's usage from its Cohort's.
+    total = sum(grants)
+    scaled = [g * 16 // total if total > 16 else g for g in grants]
+    plan = hand_plan(3, {p: (float(g), 0.0) for p, g in zip(PROJECTS, scaled, strict=True)},
+                     reservations=reserved)
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), Checked(plan)).run()
+    plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan)).run()
+    assert checked.segments == plain.segments

@@ -1326,6 +1326,8 @@ class KueueReplayPolicy(PlannerPolicy):
         reach = self._reach(sim, c, me, victims)
         if not reach.fits(gpus):
             return None  # not even every candidate gone would make room on the nodes
+        if not second and not self._could_fit(sim, c, tree, q, job, cands, held_of, reach):
+            return None  # not even every candidate the shares could let go would do
         room = NodeRoom(sim, c)
         targets: list[int] = []
 
@@ -1462,6 +1464,124 @@ class KueueReplayPolicy(PlannerPolicy):
         for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
             reach.give_back(v)
         return reach
+
+    def _could_fit(self, sim, c: int, tree: FlavorTree, q: str, job: int,
+                   cands: dict[str, deque], held_of: dict[int, int], reach: NodeRoom) -> bool:
+        """Whether a search under the first strategy alone could end with ``job`` fitting.
+
+        A necessary condition, read before the search takes anything. Shares rise with
+        usage and the search only lowers the candidates' queues' usage; with the workload
+        counted in ``q``:
+
+        - a target v of queue y is taken only when the preemptor's share at their split
+          (its ancestor ax's) is at most ay's share without v and the targets taken before
+          it; ay's share were y's targets alone gone from the tree as it stands is at least
+          that (the other takes only lower it), so at least ``floor[ax]``, the lowest ax's
+          share can fall to: y's targets hold at most ``cap[y]`` GPUs in all, the most y
+          can lose with ay's share still ``floor[ax]`` or more;
+        - ``floor[q]`` is q's share (nothing under q is taken); up q's path, ``floor[a]`` is
+          a's share with each queue below it lighter by its ``cap`` (queues whose split
+          with q lies below a), read after their caps.
+
+        So a search takes only candidates of at most ``cap`` GPUs each, at most ``cap`` of a
+        queue's in all; it ends fitting only if the workload fits in quota with each queue
+        that much lighter and on the nodes with such candidates gone: a whole node only
+        where each queue's candidates on it hold at most its ``cap``, and the GPUs those
+        nodes (or the node) still hold at most what the queues can lose.
+        """
+        need, gpus, gpn = sim.held(job), sim.jobs.gpus[job], sim.gpn[c]
+        splits = self._splits.setdefault(id(tree), {})
+        by_split: dict[str, list[tuple[str, str]]] = {}
+        for y in cands:
+            ax, ay = splits.get((q, y)) or self._split(tree, q, y)
+            by_split.setdefault(ax, []).append((y, ay))
+        caps: dict[str, int] = {}
+        freed: dict[str, int] = {}
+        shifted: list[str] = []
+        nodes, share = tree.nodes, tree.share
+        tree.shift(q, need)
+        try:
+            left = len(by_split)
+            for a in tree.path(q):  # q first, then up: each floor after the caps below it
+                group = by_split.get(a)
+                if not group:
+                    continue
+                least = tree.share(a)
+                for y, ay in group:
+                    line = cands[y]
+                    total = 0
+                    for v in line:
+                        total += held_of[v]
+                    # r GPUs gone from y lower ay's usage by min(r, most): each level
+                    # below ay passes up at most its usage beyond its guaranteed quota
+                    # (what FlavorTree.share_without walks)
+                    node, most = nodes[y], total
+                    while node.name != ay:
+                        most = min(most, max(0, node.usage - node.kept))
+                        node = nodes[node.parent]
+                    if share(ay, -most) >= least:
+                        cap = total
+                    elif share(ay) < least:
+                        cap = 0
+                    else:  # the share falls with the GPUs gone: the last count still ≥ least
+                        low, high = 0, most
+                        while high - low > 1:
+                            mid = (low + high) // 2
+                            if share(ay, -mid) >= least:
+                                low = mid
+                            else:
+                                high = mid
+                        cap = low
+                    could = 0
+                    for v in line:
+                        if held_of[v] <= cap:
+                            could += held_of[v]
+                    caps[y] = cap
+                    freed[y] = min(cap, could)
+                left -= 1
+                if left:  # lighter, for the floors above
+                    for y, _ in group:
+                        tree.shift(y, -freed[y])
+                        shifted.append(y)
+            # the nodes: a whole node only where every job is a candidate and each queue's
+            # there within its cap; a part of one from candidates within their caps
+            queue, project = self.queue, sim.jobs.project
+            reached = reach.free
+            costs = []
+            whole = gpn if gpus >= gpn else gpus  # what a node must hold free
+            for n, free, on in sim.nodes_on(c):
+                if reached[n] < whole:
+                    continue  # not even every candidate gone frees it
+                if free >= gpus and gpus < gpn:
+                    costs.append(0)
+                    continue
+                if gpus >= gpn:
+                    lose: dict[str, int] = {}
+                    for v in on:
+                        y = queue[project[v]]
+                        lose[y] = lose.get(y, 0) + held_of[v]
+                    if all(gone <= caps[y] for y, gone in lose.items()):
+                        costs.append(gpn - free)
+                else:
+                    room = free
+                    for v in on:
+                        held = held_of.get(v)
+                        if held is not None and held <= caps.get(queue[project[v]], -1):
+                            room += held if held < gpn else gpn
+                    if room >= gpus:
+                        costs.append(gpus - free)
+            nodes = -(-gpus // gpn) if gpus >= gpn else 1
+            if len(costs) < nodes or sum(sorted(costs)[:nodes]) > sum(freed.values()):
+                return False
+            for y in caps:
+                if y not in shifted:
+                    tree.shift(y, -freed[y])
+                    shifted.append(y)
+            return tree.available_less(q, need) >= need
+        finally:
+            for y in shifted:
+                tree.shift(y, freed[y])
+            tree.shift(q, -need)
 
     def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
