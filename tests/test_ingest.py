@@ -575,3 +575,25 @@ def test_sacct_with_qos_keeps_opportunistic_jobs_apart_and_charges_the_rest(tmp_
     # a second ingest of the same file changes neither file
     again = ingest_usage(folder, "sacct", path, now=NOW)
     assert not again.written and not again.unbudgeted_written
+
+
+def test_a_job_charged_to_no_budget_that_cannot_be_placed_is_reported_as_not_written(
+        tmp_path: Path):
+    # 2001 ran under gp-opportunistic for an account the scenario does not know: it cannot
+    # be a row of unbudgeted.csv (no project), so the report says "unknown project", not
+    # that it was written there; 2002 (p1, gp-overdrawn) is written as usual
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        "JobIDRaw|Account|Partition|AllocTRES|Start|End|State|QOS\n"
+        "2001|nobody|h100-a|gres/gpu=8|2026-11-01T00:00:00|2026-11-01T12:00:00|COMPLETED|"
+        "gp-opportunistic\n"
+        "2002|p1|h100-a|gres/gpu=2|2026-11-01T00:00:00|2026-11-01T06:00:00|COMPLETED|"
+        "gp-overdrawn\n")
+    folder = scenario(tmp_path)
+    report = ingest_usage(folder, "sacct", path, now=NOW)
+    assert report.unbudgeted == ("slurm:h100-a:2002",)
+    assert report.skipped[OPPORTUNISTIC] == ("2002 (row 3, p1)",)
+    (unknown,) = report.skipped[UNKNOWN_PROJECT]
+    assert unknown.startswith("2001 (row 2")
+    assert [row.split(",")[0] for row in
+            (folder / "unbudgeted.csv").read_text().splitlines()[1:]] == ["slurm:h100-a:2002"]

@@ -36,6 +36,7 @@ from planner.ingest.ledger import (
 from planner.ingest.names import Names, names_for
 from planner.ingest.records import (
     NO_TIME,
+    OPPORTUNISTIC,
     OUTSIDE,
     REASONS,
     UNKNOWN_CLUSTER,
@@ -249,8 +250,8 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
     if problems:  # a row usage.csv would refuse is never written (every later run would stop)
         raise InputError(problems)
     # rule 8: what ran charged to no budget, beside usage.csv, checked as its rows are
-    beside, _, _ = place(parsed.unbudgeted, names_for(scenario, source), scenario.config,
-                         stamp, source)
+    beside, unplaced, beside_clipped = place(parsed.unbudgeted, names_for(scenario, source),
+                                             scenario.config, stamp, source)
     problems = row_problems(scenario, "usage", path.name,
                             [(r.row or 0, dict(zip(COLUMNS, r.cells(), strict=True)))
                              for r in beside], FIELDS[source])
@@ -264,13 +265,18 @@ def ingest_usage(scenario_dir: Path, source: Source, path: Path,
     spare_written = False
     if beside and not dry_run:
         _, spare_written = merge_into(scenario_dir / UNBUDGETED_FILE, beside)
+    # a job charged to no budget that cannot be placed (unknown project or cluster, no
+    # time, outside the quarter) is not written to unbudgeted.csv either: reported under
+    # that reason, not as written there
+    gone = {s.row for s in unplaced}
+    written_apart = [s for s in parsed.skipped if s.reason != OPPORTUNISTIC or s.row not in gone]
     by_reason: dict[str, list[str]] = {}
-    for skip in sorted([*parsed.skipped, *skipped, *result.skipped],
+    for skip in sorted([*written_apart, *unplaced, *skipped, *result.skipped],
                        key=lambda s: (REASONS.index(s.reason), s.row or 0, s.job)):
         by_reason.setdefault(skip.reason, []).append(str(skip))
     return IngestReport(
         source=source, file=os.fspath(path), ledger=os.fspath(ledger), now=stamp,
         added=result.added, updated=result.updated, unchanged=result.unchanged,
         skipped=MappingProxyType({k: tuple(v) for k, v in by_reason.items()}),
-        clipped=tuple(clipped), written=written, dry_run=dry_run,
+        clipped=(*clipped, *beside_clipped), written=written, dry_run=dry_run,
         unbudgeted=tuple(r.job_id for r in beside), unbudgeted_written=spare_written)
