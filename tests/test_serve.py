@@ -362,6 +362,10 @@ def test_a_project_page_says_what_ran_on_no_budget_beside_used(tmp_path):
         p2, p1 = (_text(get(url, f"/project/{p}")[1]) for p in ("p2", "p1"))
         api = get_json(url, "/api/projects/p2")
     assert "Budget 3,000 NGH; used 48 and 4,224 NGH run on no budget (even pace by now" in p2
+    # the verdict says it too: its budget is mostly unused, yet it is overdrawn
+    assert ("p2 is forecast to spend 576 NGH, 19.2 % of its 3,000 NGH budget, beside 4,224 "
+            "NGH it ran on no budget (overdrawn): unused budget.") in p2
+    assert "p1 is forecast to spend" in p1 and "(overdrawn)" not in p1
     assert OVERDRAWN_WORDS in p2
     assert "no budget" not in p1 and "overdrawn" not in p1
     assert api["explain"]["subject"]["unbudgeted"] == pytest.approx(4224.0)
