@@ -108,8 +108,8 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
     moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
     parked = {str(k): str(v) for k, v in record.get("overdrawn", {}).items()}
     spent = unbudgeted_of(current / "inputs", plan) if current is not None else {}
-    over = SLURM_SHIPPED.overdrawn_accounts(plan, spent)
-    paces = SLURM_SHIPPED.overdrawn_paces(plan, spent)
+    paces = SLURM_SHIPPED.overdrawn_paces(plan, spent)  # every overdrawn account, its pace
+    over = frozenset(paces)  # SLURM_SHIPPED.overdrawn_accounts, without a second reading
     return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked, paces,
                                         cluster_rates(plan)), moved, parked, over)
 

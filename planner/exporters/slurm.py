@@ -136,6 +136,7 @@ import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -570,6 +571,7 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     wide = widening(plan, minutes, caps) if widens else frozenset()
     exempt = budget_exempt_hours(plan)
     over = OVERDRAWN_QOS if overdrawn_qos else ""
+    gone = overdrawn(plan, unbudgeted) if over else frozenset()  # rule 8's projects
     budgets = tuple(BudgetQos(project=p, name=qos_name(p), account=account(p),
                               minutes=minutes[p], gpus=caps.get(p), widens=p in wide,
                               no_decay=no_decay, takes_back=back.get(p, ()),
@@ -593,22 +595,24 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                       overdrawn=OpportunisticQos(name=OVERDRAWN_QOS,
                                                  usage_factor=opportunistic_usage)
                       if over else None,
-                      overdrawn_projects=overdrawn(plan, unbudgeted) if over else frozenset(),
-                      overdrawn_pace=tuple(sorted(overdrawn_pace(
-                          plan, unbudgeted, overdrawn_keeps_pace).items())) if over else ())
+                      overdrawn_projects=gone,
+                      overdrawn_pace=tuple(overdrawn_pace(plan, gone,
+                                                          overdrawn_keeps_pace).items()))
 
 
-def overdrawn_pace(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = None,
+def overdrawn_pace(plan: dict[str, Any], projects: AbstractSet[str],
                    keeps_pace: bool = True) -> dict[str, float]:
     """Overdrawn project -> NGH per hour it keeps in ``gp-opportunistic`` (rule 8).
 
-    Its budget pace (:func:`planner.contract.pace_ngh`) with ``keeps_pace``, else 0: while
+    ``projects``: the plan's overdrawn projects (:func:`planner.contract.overdrawn`), in
+    name order here. Its budget pace (:func:`planner.contract.pace_ngh`) with
+    ``keeps_pace``, else 0: while
     the project's running jobs run less than this, ``planner tick`` leaves its work beyond
     its budget in ``gp-opportunistic`` (queue order, each job counted as it is kept;
     :func:`planner.tick.slurm_moves`); the rest goes to ``gp-overdrawn``.
     """
     pace = pace_ngh(plan) if keeps_pace else {}
-    return {p: pace.get(p, 0.0) for p in sorted(overdrawn(plan, unbudgeted))}
+    return {p: pace.get(p, 0.0) for p in sorted(projects)}
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
@@ -1015,7 +1019,7 @@ class SlurmExport:
         if not self.overdrawn_qos:
             return {}
         return {account(p): v for p, v in overdrawn_pace(
-            plan, unbudgeted, self.overdrawn_keeps_pace).items()}
+            plan, overdrawn(plan, unbudgeted), self.overdrawn_keeps_pace).items()}
 
 
 #: the export that ships (see :class:`SlurmExport`)
