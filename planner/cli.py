@@ -566,7 +566,8 @@ def _export_targets(text: str | None, option: str = "--export") -> list[str]:
 
 def _report(args, console: Console) -> ExitCode:
     from planner.config import load_model
-    from planner.inputs.load import load_scenario
+    from planner.contract import unbudgeted_ngh
+    from planner.inputs.load import load_scenario_and_unbudgeted
     from planner.run import load_previous, parse_as_of, plan_scenario
 
     out = Path(args.out)
@@ -574,7 +575,7 @@ def _report(args, console: Console) -> ExitCode:
     if suffix not in (".xlsx", ".html"):
         raise InputError([InputProblem("--out", None, None,
                                        f"{args.out!r}: the report is FILE.xlsx or FILE.html")])
-    scenario = load_scenario(args.scenario)
+    scenario, off_budget = load_scenario_and_unbudgeted(args.scenario)  # one read of both
     if args.plan:
         plan = load_previous(Path(args.plan))
         if plan["input_digest"] != scenario.digest:
@@ -592,14 +593,15 @@ def _report(args, console: Console) -> ExitCode:
     if not out.parent.is_dir():
         raise InputError([InputProblem("--out", None, None,
                                        f"{str(out.parent)!r} is not a folder")])
+    unbudgeted = unbudgeted_ngh(plan, off_budget)  # the Why pages' rule 8, as explain's
     if suffix == ".xlsx":
         from planner.reports.workbook import write_workbook
 
-        written = write_workbook(plan, scenario, out, model)
+        written = write_workbook(plan, scenario, out, model, unbudgeted)
     else:
         from planner.reports.html import write_html
 
-        written = write_html(plan, scenario, out, model)
+        written = write_html(plan, scenario, out, model, unbudgeted)
     console.print(f"wrote {written}", markup=False, highlight=False)
     return ExitCode.OK
 

@@ -693,18 +693,20 @@ def explanation_lines(ex: Explanation) -> list[str]:
     return [*lines, "", NGH_DEFINITION]
 
 
-def explain_all(plan: dict[str, Any], scenario: Scenario, model: ModelConfig | None = None
+def explain_all(plan: dict[str, Any], scenario: Scenario, model: ModelConfig | None = None,
+                unbudgeted: Mapping[str, float] | None = None
                 ) -> tuple[Explanation, ...] | None:
     """Every project's explanation in the plan's first period (for the reports).
 
     ``model`` gives the lookback; by default the plan's ``model`` by name. None when
     that name is not a known model (a plan made with a model file): the reports then
-    say to pass ``--model``.
+    say to pass ``--model``. ``unbudgeted``: as :func:`build_context` takes it (default:
+    read from the scenario folder).
     """
     if model is None:
         try:
             model = load_model(plan["model"])
         except InputError:
             return None
-    ctx = build_context(plan, scenario, model)
+    ctx = build_context(plan, scenario, model, unbudgeted=unbudgeted)
     return tuple(explain(ctx, p) for p in ctx.problem.projects)

@@ -784,6 +784,45 @@ def test_cli_report_writes_xlsx_and_html_and_bad_input_exits_2(tmp_path, capsys)
     assert "budgets.csv, row 2, column gpu_hours" in capsys.readouterr().err
 
 
+def test_cli_report_reads_the_scenario_folder_once_with_its_unbudgeted_csv(tmp_path, capsys,
+                                                                            monkeypatch):
+    # as planner explain: the scenario and its unbudgeted.csv from one read of the folder
+    # (two before: the Why pages read the file, and the folder again to check it), and the
+    # HTML's Why lines say p2's 4,224 NGH on no budget (16 GPUs x 264 h x rate 1) beside its
+    # used 48 (tests.test_explain's hand-worked instance); the workbook the same one read
+    import planner.inputs.load as load
+    from planner.cli import main
+    from tests.test_explain import OVERDRAWN_USAGE
+
+    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
+    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
+    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    plan = str(tmp_path / "out" / "plan.json")
+    reads = []
+    real = load.read_scenario
+    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    assert main(["report", str(folder), "--plan", plan, "--out",
+                 str(tmp_path / "r.html")]) == 0
+    assert reads == [folder]
+    page = (tmp_path / "r.html").read_text()
+    assert "used 48.0 and 4,224.0 NGH run on no budget" in page
+    assert page.count("run on no budget") == 1  # p2's only: p1 and p3 ran none
+    reads.clear()
+    assert main(["report", str(folder), "--plan", plan, "--out",
+                 str(tmp_path / "r.xlsx")]) == 0
+    assert reads == [folder]
+    # a broken unbudgeted.csv: exit 2 naming the file and the column, no report written
+    (folder / "unbudgeted.csv").write_text(lines[0] + "hog,p2,h100-a,many,2026-10-20,"
+                                                      "2026-10-31\n")
+    capsys.readouterr()
+    assert main(["report", str(folder), "--plan", plan, "--out",
+                 str(tmp_path / "bad.html")]) == 2
+    err = capsys.readouterr().err
+    assert "unbudgeted.csv" in err and "gpus" in err
+    assert not (tmp_path / "bad.html").exists()
+
+
 def test_chromium_renders_a_screenshot(sample, tmp_path):
     need("chromium", why="the HTML report's screenshot in headless Chromium")
     from planner.reports.html import write_html

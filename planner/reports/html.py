@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -183,10 +184,15 @@ def risk_class(flag: str) -> str:
 
 
 def render_html(plan: dict[str, Any], scenario: Scenario,
-                model: ModelConfig | None = None) -> str:
-    """The report as HTML text (``model``: the plan's lookback; default its ``model``)."""
+                model: ModelConfig | None = None,
+                unbudgeted: Mapping[str, float] | None = None) -> str:
+    """The report as HTML text (``model``: the plan's lookback; default its ``model``).
+
+    ``unbudgeted``: project -> NGH run on no budget, as
+    :func:`~planner.explain.build_context` takes it (default: read from the scenario folder).
+    """
     report = build_report(plan, scenario)
-    whys = explain_all(plan, scenario, model)
+    whys = explain_all(plan, scenario, model, unbudgeted)
     gpn = {c["cluster"]: c["gpus_per_node"] for c in plan["clusters"]}
     rate = {c["cluster"]: c["rate"] for c in plan["clusters"]}
     reservations = []
@@ -207,8 +213,9 @@ def render_html(plan: dict[str, Any], scenario: Scenario,
 
 
 def write_html(plan: dict[str, Any], scenario: Scenario, path: str | os.PathLike[str],
-               model: ModelConfig | None = None) -> Path:
-    """Write the HTML report of ``plan`` to ``path``."""
+               model: ModelConfig | None = None,
+               unbudgeted: Mapping[str, float] | None = None) -> Path:
+    """Write the HTML report of ``plan`` to ``path`` (:func:`render_html`)."""
     target = Path(path)
-    return write_files(target.parent,
-                       {target.name: render_html(plan, scenario, model).encode()})[0]
+    return write_files(target.parent, {
+        target.name: render_html(plan, scenario, model, unbudgeted).encode()})[0]

@@ -27,7 +27,7 @@ import datetime as dt
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -802,16 +802,20 @@ def _scenario_sheets(book: Workbook, scenario: Scenario, links: dict[str, int]) 
 # --------------------------------------------------------------------------- writing
 
 
-def build_workbook(report: Report, scenario: Scenario,
-                   model: ModelConfig | None = None) -> Workbook:
-    """The workbook in memory (``model``: the plan's lookback; default its ``model``)."""
+def build_workbook(report: Report, scenario: Scenario, model: ModelConfig | None = None,
+                   unbudgeted: Mapping[str, float] | None = None) -> Workbook:
+    """The workbook in memory (``model``: the plan's lookback; default its ``model``).
+
+    ``unbudgeted``: project -> NGH run on no budget, as
+    :func:`~planner.explain.build_context` takes it (default: read from the scenario folder).
+    """
     book = Workbook()
     book.remove(book.active)
     for name, fill in ((SUMMARY, _summary), (BUDGETS, _budgets), (PACING, _pacing),
                        (CLUSTER_USE, _cluster_use), (RESERVATIONS, _reservations),
                        (NEXT, _next_quarter), (ABOUT, _about)):
         fill(book.create_sheet(name), report)
-    _why(book.create_sheet(WHY), explain_all(report.plan, scenario, model),
+    _why(book.create_sheet(WHY), explain_all(report.plan, scenario, model, unbudgeted),
          report.plan["model"])
     for ws in book.worksheets:
         fit_header_rows(ws)
@@ -843,10 +847,11 @@ def workbook_bytes(book: Workbook, stamp: dt.datetime) -> bytes:
 
 
 def write_workbook(plan: dict[str, Any], scenario: Scenario,
-                   path: str | os.PathLike[str], model: ModelConfig | None = None) -> Path:
+                   path: str | os.PathLike[str], model: ModelConfig | None = None,
+                   unbudgeted: Mapping[str, float] | None = None) -> Path:
     """Write the report workbook of ``plan`` (planned from ``scenario``) to ``path``."""
     report = build_report(plan, scenario)
-    book = build_workbook(report, scenario, model)
+    book = build_workbook(report, scenario, model, unbudgeted)
     data = workbook_bytes(book, book.properties.created)
     target = Path(path)
     return write_files(target.parent, {target.name: data})[0]
