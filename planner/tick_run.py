@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from planner.exporters.slurm import SHIPPED as SLURM_SHIPPED
 from planner.exporters.slurm import account, budget_minutes, qos_name
 from planner.ingest.squeue import COMMAND as SQUEUE_COMMAND
 from planner.ingest.squeue import parse_squeue_text
+from planner.inputs import Scenario
 from planner.inputs.load import unbudgeted_of
 from planner.locks import hold
 from planner.plan.write import write_files
@@ -96,8 +97,11 @@ class _SlurmStep:
 
 
 def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
-           qos: Path | None, runner: Runner, current: Path | None = None) -> _SlurmStep:
-    """Read the queue and the budget QOS's use; decide the moves (nothing run yet)."""
+           qos: Path | None, runner: Runner, spent: Mapping[str, float]) -> _SlurmStep:
+    """Read the queue and the budget QOS's use; decide the moves (nothing run yet).
+
+    ``spent``: project -> NGH it ran on no budget by the plan's ``as_of`` (:func:`_kept`).
+    """
     text, label = _read(squeue, SQUEUE, runner, "the Slurm queue")
     jobs, problems = parse_squeue_text(label, text)
     usage_text, usage_label = _read(qos, ASSOC_MGR, runner, "the budget QOS's usage")
@@ -107,7 +111,6 @@ def _slurm(plan: dict[str, Any], record: dict[str, Any], squeue: Path | None,
     budget_of = {account(p): qos_name(p) for p in budget_minutes(plan)}
     moved = {str(k): str(v) for k, v in record.get("moved", {}).items()}
     parked = {str(k): str(v) for k, v in record.get("overdrawn", {}).items()}
-    spent = unbudgeted_of(current / "inputs", plan) if current is not None else {}
     paces = SLURM_SHIPPED.overdrawn_paces(plan, spent)  # every overdrawn account, its pace
     over = frozenset(paces)  # SLURM_SHIPPED.overdrawn_accounts, without a second reading
     return _SlurmStep(jobs, slurm_moves(jobs, budget_of, use, moved, over, parked, paces,
@@ -145,19 +148,40 @@ class _KueueStep:
         return [g for *_, served in self.sets for g in served]
 
 
+def _kept(current: Path, plan: dict[str, Any], exports: Sequence[str]
+          ) -> tuple[Scenario | None, dict[str, float]]:
+    """What the tick reads of the inputs the cycle kept (``inputs/``), at most one read.
+
+    The scenario the plan was made from, at its ``as_of`` (for Kueue: the tick checks the
+    set in force against the plan's export of it; else None, and not read), and project ->
+    NGH it ran on no budget by then (``unbudgeted.csv``, rule 8 under Slurm): with the
+    scenario (:func:`~planner.cycle.cycle_inputs`), or alone when only Slurm needs it
+    (:func:`~planner.inputs.load.unbudgeted_of`: no read without the file). None and
+    nothing: a cycle kept before cycles kept their inputs.
+    """
+    from planner.contract import unbudgeted_ngh
+    from planner.cycle import cycle_inputs
+
+    if "kueue" in exports:
+        kept = cycle_inputs(current)
+        return (None, {}) if kept is None else (kept[0], unbudgeted_ngh(plan, kept[1]))
+    return None, unbudgeted_of(current / "inputs", plan) if "slurm" in exports else {}
+
+
 def _kueue(state: Path, current: Path, plan: dict[str, Any], record: dict[str, Any],
-           workloads: Path | None, runner: Runner) -> _KueueStep:
-    """Read the Workloads and the set in force; rule 7 on a copy of it (nothing applied)."""
+           workloads: Path | None, runner: Runner, scenario: Scenario | None) -> _KueueStep:
+    """Read the Workloads and the set in force; rule 7 on a copy of it (nothing applied).
+
+    ``scenario``: the one the plan was made from (:func:`_kept`; None: none kept).
+    """
     import tempfile
 
-    from planner.cycle import cycle_scenario
     from planner.exporters.kueue import allowed_clusters
     from planner.exporters.set_in_force import read_set
     from planner.ingest.pending import pending_gangs
 
     # the set in force is checked against the plan's own export (object for object), made
     # from the scenario the plan was made from: the one the cycle kept in inputs/
-    scenario = cycle_scenario(current)
     if scenario is None:
         raise InputError([InputProblem(
             str(current / "inputs"), None, None,
@@ -210,9 +234,10 @@ def run_tick(state: Path, *, squeue: Path | None = None, qos: Path | None = None
         lines = [f"plan in force: {current.name} (as of {plan['as_of']})"]
         exports = cycle.get("exports", [])
         # read everything and decide first: a file or command that fails changes nothing
-        slurm = (_slurm(plan, record, squeue, qos, runner, current) if "slurm" in exports
+        scenario, spent = _kept(current, plan, exports)
+        slurm = (_slurm(plan, record, squeue, qos, runner, spent) if "slurm" in exports
                  else None)
-        kueue = (_kueue(state, current, plan, record, workloads, runner)
+        kueue = (_kueue(state, current, plan, record, workloads, runner, scenario)
                  if "kueue" in exports else None)
         moves: list[Move] = []
         failed: list[str] = []

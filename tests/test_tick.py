@@ -347,6 +347,42 @@ def test_a_tick_gives_late_kueue_gangs_their_quota_in_the_set_in_force(tmp_path)
     assert KUBECTL_WORKLOADS[0] == "kubectl"
 
 
+def test_a_tick_reads_the_kept_inputs_once_for_kueue_and_rule_8(tmp_path, monkeypatch):
+    # a cycle that exported to both: the scenario (the Kueue set in force is checked
+    # against it) and unbudgeted.csv (rule 8 under Slurm) come from one read of inputs/
+    # (two before: the Kueue step's scenario, and the file checked against a second read);
+    # the moves are the Slurm-only tick's above (p2 overdrawn from 2,400 NGH run)
+    import planner.inputs.load as load
+    from planner.exporters.files import export_files
+
+    state = state_with(tmp_path, PLAN, ["slurm", "kueue"])
+    inputs = state / "plans" / "p1" / "inputs"  # current/inputs, as the cycle resolves it
+    (inputs / "unbudgeted.csv").write_text(
+        "job_id,project,cluster,gpus,start,end,state\n"
+        "slurm:c1:7,p2,c1,16,2026-11-01T00:00:00Z,2026-11-07T06:00:00Z,\n")
+    (state / "current" / "kueue").mkdir()
+    for name, data in export_files(PLAN, "kueue", ORG, 1).items():
+        (state / "current" / "kueue" / name).write_bytes(data)
+    wl = tmp_path / "wl.json"
+    wl.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    spent = ASSOC_MGR_TEXT + "QOS=gp-p2(3)\n    GrpTRESMins=gres/gpu=0(0)\n"
+    fake = Fake([sq("11", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),
+                 sq("12", OPPORTUNISTIC_QOS, account="p2")], spent)
+    reads = []
+    real = load.read_scenario
+    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    done = run_tick(state, workloads=wl, dry_run=True, runner=fake)
+    assert reads == [inputs]
+    assert [(m.job_id, m.target) for m in done.moves] == [("11", OPPORTUNISTIC_QOS),
+                                                          ("12", OVERDRAWN_QOS)]
+    assert "  overdrawn (rule 8): p2" in done.lines and done.late == ()
+    # Slurm alone reads the file only (as before): no read at all without it
+    reads.clear()
+    slurm_only = state_with(tmp_path / "s", PLAN, ["slurm"])
+    assert run_tick(slurm_only, dry_run=True, runner=Fake(fake.queue, spent)).moves
+    assert reads == []
+
+
 # -- the real Slurm ---------------------------------------------------------------------------
 
 
