@@ -13,7 +13,10 @@ from planner.errors import ExitCode, InputError, InputProblem, SolverError
 from planner.paths import PHILLY_CSV, PHILLY_SCENARIO, SAMPLE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
+    from rich.status import Status
 
     from planner.config import ModelConfig
     from planner.inputs import Scenario
@@ -380,6 +383,17 @@ def option_problems(args: argparse.Namespace) -> list[InputProblem]:
     return problems
 
 
+def _plain(status: Status) -> Callable[[str], None]:
+    """``status.update`` with the message as plain text.
+
+    Rich reads markup in a string: a path or a name a user wrote (``[/x]``, ``[link=…]``)
+    would be styled, hidden or refused with a traceback.
+    """
+    from rich.text import Text
+
+    return lambda message: status.update(Text(message))
+
+
 def _run(args, console: Console, err: Console) -> ExitCode:
     from planner.config import load_model
     from planner.inputs.load import load_scenario
@@ -393,7 +407,7 @@ def _run(args, console: Console, err: Console) -> ExitCode:
     with err.status("loading the scenario", spinner="dots") as status:
         def progress(message: str) -> None:
             if not args.quiet:
-                status.update(message)
+                _plain(status)(message)
 
         scenario = load_scenario(args.scenario, tuple(targets))
         if args.as_of is not None:
@@ -637,7 +651,7 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
     with err.status("replaying", spinner="dots") as status:
         def progress(step) -> None:  # a spinner on a terminal; a line a week into a log
             if err.is_terminal:
-                status.update(step.line())
+                _plain(status)(step.line())
             elif step.done or (step.hours_done > 0 and round(step.hours_done) % 168 == 0):
                 err.print(step.line(), markup=False, highlight=False)
 
@@ -645,9 +659,10 @@ def _simulate(args, console: Console, err: Console) -> ExitCode:
         status.update("writing metrics, pictures and jobs")
         written = write_files(Path(args.out), output_files(scenario, trace, runs, model.name))
     from rich.table import Table
+    from rich.text import Text
 
-    header, rows = table_rows(runs)
-    table = Table(title=f"{len(trace):,} jobs replayed on {scenario.config.name}")
+    header, rows = table_rows(runs)  # the scenario's name as text, never as markup
+    table = Table(title=Text(f"{len(trace):,} jobs replayed on {scenario.config.name}"))
     table.add_column("metric")
     for row in rows:  # one column per policy: fits a terminal whatever the metric count
         table.add_column(row[0], justify="right")
@@ -861,7 +876,7 @@ def _cycle(args, console: Console, err: Console) -> ExitCode:
                 model = with_limits(model, args.limits)
             result = run_cycle(Path(args.scenario), state, model,
                                as_of=args.as_of, source=source, targets=targets,
-                               apply=args.apply, progress=status.update, queue=queue)
+                               apply=args.apply, progress=_plain(status), queue=queue)
     except (InputError, SolverError, ApplyError) as error:
         try:
             current = current_folder(state)
@@ -937,7 +952,7 @@ def _sweep(args, console: Console, err: Console) -> ExitCode:
         require("ray", "planner sweep", instead="or run the cells one by one with --serial")
     spec = load_spec(args.spec)
     with err.status("reading the sweep's inputs", spinner="dots") as status:
-        inputs = prepare(spec, status.update)
+        inputs = prepare(spec, _plain(status))
     say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
     engine = "serial" if args.serial else "ray"
     where = ("one by one" if args.serial else

@@ -440,3 +440,72 @@ def test_sacct_ingest_writes_hostile_ids_to_unbudgeted_csv_as_data(planned, tmp_
         assert f"row {row}" in err and (field is None or field in err), err
         assert {p.name: p.read_bytes() for p in scenario.iterdir()} == before
     assert not marker.exists() and not Path("x").exists()
+
+
+#: markup a user may write in a name, an id or a path: rich's closing tag that closes
+#: nothing (rich refuses it with a traceback) and its hyperlink (hidden in an escape), and
+#: matplotlib's mathtext that does not parse (a chart's labels stop with a traceback)
+MARKUP = "[/x][link=https://evil.example/]$^$"
+
+
+def test_terminal_output_keeps_markup_in_names_ids_and_paths_as_text(planned, tmp_path,
+                                                                     monkeypatch, capsys):
+    # every id and the scenario's name start with MARKUP (besides their hostile
+    # characters), and the cycle's accounting file sits in a folder named MARKUP: planner
+    # run, explain, status, check, cycle, trace and simulate print them as they are
+    # (the simulate table's title, the cycle's progress were read as markup: a traceback),
+    # the JSON carries them exact, the replay's files keep them as data; nothing runs
+    import re
+
+    from planner.exporters.common import spreadsheet_text
+
+    root, marker, _ = planned
+    monkeypatch.chdir(tmp_path)  # a `touch x` would land here
+    ids = {k: MARKUP + planable(v) for k, v in hostile_ids(marker).items()}
+    folder = hostile_scenario(tmp_path / "scenario", marker, lambda text: MARKUP + planable(text))
+    out = tmp_path / "out"
+
+    def said(*argv: str) -> str:
+        assert main(list(argv)) == 0, argv
+        got = capsys.readouterr()
+        assert "Traceback" not in got.err and "\x1b" not in got.out + got.err
+        return got.out
+
+    def joined(text: str) -> str:  # rich wraps long lines: the words, without the wrapping
+        return "".join(text.split())
+
+    name = f"{MARKUP}tiny@NL@$(touch {marker})"
+    text = said("run", str(folder), "--out", str(out))
+    assert joined(name) in joined(text)
+    plan = str(out / "plan.json")
+    for p in ("p1", "p2", "p3", "p4"):
+        assert ids[p] in said("explain", ids[p], "--scenario", str(folder), "--plan", plan)
+        body = json.loads(said("explain", ids[p], "--scenario", str(folder), "--plan", plan,
+                               "--json"))
+        assert body["subject"]["project"] == ids[p] and body["scenario"] == name
+    table = said("status", str(folder), "--plan", plan)
+    assert all(ids[p] in table for p in ("p1", "p2", "p3", "p4"))
+    status = json.loads(said("status", str(folder), "--plan", plan, "--json"))
+    assert {r["project"] for r in status["rows"]} == {ids[p] for p in ("p1", "p2", "p3", "p4")}
+    said("check", plan, str(folder))
+    where = tmp_path / "[b]" / "[/x]"  # (folders "[b]", "[", "x]": the path reads [b]/[/x])
+    sacct = where / "sacct.txt"
+    sacct.parent.mkdir(parents=True)
+    sacct.write_text("")
+    text = said("cycle", str(folder), "--state", str(where / "state"), "--sacct",
+                str(sacct), "--as-of", "2026-11-02", "--export", "slurm,kueue,json")
+    assert joined(str(where / "state")) in joined(text)
+    trace = tmp_path / "trace.csv"
+    assert joined(name) in joined(said("trace", "synthetic", str(folder), "--out", str(trace),
+                                       "--jobs", "200"))
+    table = said("simulate", str(folder), "--trace", str(trace), "--policy", "priority",
+                 "--out", str(tmp_path / "sim"))
+    assert joined(f"200 jobs replayed on {name}") in joined(table)
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "sim" / "priority-jobs.csv")
+                                           .read_text())))
+    wanted = {spreadsheet_text(ids[p]) for p in ("p1", "p2", "p3", "p4")}
+    assert {r["project"] for r in rows} <= wanted and len({r["project"] for r in rows}) > 1
+    page = (tmp_path / "sim" / "report.html").read_text()
+    assert "<script>" not in page and not re.search(r"<a [^>]*evil", page)
+    assert "vision team; touch" in page  # a team's name, as text
+    assert not marker.exists() and not Path("x").exists()

@@ -16,7 +16,16 @@ import numpy as np  # noqa: E402
 
 from planner.simulate.metrics import PolicyMetrics  # noqa: E402
 
-_STYLE = {"svg.hashsalt": "gpu-planner", "figure.dpi": 100, "font.size": 8}
+#: ``text.parse_math`` off: a team's id is text, never mathtext (``a$^$`` would stop the
+#: replay's pictures with a parse error; ``$x$`` would be typeset)
+_STYLE = {"svg.hashsalt": "gpu-planner", "figure.dpi": 100, "font.size": 8,
+          "text.parse_math": False}
+#: A team's name longer than this is cut (with "…") on a chart; the report's table has it whole.
+LABEL_CHARS = 40
+
+
+def _label(team: str) -> str:
+    return team if len(team) <= LABEL_CHARS else team[:LABEL_CHARS - 1] + "…"
 
 
 def _png(fig) -> bytes:
@@ -37,7 +46,7 @@ def delivered_vs_owed(name: str, metrics: PolicyMetrics) -> bytes:
         x = np.arange(len(labels))
         ax.bar(x - 0.2, owed, 0.4, label="owed")
         ax.bar(x + 0.2, delivered, 0.4, label="delivered")
-        ax.set_xticks(x, labels, rotation=60, ha="right")
+        ax.set_xticks(x, [_label(t) for t in labels], rotation=60, ha="right")
         ax.set_ylabel("NGH")
         ax.set_title(f"{name}: delivered vs owed per team")
         ax.legend()
@@ -54,7 +63,8 @@ def spend_vs_pace(name: str, metrics: PolicyMetrics) -> bytes:
         colours = plt.get_cmap("tab20").colors  # one colour a team up to 20 teams
         for t, team in enumerate(hourly.teams):
             colour = colours[t % len(colours)]
-            ax.plot(hours / 24, hourly.charged_team[t], lw=1, label=team, color=colour)
+            ax.plot(hours / 24, hourly.charged_team[t], lw=1, label=_label(team),
+                    color=colour)
             ax.plot(hours / 24, hourly.pace_team[t] * hours, lw=0.8, ls="--", color=colour)
         ax.set_xlabel("day of the quarter")
         ax.set_ylabel("NGH charged (dashed: budget pace)")
