@@ -509,3 +509,35 @@ def test_terminal_output_keeps_markup_in_names_ids_and_paths_as_text(planned, tm
     assert "<script>" not in page and not re.search(r"<a [^>]*evil", page)
     assert "vision team; touch" in page  # a team's name, as text
     assert not marker.exists() and not Path("x").exists()
+
+
+def test_kueue_ingest_reports_hostile_workload_names_as_text(tmp_path, monkeypatch, capsys):
+    # planner ingest kueue: a Workload the scenario does not know, whose namespace, name and
+    # ClusterQueue are commands and markup, is reported skipped with them as written (the
+    # ClusterQueue quoted), nothing runs; with a terminal escape in a name the file is
+    # refused, exit 2, the character escaped in the message, nothing written
+    from tests.test_ingest import ORG_CSV, WORKLOADS
+
+    monkeypatch.chdir(tmp_path)  # a `touch x` would land here
+    folder = write_scenario(tmp_path / "scenario", org=ORG_CSV + "P_5,language,1\n", usage=None)
+    listed = json.loads(WORKLOADS.read_text())
+    unknown = listed["items"][4]  # team-shared's notebook: no project of the scenario
+    unknown["metadata"].update(namespace="$(touch x)[/x]", name="n m[link=https://e.example/]")
+    unknown["status"]["admission"]["clusterQueue"] = "`touch x`; touch x [/y]"
+    source = tmp_path / "wl.json"
+    source.write_text(json.dumps(listed))
+    assert main(["ingest", "kueue", str(source), str(folder), "--now",
+                 "2026-11-02T06:00:00"]) == 0
+    out = capsys.readouterr().out
+    assert ("skipped, unknown project (1): $(touch x)[/x]/n m[link=https://e.example/] "
+            "(row 5, ClusterQueue '`touch x`; touch x [/y]')") in out, out
+    before = (folder / "usage.csv").read_bytes()
+    unknown["metadata"]["name"] = "n\x1b]8;;https://e.example/\x07m"
+    source.write_text(json.dumps(listed))
+    assert main(["ingest", "kueue", str(source), str(folder), "--now",
+                 "2026-11-02T07:00:00"]) == 2
+    said = capsys.readouterr()
+    assert "wl.json, row 5, column items[4].metadata.name" in said.err, said.err
+    assert "\\x1b" in said.err and "\x1b" not in said.out + said.err
+    assert (folder / "usage.csv").read_bytes() == before
+    assert not Path("x").exists()
