@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -299,6 +300,24 @@ OVERDRAWN_USAGE = ("job_id,project,cluster,gpus,start,end\n"
                    "hog,p2,h100-a,16,2026-10-20,2026-10-31\n")
 
 
+def unbudgeted_scenario(folder: Path) -> Path:
+    """:data:`OVERDRAWN_USAGE` with the hog's row in ``unbudgeted.csv`` (run on no budget)."""
+    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
+    folder = write_scenario(folder, usage="".join(lines[:-1]))
+    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    return folder
+
+
+def counted_reads(monkeypatch) -> list[Path]:
+    """The folders :func:`planner.inputs.load.read_scenario` reads from now on, in order."""
+    import planner.inputs.load as load
+
+    reads: list[Path] = []
+    real = load.read_scenario
+    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    return reads
+
+
 def test_explain_says_a_project_is_overdrawn_and_what_that_means(tmp_path, capsys):
     folder = write_scenario(tmp_path / "sc", usage=OVERDRAWN_USAGE)
     assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
@@ -319,9 +338,7 @@ def test_explain_says_a_project_is_overdrawn_and_what_that_means(tmp_path, capsy
 # unbudgeted.csv, not usage.csv, so p2's used is j2's 48 NGH alone. Rule 8 counts what it
 # ran: 48 + 4,224 = 4,272 ≥ 4,043.5, overdrawn as above; p1 (384) still is not.
 def test_explain_counts_what_ran_on_no_budget_under_slurm(tmp_path, capsys):
-    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
-    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
-    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    folder = unbudgeted_scenario(tmp_path / "sc")
     assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     plan = str(tmp_path / "out" / "plan.json")
     used = {b["project"]: b["used"]
@@ -342,8 +359,8 @@ def test_explain_counts_what_ran_on_no_budget_under_slurm(tmp_path, capsys):
     assert main(["explain", "p1", "--scenario", str(folder), "--plan", plan]) == 0
     assert "no budget" not in capsys.readouterr().out
     # a broken unbudgeted.csv is refused by file, row and column, as usage.csv would be
-    (folder / "unbudgeted.csv").write_text(lines[0] + "hog,p2,h100-a,many,2026-10-20,"
-                                                      "2026-10-31\n")
+    (folder / "unbudgeted.csv").write_text(OVERDRAWN_USAGE.splitlines(keepends=True)[0]
+                                           + "hog,p2,h100-a,many,2026-10-20,2026-10-31\n")
     assert main(["explain", "p2", "--scenario", str(folder), "--plan", plan]) == 2
     err = capsys.readouterr().err
     assert "unbudgeted.csv" in err and "gpus" in err
@@ -353,16 +370,10 @@ def test_explain_reads_the_scenario_folder_once_with_its_unbudgeted_csv(tmp_path
                                                                         monkeypatch):
     # the scenario and unbudgeted.csv (checked against the scenario's other tables) come
     # from one read of the folder, not a second read for the file; the figures as above
-    import planner.inputs.load as load
-
-    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
-    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
-    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    folder = unbudgeted_scenario(tmp_path / "sc")
     assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     capsys.readouterr()
-    reads = []
-    real = load.read_scenario
-    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    reads = counted_reads(monkeypatch)
     assert main(["explain", "p2", "--scenario", str(folder), "--plan",
                  str(tmp_path / "out" / "plan.json"), "--json"]) == 0
     assert reads == [folder]

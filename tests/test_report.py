@@ -790,18 +790,13 @@ def test_cli_report_reads_the_scenario_folder_once_with_its_unbudgeted_csv(tmp_p
     # (two before: the Why pages read the file, and the folder again to check it), and the
     # HTML's Why lines say p2's 4,224 NGH on no budget (16 GPUs x 264 h x rate 1) beside its
     # used 48 (tests.test_explain's hand-worked instance); the workbook the same one read
-    import planner.inputs.load as load
     from planner.cli import main
-    from tests.test_explain import OVERDRAWN_USAGE
+    from tests.test_explain import OVERDRAWN_USAGE, counted_reads, unbudgeted_scenario
 
-    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
-    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
-    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    folder = unbudgeted_scenario(tmp_path / "sc")
     assert main(["run", str(folder), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     plan = str(tmp_path / "out" / "plan.json")
-    reads = []
-    real = load.read_scenario
-    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    reads = counted_reads(monkeypatch)
     assert main(["report", str(folder), "--plan", plan, "--out",
                  str(tmp_path / "r.html")]) == 0
     assert reads == [folder]
@@ -813,8 +808,8 @@ def test_cli_report_reads_the_scenario_folder_once_with_its_unbudgeted_csv(tmp_p
                  str(tmp_path / "r.xlsx")]) == 0
     assert reads == [folder]
     # a broken unbudgeted.csv: exit 2 naming the file and the column, no report written
-    (folder / "unbudgeted.csv").write_text(lines[0] + "hog,p2,h100-a,many,2026-10-20,"
-                                                      "2026-10-31\n")
+    (folder / "unbudgeted.csv").write_text(OVERDRAWN_USAGE.splitlines(keepends=True)[0]
+                                           + "hog,p2,h100-a,many,2026-10-20,2026-10-31\n")
     capsys.readouterr()
     assert main(["report", str(folder), "--plan", plan, "--out",
                  str(tmp_path / "bad.html")]) == 2

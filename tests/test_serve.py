@@ -375,19 +375,14 @@ def test_a_project_page_says_what_ran_on_no_budget_beside_used(tmp_path):
 def test_a_cycle_view_reads_its_inputs_once_with_their_unbudgeted_csv(tmp_path, monkeypatch):
     # the kept inputs/ and their unbudgeted.csv come from one read of the folder, and the
     # explanation takes the figures from the view (no read of its own)
-    import planner.inputs.load as load
     from planner.serve.state import kept_cycles
     from planner.serve.views import CycleView
-    from tests.test_explain import OVERDRAWN_USAGE
+    from tests.test_explain import counted_reads, unbudgeted_scenario
 
-    lines = OVERDRAWN_USAGE.splitlines(keepends=True)
-    folder = write_scenario(tmp_path / "sc", usage="".join(lines[:-1]))
-    (folder / "unbudgeted.csv").write_text(lines[0] + lines[-1])
+    folder = unbudgeted_scenario(tmp_path / "sc")
     state = sample_state(tmp_path / "run", folder, ("2026-11-02",), ("slurm",))[1]
     (kept,) = kept_cycles(state)
-    reads = []
-    real = load.read_scenario
-    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    reads = counted_reads(monkeypatch)
     view = CycleView.load(kept)
     assert view.unbudgeted == {"p2": pytest.approx(4224.0)}
     assert view.explanation("p2").subject.unbudgeted == pytest.approx(4224.0)

@@ -352,8 +352,8 @@ def test_a_tick_reads_the_kept_inputs_once_for_kueue_and_rule_8(tmp_path, monkey
     # against it) and unbudgeted.csv (rule 8 under Slurm) come from one read of inputs/
     # (two before: the Kueue step's scenario, and the file checked against a second read);
     # the moves are the Slurm-only tick's above (p2 overdrawn from 2,400 NGH run)
-    import planner.inputs.load as load
     from planner.exporters.files import export_files
+    from tests.test_explain import counted_reads
 
     state = state_with(tmp_path, PLAN, ["slurm", "kueue"])
     inputs = state / "plans" / "p1" / "inputs"  # current/inputs, as the cycle resolves it
@@ -368,9 +368,7 @@ def test_a_tick_reads_the_kept_inputs_once_for_kueue_and_rule_8(tmp_path, monkey
     spent = ASSOC_MGR_TEXT + "QOS=gp-p2(3)\n    GrpTRESMins=gres/gpu=0(0)\n"
     fake = Fake([sq("11", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),
                  sq("12", OPPORTUNISTIC_QOS, account="p2")], spent)
-    reads = []
-    real = load.read_scenario
-    monkeypatch.setattr(load, "read_scenario", lambda path: reads.append(path) or real(path))
+    reads = counted_reads(monkeypatch)
     done = run_tick(state, workloads=wl, dry_run=True, runner=fake)
     assert reads == [inputs]
     assert [(m.job_id, m.target) for m in done.moves] == [("11", OPPORTUNISTIC_QOS),
