@@ -541,3 +541,42 @@ def test_kueue_ingest_reports_hostile_workload_names_as_text(tmp_path, monkeypat
     assert "\\x1b" in said.err and "\x1b" not in said.out + said.err
     assert (folder / "usage.csv").read_bytes() == before
     assert not Path("x").exists()
+
+
+def test_kueue_tick_serves_hostile_projects_late_and_prints_them_inert(planned, tmp_path,
+                                                                        monkeypatch):
+    # planner cycle --export kueue on the planable hostile scenario, then planner tick with
+    # 8-GPU gangs pending on a100-b, where nobody holds quota (its 16 GPUs in the pool):
+    # p1 ($(touch MARK)) and p3 (the formula) are served (rule 7), each line quoting its
+    # project as Python reads it back; the widened set goes to kubectl as argv, printed as
+    # bash reads it back; the set keeps the ids as annotations; nothing runs an id
+    import ast
+    import shlex
+
+    from planner.tick_run import run_tick
+    from tests.test_pending import workload
+    from tests.test_tick import Fake, workloads_file
+
+    root, marker, ids = planned
+    monkeypatch.chdir(tmp_path)  # a `touch x` would land here
+    state = tmp_path / "state"
+    assert main(["cycle", str(root / "scenario"), "--state", str(state), "--as-of",
+                 "2026-11-02", "--export", "kueue"]) == 0
+    served = {p: planable(ids[p]) for p in ("p1", "p3")}
+    wl = workloads_file(tmp_path / "wl.json", [workload(safe_name(name), 1, 8, name=f"g{i}")
+                                               for i, name in enumerate(served.values())],
+                        {"cluster": "a100-b", "gpu_type": "A100"})
+    fake = Fake([])
+    done = run_tick(state, workloads=wl, runner=fake)
+    assert sorted(done.late) == sorted((name, "a100-b", 8) for name in served.values())
+    late = [line for line in done.lines if line.startswith("  late: ")]
+    said = {ast.literal_eval(line[len("  late: "):line.index(" on '")]) for line in late}
+    assert said == set(served.values())
+    (argv,) = fake.ran
+    (printed,) = [line.strip() for line in done.lines if line.strip().startswith("kubectl")]
+    assert argv[:2] == ["kubectl", "apply"] and shlex.split(printed) == argv
+    docs = [d for d in yaml.safe_load_all(Path(argv[-1]).read_text()) if d]
+    quoted = {d["metadata"]["annotations"]["gpu-planner.io/id"] for d in docs
+              if d["kind"] == "ClusterQueue"}
+    assert set(served.values()) <= quoted
+    assert not marker.exists() and not Path("x").exists()

@@ -311,13 +311,23 @@ def test_a_tick_while_a_cycle_holds_the_state_exits_2_naming_it(tmp_path, capsys
     assert f"a planning cycle is in progress by pid {os.getpid()}" in capsys.readouterr().err
 
 
+def workloads_file(path: Path, items: list[dict], cluster: dict[str, str]) -> Path:
+    """``kubectl get workloads -o json`` of ``items``, their pods selecting ``cluster``."""
+    from planner.exporters.kueue import cluster_selector
+
+    for item in items:
+        item["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = cluster_selector(
+            cluster)
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
+
+
 def test_a_tick_gives_late_kueue_gangs_their_quota_in_the_set_in_force(tmp_path):
     # PLAN with p2 granted 8 GPUs on c1 in the first period: the pool Cohort holds the
     # 32 − 10 (p1) − 8 (p2) = 14 GPUs nobody holds. p1 pends an 8-GPU gang on c1, where the
     # plan gives it quota already; =P 3 one where it has none: rule 7 serves =P 3 only,
     # and a 16-GPU gang would not fit in the pool
     from planner.exporters.files import export_files
-    from planner.exporters.kueue import cluster_selector
     from tests.test_pending import workload
 
     plan = json.loads(json.dumps(PLAN))
@@ -329,12 +339,9 @@ def test_a_tick_gives_late_kueue_gangs_their_quota_in_the_set_in_force(tmp_path)
     for name, data in files.items():
         (state / "current" / "kueue").mkdir(exist_ok=True)
         (state / "current" / "kueue" / name).write_bytes(data)
-    items = [workload("p1", 1, 8, name="a"), workload("p-3-8aff7f51", 1, 8, name="b")]
-    for item in items:
-        item["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = cluster_selector(
-            {"cluster": "c1", "gpu_type": "H100"})
-    wl = tmp_path / "wl.json"
-    wl.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    wl = workloads_file(tmp_path / "wl.json", [workload("p1", 1, 8, name="a"),
+                                                workload("p-3-8aff7f51", 1, 8, name="b")],
+                        {"cluster": "c1", "gpu_type": "H100"})
     fake = Fake([])
     done = run_tick(state, workloads=wl, runner=fake)
     assert done.late == (("=P 3", "c1", 8),)
@@ -363,8 +370,7 @@ def test_a_tick_reads_the_kept_inputs_once_for_kueue_and_rule_8(tmp_path, monkey
     (state / "current" / "kueue").mkdir()
     for name, data in export_files(PLAN, "kueue", ORG, 1).items():
         (state / "current" / "kueue" / name).write_bytes(data)
-    wl = tmp_path / "wl.json"
-    wl.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    wl = workloads_file(tmp_path / "wl.json", [], {})
     spent = ASSOC_MGR_TEXT + "QOS=gp-p2(3)\n    GrpTRESMins=gres/gpu=0(0)\n"
     fake = Fake([sq("11", "gp-p2", reason="QOSGrpGRESMinutes", account="p2"),
                  sq("12", OPPORTUNISTIC_QOS, account="p2")], spent)
