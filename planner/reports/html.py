@@ -142,17 +142,21 @@ def pacing_chart_svg(report: Report) -> str:
     end = report.weeks[-1].end.tz_convert("UTC").tz_localize(None)
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(9.0, 4.2))
-        ax.axvspan(as_of, end, color="#e2efda", alpha=0.6, lw=0, label="planned (after as of)")
+        handles = [ax.axvspan(as_of, end, color="#e2efda", alpha=0.6, lw=0)]
+        labels = ["planned (after as of)"]
         for line in pacing_series(report):
             times = [t.tz_convert("UTC").tz_localize(None) for t in line.times]
-            ax.plot(times, line.values, color=line.color, lw=1.4 if line.dashed else 2.2,
-                    ls="--" if line.dashed else "-", label=line.label)
+            handles += ax.plot(times, line.values, color=line.color,
+                               lw=1.4 if line.dashed else 2.2, ls="--" if line.dashed else "-")
+            labels.append(line.label)
         ax.set_ylabel("NGH")
         ax.yaxis.set_major_formatter(_thousands())
         ax.xaxis.set_major_formatter(DateFormatter("%b %d"))
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", color="#dddddd")
-        ax.legend(frameon=False, fontsize=7, loc="upper left", ncols=2)
+        # the labels given to legend() itself: matplotlib drops a plot's label that starts
+        # with "_", so an area named "_infra" would be missing from the legend
+        ax.legend(handles, labels, frameon=False, fontsize=7, loc="upper left", ncols=2)
         fig.tight_layout()
         return _svg(fig, "pacing-chart")
 

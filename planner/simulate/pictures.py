@@ -61,15 +61,17 @@ def spend_vs_pace(name: str, metrics: PolicyMetrics) -> bytes:
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots(figsize=(8.0, 4.5))
         colours = plt.get_cmap("tab20").colors  # one colour a team up to 20 teams
+        lines = []
         for t, team in enumerate(hourly.teams):
             colour = colours[t % len(colours)]
-            ax.plot(hours / 24, hourly.charged_team[t], lw=1, label=_label(team),
-                    color=colour)
+            lines += ax.plot(hours / 24, hourly.charged_team[t], lw=1, color=colour)
             ax.plot(hours / 24, hourly.pace_team[t] * hours, lw=0.8, ls="--", color=colour)
         ax.set_xlabel("day of the quarter")
         ax.set_ylabel("NGH charged (dashed: budget pace)")
         ax.set_title(f"{name}: cumulative spend vs budget pace")
-        ax.legend(fontsize=6, ncol=2)
+        # the labels given to legend() itself: matplotlib drops a plot's label that starts
+        # with "_", so a team named "_infra" would be missing from the legend
+        ax.legend(lines, [_label(team) for team in hourly.teams], fontsize=6, ncol=2)
         fig.tight_layout()
         return _png(fig)
 
