@@ -62,7 +62,7 @@ def spend_vs_pace(name: str, metrics: PolicyMetrics) -> bytes:
         fig, ax = plt.subplots(figsize=(8.0, 4.5))
         colours = plt.get_cmap("tab20").colors  # one colour a team up to 20 teams
         lines = []
-        for t, team in enumerate(hourly.teams):
+        for t in range(len(hourly.teams)):
             colour = colours[t % len(colours)]
             lines += ax.plot(hours / 24, hourly.charged_team[t], lw=1, color=colour)
             ax.plot(hours / 24, hourly.pace_team[t] * hours, lw=0.8, ls="--", color=colour)
