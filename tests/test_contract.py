@@ -263,8 +263,8 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert checked == len(sim.projects) * len(sim.cluster_ids)
     # the pool lends what no project holds as nominal quota
     for k, c in enumerate(sim.cluster_ids):
-        held = int(sum(policy.guaranteed[p, k] for p, name in enumerate(sim.projects)
-                       if name not in ahead) + policy.reserved[:, k].sum())
+        held = int(sum(policy.executor.guaranteed[p, k] for p, name in enumerate(sim.projects)
+                       if name not in ahead) + policy.executor.reserved[:, k].sum())
         assert pool.get(c, 0) == filled_pool.get(c, 0) == sim.capacity[k] - held
     # and no cell of the Kueue export is one the simulator does not know
     assert set(kueue) <= {(p, c) for p in sim.projects for c in sim.cluster_ids}
