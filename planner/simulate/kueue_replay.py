@@ -809,7 +809,7 @@ class KueueExecutor:
         self._failed: set[int] = set()
         self._no_within: set[int] = set()
         self._preempted: set[int] = set()
-        self._splits = {}
+        self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         #: per cluster, the fair-sharing searches that found nothing since what they read
         #: last changed: ((trees' generation, the flavor's version, the other flavors'
         #: borrowing), {(queue, GPUs held, GPUs)}); the same again finds nothing again
@@ -858,7 +858,7 @@ class KueueExecutor:
     def _read_objects(self, sim: EngineView) -> None:
         """The quota trees, queues and settings from :attr:`objects`, as Kueue reads them."""
         trees, project_queue, self.settings = quota_trees(self.objects, self.one_kueue)
-        self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
+        self._splits = {}
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
         self._excesses.clear()

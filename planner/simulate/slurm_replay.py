@@ -810,7 +810,7 @@ class SlurmExecutor:
         gpn, gpus = sim.gpn[c], sim.jobs.gpus
         versions = sim.node_version(c)
         seen = cached[1] if cached is not None else [-1] * sim.nodes[c]
-        table = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
+        table: list = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
         for node, free, jobs in sim.nodes_on(c):
             if seen[node] != versions[node]:
                 table[node] = (node, free, [(t, gpn if gpus[j] >= gpn else gpus[j])
