@@ -73,3 +73,21 @@ def test_the_replays_run_the_shipped_export_records_themselves():
     assert make_policy("planner-kueue").executor.options is kueue_replay.AS_SHIPPED
     with pytest.raises(FrozenInstanceError):
         slurm_replay.AS_SHIPPED.reserve_each = False  # type: ignore[misc]
+
+
+def test_the_replay_options_records_reach_their_executors():
+    # Kueue's Fair Sharing preemption needs Fair Sharing: a record turning Fair Sharing off
+    # turns both off; the strategies are Kueue's, LessThanOrEqualToFinalShare first
+    unfair = KueueReplayPolicy(options=kueue_replay.KueueReplayOptions(fair_sharing=False))
+    assert (unfair.executor.fair_sharing, unfair.executor.fair_preemption) == (False, False)
+    assert kueue_replay.KueueReplayOptions(strategies=kueue_replay.STRATEGIES).strategies == (
+        "LessThanOrEqualToFinalShare", "LessThanInitialShare")
+    for wrong in ((), ("LessThanInitialShare",), ("LessThanOrEqualToFinalShare", "Other")):
+        with pytest.raises(ValueError, match="preemptionStrategies"):
+            kueue_replay.KueueReplayOptions(strategies=wrong)
+    # Slurm's: a site's bf_window of 12 h, the backfill as first modelled
+    site = slurm_replay.SlurmReplayOptions(bf_window_hours=12, reserve_each=False)
+    executor = SlurmReplayPolicy(options=site).executor
+    assert (executor.bf_window, executor.reserve_each, executor.min_prio_reserve) == (
+        12.0, False, True)
+    assert executor.options is site and executor.export is slurm.SHIPPED
