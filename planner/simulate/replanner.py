@@ -47,9 +47,10 @@ replanner plans with :func:`planner.run.plan_scenario` on the replay's scenario 
 
 With ``reservation_requests`` the scenario's own reservation requests
 (``reservations.csv``) are kept beside the waiting gang jobs' in every replan (off by
-default: a request no job waits for idles what it reserves).
+default).
 
-What the replanner calls on its executor, in order, every whole hour: ``before_replan``;
+What the replanner calls on its executor: ``begin`` once, before the replay; then, in
+order, every whole hour: ``before_replan``;
 then, at a period boundary, the replan (``booked`` for its usage, ``read_back`` for its
 demand when it is read through text) and ``apply_first_period``, ``reclass``,
 ``hold_reservations``; then ``after_replan``, whose answer says whether every cluster is
