@@ -47,7 +47,7 @@ def test_the_replanner_holds_its_executor_rather_than_being_one():
         assert not any(issubclass(cls, other) for other in executors.values() if other is not cls)
     # one replanner: the policies add a constructor to it and nothing else
     for cls in (PlannerPolicy, SlurmReplayPolicy, KueueReplayPolicy):
-        assert set(vars(cls)) - {"__init__", "__doc__", "__module__"} == set()
+        assert [n for n in vars(cls) if not n.startswith("__")] == [] and "__init__" in vars(cls)
 
 
 def test_the_view_names_everything_the_executors_read_of_the_engine():
