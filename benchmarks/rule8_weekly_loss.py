@@ -53,12 +53,13 @@ def replay(scenario, trace, variant: str):
 
     def recording(**kwargs):
         policy = factory(**kwargs)
-        read = policy.apply_first_period
+        executor = policy.executor
+        read = executor.apply_first_period
 
         def reading(sim, body, first):
             read(sim, body, first)
-            seen.update(policy.state.overdrawn_projects)
-        policy.apply_first_period = reading
+            seen.update(executor.state.overdrawn_projects)
+        executor.apply_first_period = reading
         return policy
 
     replays.POLICIES[POLICY] = recording

@@ -3,7 +3,7 @@
 Researchers' future demand cannot be predicted; what they have queued can be read, every
 period. ``planner ingest squeue`` (:mod:`planner.ingest.squeue`), ``planner ingest kueue
 --demand`` (:mod:`planner.ingest.workloads`), ``planner cycle --squeue/--kueue`` and the
-replays' planner policies (:mod:`planner.simulate.planner_policy`) all build a replan's
+replays' replanner (:mod:`planner.simulate.replanner`) all build a replan's
 demand with the functions below, from plain records; none of them has its own copy.
 
 The rows, as of a replan at ``as_of`` with periods of P hours:

@@ -230,7 +230,7 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     policy = PlannerPolicy(load_model("default"))
     sim = Replay(scenario, one, policy)
     policy.prepare(sim)
-    policy.apply_first_period(sim, plan, first["start"])
+    policy.executor.apply_first_period(sim, plan, first["start"])
     assert sim.protect_cap == plan["contract"]["min_runtime_cap_hours"] == 8.0
 
     kueue, pool = _kueue_first_period(plan, org)
@@ -244,8 +244,9 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert ahead, "the sample's plan has projects ahead of their pace"
     for p, name in enumerate(sim.projects):
         for k, c in enumerate(sim.cluster_ids):
-            g, o = int(policy.guaranteed[p, k]), int(policy.opportunistic[p, k])
-            reserved = int(policy.reserved[p, k])
+            g = int(policy.executor.guaranteed[p, k])
+            o = int(policy.executor.opportunistic[p, k])
+            reserved = int(policy.executor.reserved[p, k])
             assert (g, o) == (terms.quota(name, c).guaranteed, terms.quota(name, c).opportunistic)
             assert reserved == terms.reserved_gpus(name, c)
             nominal, borrowing, lending = kueue.get((name, c), (0, 0, None))
@@ -262,8 +263,8 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     assert checked == len(sim.projects) * len(sim.cluster_ids)
     # the pool lends what no project holds as nominal quota
     for k, c in enumerate(sim.cluster_ids):
-        held = int(sum(policy.guaranteed[p, k] for p, name in enumerate(sim.projects)
-                       if name not in ahead) + policy.reserved[:, k].sum())
+        held = int(sum(policy.executor.guaranteed[p, k] for p, name in enumerate(sim.projects)
+                       if name not in ahead) + policy.executor.reserved[:, k].sum())
         assert pool.get(c, 0) == filled_pool.get(c, 0) == sim.capacity[k] - held
     # and no cell of the Kueue export is one the simulator does not know
     assert set(kueue) <= {(p, c) for p in sim.projects for c in sim.cluster_ids}
@@ -285,18 +286,18 @@ def test_exporters_and_simulator_agree_on_every_quota_of_the_sample_plan(sample_
     replayed.prepare(sim2)
     sim2.now = (pd.Timestamp(first["start"]) - scenario.config.quarter_start) / pd.Timedelta(
         hours=1)
-    replayed.apply_first_period(sim2, plan, first["start"])
+    replayed.executor.apply_first_period(sim2, plan, first["start"])
     budgeted = {b["project"] for b in plan["budgets"]}
     minutes = budget_minutes(plan)
     assert budgeted and len(caps) == len(budgeted)
     for p, name in enumerate(sim.projects):
         if name not in budgeted:
             continue
-        cells = sum(int(policy.guaranteed[p, k] + policy.opportunistic[p, k])
+        cells = sum(int(policy.executor.guaranteed[p, k] + policy.executor.opportunistic[p, k])
                     + terms.reserved_gpus(name, c) for k, c in enumerate(sim.cluster_ids))
         if minutes[name] > 0:
             cells = max(cells, max(sim.gpn))
-        assert caps[qos_name(name)] == cells == replayed.cap_gpus[p], name
+        assert caps[qos_name(name)] == cells == replayed.executor.cap_gpus[p], name
     assert sum(caps.values()) > 0
 
 

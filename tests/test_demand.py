@@ -180,7 +180,8 @@ def capturing(policy_class):
             frame = super()._demand(sim, as_of, asked, usage)
             if as_of == AT:
                 if isinstance(self, SlurmReplayPolicy):
-                    rows, moved = squeue_rows(sim, self.hours_left, self._under_budget, asked)
+                    rows, moved = squeue_rows(sim, self.hours_left,
+                                              self.executor._under_budget, asked)
                     text = squeue_text(rows)
                 else:
                     moved = {}

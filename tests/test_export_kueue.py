@@ -865,7 +865,7 @@ def test_the_cli_export_and_the_replay_take_the_one_shipped_record():
     from planner.exporters.files import export_files
     from planner.simulate.kueue_replay import KueueReplayPolicy
 
-    assert KueueReplayPolicy().export is SHIPPED
+    assert KueueReplayPolicy().executor.export is SHIPPED
     assert KueueExport() == SHIPPED  # frozen: nobody can change what ships in place
     files = export_files(PLAN, "kueue", ORG, periods=2)
     assert files == {k: v.encode() for k, v in SHIPPED.export(PLAN, ORG, 2).items()}

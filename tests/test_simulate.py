@@ -10,7 +10,7 @@ import pytest
 
 from planner.simulate.engine import DONE, PREEMPTED, replay
 from planner.simulate.metrics import compute_metrics, spread
-from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.planner_policy import IdealExecutor, PlannerPolicy
 from planner.simulate.policies import (
     FairTreePolicy,
     LookbackPolicy,
@@ -19,6 +19,7 @@ from planner.simulate.policies import (
     fair_tree_ranks,
     high_priority,
 )
+from planner.simulate.replanner import Replanner
 from tests.tiny import scenario
 
 Q0 = pd.Timestamp("2026-10-01", tz="UTC")
@@ -384,19 +385,19 @@ def test_a_replan_plans_from_its_period_boundary_even_when_an_event_stands_a_hai
     # plans from the boundary, 2026-10-02T00:00:00Z, whatever the clock: before, as_of was
     # 23:59:59.99…, a grid a hair off the demand's, and a 6-hour-period replay of Philly
     # then broke rule 2 (granted 10.253 GPU-hours against a demand of 10.252).
-    class Recording(PlannerPolicy):
+    as_ofs = []
+
+    class Recording(IdealExecutor):
         def apply_first_period(self, sim, body: dict, first: str) -> None:
-            self.as_ofs.append((sim.now, body["as_of"], first))
+            as_ofs.append((sim.now, body["as_of"], first))
             super().apply_first_period(sim, body, first)
 
     sc = two_teams(days=3)
     tr = trace([("J", "a", 0, 1, 24.0 - 1e-10, 1.0)])
-    policy = Recording()
-    policy.as_ofs = []
-    replay(sc, tr, policy)
-    nows = [now for now, _, _ in policy.as_ofs]
+    replay(sc, tr, Replanner(Recording()))
+    nows = [now for now, _, _ in as_ofs]
     assert nows[1] == pytest.approx(24.0) and nows[1] < 24.0  # the case this is about
-    assert [(as_of, first) for _, as_of, first in policy.as_ofs] == [
+    assert [(as_of, first) for _, as_of, first in as_ofs] == [
         (f"2026-10-0{d}T00:00:00Z", f"2026-10-0{d}T00:00:00Z") for d in (1, 2, 3)]
 
 
@@ -412,7 +413,8 @@ def test_policies_read_no_raw_per_job_list_of_the_engine():
            "first_start", "finish", "lost", "preemptions", "booked_to", "protect")
     pattern = re.compile(r"\bsim\.(" + "|".join(raw) + r")\[")
     folder = Path(package.__file__).parent
-    for name in ("policies.py", "planner_policy.py", "slurm_replay.py", "kueue_replay.py"):
+    for name in ("policies.py", "replanner.py", "planner_policy.py", "slurm_replay.py",
+                 "kueue_replay.py"):
         found = pattern.findall((folder / name).read_text(encoding="utf-8"))
         assert not found, (name, found)
 

@@ -8,7 +8,7 @@ built by the exporter's ``period_objects`` and read back by ``quota_trees``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pandas as pd
 import yaml
@@ -20,6 +20,7 @@ from planner.exporters.common import safe_name
 from planner.exporters.kueue import (
     POOL,
     RESERVE_NODES,
+    SHIPPED,
     KueueExport,
     export_kueue,
     file_name,
@@ -28,6 +29,7 @@ from planner.exporters.kueue import (
 )
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.kueue_replay import (
+    AS_SHIPPED,
     BORROWED,
     BORROWED_GANG,
     BORROWED_LOW,
@@ -36,10 +38,13 @@ from planner.simulate.kueue_replay import (
     NOMINAL_LOW,
     STRATEGIES,
     FlavorTree,
+    KueueExecutor,
+    KueueReplayOptions,
     KueueReplayPolicy,
     QuotaNode,
     quota_trees,
 )
+from planner.simulate.replanner import Replanner
 from planner.simulate.run import make_policy, parse_policies
 from tests.test_simulate import Q0, runs, trace
 from tests.tiny import scenario
@@ -71,19 +76,31 @@ def hand_plan(nodes: int, grants: dict[str, tuple[float, float]],
                              for i, (p, n) in enumerate(reservations)]}
 
 
-class FixedPlan(KueueReplayPolicy):
+#: the replays of a plan by hand: without rule 7's reserve and hourly widening (their
+#: own tests replay them), and the variants compared with it
+BY_HAND = KueueReplayOptions(late=False)
+UNPRIORITISED = replace(BY_HAND, priorities=False)  # every Workload at priority 0
+NO_WIDENING = replace(BY_HAND, widens=False)  # the export before rule 6
+NO_FAIR_SHARING = replace(BY_HAND, fair_sharing=False)
+NO_FAIR_PREEMPTION = replace(BY_HAND, fair_preemption=False)  # the lender's reclaim alone
+BOTH_STRATEGIES = replace(BY_HAND, strategies=STRATEGIES)  # Kueue's default strategies
+
+
+class FixedPlan(Replanner):
     """The Kueue replay of one fixed plan, applied at hour 0 (no solver)."""
 
-    def __init__(self, plan: dict, **kwargs) -> None:
-        kwargs.setdefault("late", False)  # rule 7's reserve and hourly widening: own test
-        super().__init__(**kwargs)
+    def __init__(self, plan: dict, export: KueueExport = SHIPPED,
+                 options: KueueReplayOptions = BY_HAND,
+                 executor: type[KueueExecutor] = KueueExecutor) -> None:
+        super().__init__(executor(export, options))
         self.plan = plan
 
     def refresh(self, sim, now: float) -> bool:
+        executor = self.executor
         if now > 0:
-            return self._widen_late(sim)  # rule 7, hourly (with late=True)
-        self.apply_first_period(sim, self.plan, START)
-        self.reclass(sim)
+            return executor._widen_late(sim)  # rule 7, hourly (with late=True)
+        executor.apply_first_period(sim, self.plan, START)
+        executor.reclass(sim)
         return True
 
 
@@ -231,7 +248,7 @@ def test_budget_work_preempts_its_own_queues_unallocated_work():
     assert runs(result, 1) == [(1.0, 4.0, DONE)]  # A
     assert tags(result) == {(0, 0.0): NOMINAL_LOW, (1, 1.0): NOMINAL_GANG,
                             (0, 4.0): NOMINAL_LOW}
-    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    equal = replay(sc, tr, FixedPlan(plan, options=UNPRIORITISED))
     assert runs(equal, 0) == [(0.0, 6.0, DONE)]
     assert runs(equal, 1) == [(6.0, 9.0, DONE)]
     assert set(tags(equal).values()) == {NOMINAL}
@@ -252,7 +269,7 @@ def test_a_queue_admits_its_budget_work_before_earlier_unallocated_work():
     assert runs(result, 1) == [(3.0, 4.0, DONE)]  # U
     assert runs(result, 2) == [(2.0, 3.0, DONE)]  # A
     assert result.preemptions.sum() == 0
-    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    equal = replay(sc, tr, FixedPlan(plan, options=UNPRIORITISED))
     assert runs(equal, 1) == [(2.0, 3.0, DONE)]
     assert runs(equal, 2) == [(3.0, 4.0, DONE)]
 
@@ -275,7 +292,7 @@ def test_a_lender_reclaims_a_borrowers_unallocated_work_before_its_budget_work()
     assert runs(result, 1) == [(0.5, 10.5, DONE)]  # BA
     assert runs(result, 2) == [(1.0, 3.0, DONE)]  # A
     assert tags(result)[(0, 0.0)] == BORROWED_LOW and tags(result)[(1, 0.5)] == BORROWED
-    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    equal = replay(sc, tr, FixedPlan(plan, options=UNPRIORITISED))
     assert runs(equal, 0) == [(0.0, 10.0, DONE)]
     assert runs(equal, 1) == [(0.5, 1.0, PREEMPTED), (3.0, 12.5, DONE)]
 
@@ -303,7 +320,7 @@ def test_a_lender_reclaims_a_borrowers_smaller_budget_work_before_its_gang():
     assert runs(result, 2) == [(1.0, 3.0, DONE)]  # A
     assert tags(result) == {(0, 0.0): BORROWED, (1, 0.5): BORROWED_GANG,
                             (2, 1.0): NOMINAL_GANG, (0, 3.0): BORROWED}
-    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    equal = replay(sc, tr, FixedPlan(plan, options=UNPRIORITISED))
     assert runs(equal, 0) == [(0.0, 10.0, DONE)]
     assert runs(equal, 1) == [(0.5, 1.0, PREEMPTED), (3.0, 12.5, DONE)]
 
@@ -324,7 +341,7 @@ def test_a_gang_preempts_its_own_queues_smaller_budget_work():
     assert runs(result, 0) == [(0.0, 1.0, PREEMPTED), (4.0, 13.0, DONE)]  # S
     assert runs(result, 1) == [(1.0, 4.0, DONE)]  # G
     assert tags(result) == {(0, 0.0): NOMINAL, (1, 1.0): NOMINAL_GANG, (0, 4.0): NOMINAL}
-    equal = replay(sc, tr, FixedPlan(plan, priorities=False))
+    equal = replay(sc, tr, FixedPlan(plan, options=UNPRIORITISED))
     assert runs(equal, 0) == [(0.0, 10.0, DONE)]
     assert runs(equal, 1) == [(10.0, 13.0, DONE)]
 
@@ -394,15 +411,16 @@ def test_rule_5_a_lender_reclaims_the_guaranteed_work_of_a_project_ahead_of_its_
 class ReappliedPlan(FixedPlan):
     """:class:`FixedPlan`, applied again at each hour of ``hours`` (a cycle re-run on it)."""
 
-    def __init__(self, plan: dict, hours: tuple[float, ...], **kwargs) -> None:
-        super().__init__(plan, **kwargs)
+    def __init__(self, plan: dict, hours: tuple[float, ...],
+                 options: KueueReplayOptions = BY_HAND) -> None:
+        super().__init__(plan, options=options)
         self.hours = hours
 
     def refresh(self, sim, now: float) -> bool:
         if not any(abs(now - h) < 1e-9 for h in self.hours):
             return False
-        self.apply_first_period(sim, self.plan, START)
-        self.reclass(sim)
+        self.executor.apply_first_period(sim, self.plan, START)
+        self.executor.reclass(sim)
         return True
 
 
@@ -435,7 +453,7 @@ def test_rule_6_a_pending_gang_widens_its_queues_nominal_quota_and_reclaims_a_no
     taken = [runs(wide, rows[b]) for b in ("B1", "B2")]
     assert sorted(taken) == [[(0.0, 1.0, PREEMPTED), (4.0, 13.0, DONE)], [(0.0, 10.0, DONE)]]
     assert tags(wide)[(rows["G"], 1.0)] == NOMINAL_GANG
-    plain = replay(sc, tr, ReappliedPlan(plan, (0.0, 1.0), widens=False))
+    plain = replay(sc, tr, ReappliedPlan(plan, (0.0, 1.0), NO_WIDENING))
     assert runs(plain, rows["G"]) == [(10.0, 13.0, DONE)]
     assert [runs(plain, rows[b]) for b in ("B1", "B2")] == [[(0.0, 10.0, DONE)]] * 2
 
@@ -467,7 +485,7 @@ def test_rule_7_a_late_gang_gets_the_reserve_and_reclaims_a_node_within_the_hour
     rows = [(f"A{i}", "a", 0, 8, 10.0, 1.0) for i in range(1, 11)]
     tr = trace(rows + [("B", "b", 1.5, 8, 2.0, 1.0)])
     at = {j: i for i, j in enumerate(tr["job_id"])}
-    late = replay(sc, tr, FixedPlan(plan, late=True))
+    late = replay(sc, tr, FixedPlan(plan, options=AS_SHIPPED))
     assert runs(late, at["B"]) == [(2.0, 4.0, DONE)]
     assert tags(late)[(at["B"], 2.0)] == NOMINAL_GANG
     assert late.preemptions.sum() == 1
@@ -515,13 +533,13 @@ def test_a_planned_reservation_reaches_the_replay_through_the_solver():
     tr = trace([("A", "a", 0, 8, 30.0, 1.0), ("B", "b", 0, 8, 30.0, 1.0)])
     seen = []
 
-    class Recording(KueueReplayPolicy):
+    class Recording(KueueExecutor):
         def apply_first_period(self, sim, body, first):
             super().apply_first_period(sim, body, first)
             seen.append((first, body["reservations"], self.objects,
                          self.trees[0].nodes["b"].guaranteed))
 
-    replay(sc, tr, Recording(reservation_requests=True))
+    replay(sc, tr, Replanner(Recording(), reservation_requests=True))
     assert [(r["request_id"], r["nodes"]) for r in seen[0][1]] == [("r1", 1)]
     # the replans whose first period the reservation runs in (days 3 and 4 here)
     running = [s for s in seen if any(r["start"] <= s[0] < r["end"] for r in s[1])]
@@ -560,11 +578,11 @@ def test_fair_sharing_tournament_goes_down_the_cohort_tree():
     result = replay(sc, tr, FixedPlan(plan))
     assert runs(result, rows["Y2"]) == [(1.0, 3.0, DONE)]
     assert runs(result, rows["X2"]) == [(3.0, 5.0, DONE)]
-    both = replay(sc, tr, FixedPlan(plan, strategies=STRATEGIES))
+    both = replay(sc, tr, FixedPlan(plan, options=BOTH_STRATEGIES))
     assert runs(both, rows["X2"]) == [(1.0, 3.0, DONE)]
     assert runs(both, rows["X1"])[0] == (0.0, 1.0, PREEMPTED)
     # without fair sharing Kueue orders by submit time alone: X2 (earlier row) first
-    flat = replay(sc, tr, FixedPlan(plan, fair_sharing=False))
+    flat = replay(sc, tr, FixedPlan(plan, options=NO_FAIR_SHARING))
     assert runs(flat, rows["X2"]) == [(1.0, 3.0, DONE)]
 
 
@@ -632,7 +650,7 @@ def test_fair_sharing_preemption_lets_a_lower_share_gang_take_a_node_from_a_borr
     assert runs(fair, rows["B1"]) == [(0.0, 20.0, DONE)]
     assert runs(fair, rows["B2"]) == [(0.0, 20.0, DONE)]
     assert fair.lost_gpu_hours[rows["B3"]] == 4.0
-    before = replay(sc, tr, FixedPlan(plan, fair_preemption=False))
+    before = replay(sc, tr, FixedPlan(plan, options=NO_FAIR_PREEMPTION))
     assert runs(before, rows["A"]) == [(20.0, 22.0, DONE)]
     own = trace([("B1", "b", 0, 4, 20.0, 1.0, False), ("B2", "b", 0, 4, 20.0, 1.0, False),
                  ("A0", "a", 0, 4, 20.0, 1.0, False), ("A", "a", 1, 8, 2.0, 1.0)])
@@ -782,7 +800,7 @@ def test_a_reclaim_takes_enough_borrowed_work_for_the_quota_not_only_for_the_nod
     result = replay(sc, tr, policy)
     ids = list(tr["job_id"])
     a, b, c1, c2, c3 = (ids.index(j) for j in ("A", "B", "C1", "C2", "C3"))
-    tree = policy.trees[0]
+    tree = policy.executor.trees[0]
     assert (tree.nodes["b"].nominal, tree.nodes["b"].lending_limit) == (8, 0)
     assert runs(result, a) == [(1.0, 3.0, DONE)]
     assert runs(result, b) == [(0.0, 10.0, DONE)]
@@ -878,8 +896,8 @@ def test_quota_invariants_hold_after_every_pass(jobs, grants, reserved):
     class Checked(FixedPlan):
         def schedule(self, sim, c):
             super().schedule(sim, c)
-            tree = self.trees[c]
-            self._sync(sim, c, tree)
+            tree = self.executor.trees[c]
+            self.executor._sync(sim, c, tree)
             for q in ("a", "b"):
                 node = tree.nodes[q]
                 limit = (16 if node.borrowing_limit is None

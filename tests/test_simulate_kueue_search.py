@@ -1,6 +1,6 @@
 """The Kueue replay's fast fair-sharing search gives what the plain walk gave, to the job.
 
-``KueueReplayPolicy._fair_targets`` skips a search that failed before while nothing it
+``KueueExecutor._fair_targets`` skips a search that failed before while nothing it
 reads changed (the engine's per-cluster version, the trees, the other flavors'
 borrowing), keeps the nodes' room as a running what-if (:class:`NodeRoom`) and reads a
 target's share without a candidate without shifting the tree; a project is retagged
@@ -16,14 +16,23 @@ agree on every run segment.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.simulate.engine import Replay
-from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, Highest, NodeRoom, QuotaNode
+from planner.simulate.kueue_replay import (
+    STRATEGIES,
+    FlavorTree,
+    Highest,
+    KueueExecutor,
+    NodeRoom,
+    QuotaNode,
+)
 from tests.test_simulate import trace
-from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
+from tests.test_simulate_kueue import BY_HAND, FixedPlan, hand_plan, tiny
 
 
 class Plain(Replay):
@@ -33,7 +42,7 @@ class Plain(Replay):
         return sorted(self.running[c], key=lambda j: (self.run_start[j], j))
 
 
-class Walked(FixedPlan):
+class Walked(KueueExecutor):
     """The plain search: no memory of failed searches, every check walks the nodes.
 
     Nor the other memos: every project is retagged when asked, and a job that found no
@@ -182,8 +191,9 @@ def test_the_fast_search_replays_as_the_plain_walk(jobs, grants, second):
     tr = trace(rows)
     sc = tiny(ORG, nodes=3)
     strategies = STRATEGIES if second else STRATEGIES[:1]
-    fast = Replay(sc, tr, FixedPlan(plan, strategies=strategies)).run()
-    walked = Plain(sc, tr, Walked(plan, strategies=strategies)).run()
+    options = replace(BY_HAND, strategies=strategies)
+    fast = Replay(sc, tr, FixedPlan(plan, options=options)).run()
+    walked = Plain(sc, tr, FixedPlan(plan, options=options, executor=Walked)).run()
     assert fast.segments == walked.segments
     assert np.array_equal(fast.first_start, walked.first_start, equal_nan=True)
     assert np.array_equal(fast.finish, walked.finish, equal_nan=True)
@@ -328,7 +338,7 @@ def test_highest_keeps_its_pick_only_while_the_walk_would(usage, queues, steps):
     assert pick() == highest(tree, set(cands))
 
 
-class Checked(FixedPlan):
+class Checked(KueueExecutor):
     """The replay with every search ``_could_fit`` rules out run in full all the same.
 
     The check is told to let each search through; a search it would have stopped must
@@ -338,8 +348,8 @@ class Checked(FixedPlan):
 
     said: bool | None = None
 
-    def prepare(self, sim):
-        super().prepare(sim)
+    def begin(self, sim, model):
+        super().begin(sim, model)
         self.ruled_out: list[int] = []
 
     def _could_fit(self, sim, c, tree, q, job, cands, held_of, reach):
@@ -372,9 +382,9 @@ def test_a_gang_whose_share_test_would_turn_down_is_no_target_before_the_search(
             ("j02", "a1", 0.0, 1, 1.0, 0.0, False), ("j03", "a1", 0.0, 16, 2.0, 0.0, False),
             ("j04", "a2", 0.0, 1, 2.0, 0.0, False), ("j05", "a2", 1.0, 8, 1.0, 0.0, False)]
     plan = hand_plan(3, {p: (0.0, 0.0) for p in PROJECTS})
-    policy = Checked(plan)
+    policy = FixedPlan(plan, executor=Checked)
     checked = Replay(tiny(ORG, nodes=3), trace(rows), policy).run()
-    assert 5 in policy.ruled_out
+    assert 5 in policy.executor.ruled_out
     assert checked.first_start[5] == 2.0  # once the gang ends, not by preempting it
     assert checked.preemptions[3] == 0
     plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan)).run()
@@ -397,6 +407,6 @@ def test_a_search_ruled_out_before_it_starts_would_have_found_nothing(jobs, gran
                      reservations=reserved)
     rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
             for i, (p, t, g, d, r, m) in enumerate(jobs)]
-    checked = Replay(tiny(ORG, nodes=3), trace(rows), Checked(plan)).run()
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan, executor=Checked)).run()
     plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan)).run()
     assert checked.segments == plain.segments

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+from dataclasses import replace
 
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.exporters.slurm import SHIPPED
 from planner.simulate.engine import DONE, PREEMPTED, Replay, replay
 from planner.simulate.metrics import compute_metrics
-from planner.simulate.planner_policy import PlannerPolicy
+from planner.simulate.planner_policy import IdealExecutor, PlannerPolicy
 from planner.simulate.policies import (
     FairTreePolicy,
     LookbackPolicy,
     PriorityPolicy,
     QuotaPolicy,
 )
+from planner.simulate.replanner import Replanner
 from planner.simulate.run import POLICIES
-from planner.simulate.slurm_replay import BUDGET, SlurmReplayPolicy
+from planner.simulate.slurm_replay import (
+    AS_SHIPPED,
+    BUDGET,
+    SlurmExecutor,
+    SlurmReplayOptions,
+    SlurmReplayPolicy,
+)
 from tests.test_simulate import COLUMNS, Q0
 from tests.tiny import scenario
 
@@ -68,43 +78,41 @@ def assert_no_node_over(segments, gpn: dict[int, int]) -> None:
             assert level <= gpn[c]
 
 
-def checked(cls):
-    """The policy, asserting after every pass that no waiting job fits an idle GPU."""
+def checked(make):
+    """``make`` (a policy factory), its policy asserting after every pass that no waiting
+    job fits an idle GPU."""
 
-    class Checked(cls):
-        def schedule(self, sim, c):
-            super().schedule(sim, c)
-            if self.work_conserving:
+    def build():
+        policy = make()
+        schedule = policy.schedule
+
+        def checked_schedule(sim, c):
+            schedule(sim, c)
+            if policy.work_conserving:
                 waiting = [g for g, n in sim.waiting_sizes[c].items() if n]
                 assert not any(sim.fits(c, g) for g in waiting), (sim.now, c, waiting)
 
-    return Checked
+        policy.schedule = checked_schedule
+        return policy
+
+    return build
 
 
-class EagerGangs(PlannerPolicy):
-    """``planner`` asking reservations for gang jobs after 1 h (holds and drains often)."""
+#: ``planner-slurm``'s earlier backfill model (one reservation, no preemption)
+FIRST_ONLY = SlurmReplayOptions(reserve_each=False)
+#: a site without bf_min_prio_reserve; a backfill that tests two jobs a pass
+EVERY_HEAD_RESERVES = SlurmReplayOptions(min_prio_reserve=False)
+FEW_TESTS = SlurmReplayOptions(bf_max_job_test=2)
+#: the Slurm export before rule 5: budget QOS preempt gp-opportunistic only
+NO_TAKE_BACK = replace(SHIPPED, takes_back=False)
 
-    def __init__(self) -> None:
-        super().__init__(gang_wait_hours=1.0)
-
-
-class SlurmFirstOnly(SlurmReplayPolicy):
-    """``planner-slurm`` with the earlier backfill model (one reservation, no preemption)."""
-
-    def __init__(self) -> None:
-        super().__init__(reserve_each=False)
-
-
-class SlurmNoTakeBack(SlurmReplayPolicy):
-    """``planner-slurm`` as exported before rule 5: budget QOS preempt gp-opportunistic only."""
-
-    def __init__(self) -> None:
-        super().__init__(takes_back=False)
-
-
-VARIANTS = {**POLICIES, "planner-eager-gangs": EagerGangs,
-            "planner-slurm-first-only": SlurmFirstOnly,
-            "planner-slurm-no-take-back": SlurmNoTakeBack}
+VARIANTS = {**POLICIES,
+            # planner asking reservations for gang jobs after 1 h (holds and drains often)
+            "planner-eager-gangs": functools.partial(PlannerPolicy, gang_wait_hours=1.0),
+            "planner-slurm-first-only": functools.partial(SlurmReplayPolicy,
+                                                          options=FIRST_ONLY),
+            "planner-slurm-no-take-back": functools.partial(SlurmReplayPolicy,
+                                                            export=NO_TAKE_BACK)}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,7 +156,7 @@ def test_replay_invariants(jobs, nodes, name):
         if name == "planner-slurm-no-take-back":
             assert not taken
         for s in taken:
-            assert s.protected == policy.budget_exempt > 0
+            assert s.protected == policy.executor.budget_exempt > 0
     m = compute_metrics(sc, tr, result).summary
     for key in ("occupancy", "occupancy_of_demand", "delivered_over_owed_daily",
                 "delivered_over_owed_weekly", "delivered_over_owed_quarter",
@@ -167,11 +175,12 @@ def test_replay_invariants(jobs, nodes, name):
         assert m["budget_error_mean"] >= m["budget_error_floor_mean"] - EPS
 
 
-class SlurmLoggingAhead(SlurmReplayPolicy):
-    """``planner-slurm`` recording, at each replan, the projects others may take back from."""
+class SlurmLoggingAhead(SlurmExecutor):
+    """``planner-slurm``'s executor recording, at each replan, the projects others may take
+    back from."""
 
-    def prepare(self, sim) -> None:
-        super().prepare(sim)
+    def begin(self, sim, model) -> None:
+        super().begin(sim, model)
         self.ahead_log: list[tuple[float, frozenset[int]]] = []
 
     def apply_first_period(self, sim, body: dict, first: str) -> None:
@@ -204,16 +213,17 @@ def test_slurm_takes_back_only_from_projects_ahead_and_past_the_exempt_time(earl
                   budgets=[("a", 400.0), ("b", 400.0), ("c", 0.0)],
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = random_trace([(p, "c1", t, g, d, m, r) for p, t, g, d, m, r in early + late])
-    policy = checked(SlurmLoggingAhead)()
+    policy = checked(lambda: Replanner(SlurmLoggingAhead()))()
     result = replay(sc, tr, policy)
     assert result.protected_violations == 0
     for s in result.segments:
         if s.ended == PREEMPTED:
             assert s.end - s.start >= s.protected - EPS
         if s.tag == BUDGET and s.ended == PREEMPTED:
-            ahead = [names for at, names in policy.ahead_log if at <= s.end + EPS][-1]
+            ahead = [names for at, names in policy.executor.ahead_log
+                     if at <= s.end + EPS][-1]
             assert s.project in ahead
-            assert s.protected == policy.budget_exempt == 8.0
+            assert s.protected == policy.executor.budget_exempt == 8.0
             assert s.end - s.start >= 8.0 - EPS
     assert_no_node_over(result.segments, {0: 8})
 
@@ -472,8 +482,8 @@ class CheckedLookback(LookbackPolicy):
         return fast
 
 
-class PlainPlanner(PlannerPolicy):
-    """``planner`` with the plain entitled pass and fill after its holds."""
+class PlainIdeal(IdealExecutor):
+    """``planner``'s executor with the plain entitled pass and fill after its holds."""
 
     def schedule(self, sim, c):
         self.start_held(sim, c)
@@ -531,8 +541,9 @@ class PlainFairTree(FairTreePolicy):
                 return
 
 
-class CheckedSlurm(SlurmReplayPolicy):
-    """``planner-slurm`` asserting each backfill reservation equals Fair Tree's plain one."""
+class CheckedSlurm(SlurmExecutor):
+    """``planner-slurm``'s executor asserting each backfill reservation equals Fair Tree's
+    plain one."""
 
     def _reservation(self, sim, c, job, taken):
         fast = super()._reservation(sim, c, job, taken)
@@ -593,26 +604,21 @@ class PlainSlurm(CheckedSlurm):
             plans.append((shadow, held))
 
 
-def slurm_variant(base, **options):
-    """``base`` built with ``options`` (a SlurmReplayPolicy class taking no arguments)."""
-
-    class Variant(base):
-        def __init__(self) -> None:
-            super().__init__(**options)
-
-    return Variant
+def slurm_variant(executor, options: SlurmReplayOptions = AS_SHIPPED):
+    """A factory of ``planner-slurm`` with ``executor`` (a SlurmExecutor class) run under
+    ``options``."""
+    return lambda: Replanner(executor(options=options))
 
 
 #: the fast planner-slurm and its plain backfill, as shipped and with the backfill variants
 SLURM_PAIRS = {
-    "planner-slurm": (CheckedSlurm, PlainSlurm),
-    "planner-slurm-every-head-reserves": (
-        slurm_variant(CheckedSlurm, min_prio_reserve=False),
-        slurm_variant(PlainSlurm, min_prio_reserve=False)),
-    "planner-slurm-first-only": (slurm_variant(CheckedSlurm, reserve_each=False),
-                                 slurm_variant(PlainSlurm, reserve_each=False)),
-    "planner-slurm-few-tests": (slurm_variant(CheckedSlurm, bf_max_job_test=2),
-                                slurm_variant(PlainSlurm, bf_max_job_test=2)),
+    "planner-slurm": (slurm_variant(CheckedSlurm), slurm_variant(PlainSlurm)),
+    "planner-slurm-every-head-reserves": (slurm_variant(CheckedSlurm, EVERY_HEAD_RESERVES),
+                                          slurm_variant(PlainSlurm, EVERY_HEAD_RESERVES)),
+    "planner-slurm-first-only": (slurm_variant(CheckedSlurm, FIRST_ONLY),
+                                 slurm_variant(PlainSlurm, FIRST_ONLY)),
+    "planner-slurm-few-tests": (slurm_variant(CheckedSlurm, FEW_TESTS),
+                                slurm_variant(PlainSlurm, FEW_TESTS)),
 }
 
 
@@ -640,7 +646,8 @@ def test_fast_paths_replay_as_the_plain_ones(jobs, nodes, name):
              "fairtree": (CheckedFairTree, PlainFairTree),
              "quota": (VARIANTS["quota"], with_plain_pass(QuotaPolicy)),
              "priority": (VARIANTS["priority"], with_plain_pass(PriorityPolicy)),
-             "planner": (VARIANTS["planner"], PlainPlanner), **SLURM_PAIRS}
+             "planner": (VARIANTS["planner"], lambda: Replanner(PlainIdeal())),
+             **SLURM_PAIRS}
     fast, plain = pairs[name] if name in pairs else (VARIANTS[name], VARIANTS[name])
     assert _fates(LimitChecked(sc, tr, fast()).run()) == _fates(PlainReplay(sc, tr, plain()).run())
 

@@ -39,12 +39,30 @@ from planner.inputs import load_scenario
 from planner.run import plan_scenario
 from planner.simulate.engine import PREEMPTED, Replay, replay
 from planner.simulate.planner_policy import PlannerPolicy
-from planner.simulate.slurm_replay import BUDGET, EXEMPT, OPPORTUNISTIC, SlurmReplayPolicy
+from planner.simulate.replanner import Replanner
+from planner.simulate.slurm_replay import (
+    AS_SHIPPED,
+    BUDGET,
+    EXEMPT,
+    OPPORTUNISTIC,
+    SlurmExecutor,
+    SlurmReplayOptions,
+    SlurmReplayPolicy,
+)
 from tests.test_simulate import Q0, first_starts, trace, two_teams
 from tests.tiny import scenario
 
 _DEFAULT = load_model("default")
 EIGHT = replace(_DEFAULT, contract=replace(_DEFAULT.contract, fill_slice_hours=8.0))
+# the export variants these tests compare with what ships (SHIPPED, BEFORE_RULE8)
+UNPACED = replace(SHIPPED, pace="none")  # no GrpTRES pace cap
+UNPACED_BEFORE_RULE8 = replace(BEFORE_RULE8, pace="none")
+# ... and the replay's: Slurm's backfill as first modelled (one reservation, for the
+# first blocked job, no preemption), a site without bf_min_prio_reserve, an unbounded
+# bf_window
+FIRST_ONLY = SlurmReplayOptions(reserve_each=False)
+EVERY_HEAD_RESERVES = SlurmReplayOptions(min_prio_reserve=False)
+UNBOUNDED_WINDOW = SlurmReplayOptions(bf_window_hours=math.inf)
 
 
 def tags(tr: pd.DataFrame, result) -> dict[str, set[str]]:
@@ -67,14 +85,14 @@ def test_a_spent_budget_qos_sends_the_next_job_to_gp_opportunistic():
     sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 0.0)))
     tr = trace([("a1", "a", 0, 4, 8.0, 8.0), ("a2", "a", 0, 1, 8.0, 8.0),
                 ("a3", "a", 0, 1, 8.0, 8.0)])
-    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    policy = SlurmReplayPolicy(EIGHT, export=UNPACED)
     result = replay(sc, tr, policy)
     assert first_starts(tr, result) == {"a1": 0.0, "a2": 0.0, "a3": 0.0}
     assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "a3": {EXEMPT}}
     # the replan at 24 h sees only the budget QOS's 40 GPU-hours as used (sacct less
     # gp-opportunistic, as `planner ingest` reads it): 40 − 40 = 0 minutes left
-    assert policy.state.minutes() == {"a": 0, "b": 0}
-    assert policy.budget_used.sum() == pytest.approx(40.0)
+    assert policy.executor.state.minutes() == {"a": 0, "b": 0}
+    assert policy.executor.budget_used.sum() == pytest.approx(40.0)
 
 
 def test_with_the_budget_spent_a_job_pends_behind_budget_work_then_runs_opportunistic():
@@ -87,7 +105,7 @@ def test_with_the_budget_spent_a_job_pends_behind_budget_work_then_runs_opportun
     sc = two_teams(days=3, budgets=(("a", 40.0), ("b", 400.0)))
     tr = trace([("a1", "a", 0, 8, 4.0, 4.0), ("a2", "a", 1, 1, 4.0, 4.0),
                 ("b1", "b", 1, 1, 4.0, 4.0), ("a3", "a", 2, 2, 4.0, 4.0)])
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED))
     assert first_starts(tr, result) == {"a1": 0.0, "a2": 4.0, "b1": 4.0, "a3": 4.0}
     assert tags(tr, result) == {"a1": {BUDGET}, "a2": {BUDGET}, "b1": {BUDGET},
                                 "a3": {EXEMPT}}
@@ -108,7 +126,7 @@ def test_an_opportunistic_job_is_requeued_by_a_budget_job_only_after_its_exempt_
     # (rule 8 off: b, with no budget, is overdrawn from the start, and its jobs would yield
     # at once: test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpus)
     tr = trace(rows)
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED_BEFORE_RULE8))
     starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(4)] == [8.0] * 4
     assert result.preemptions.sum() == 4
@@ -127,13 +145,13 @@ def test_fair_tree_puts_the_account_that_used_less_first():
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)), same_team=True)
     tr = trace([("b1", "b", 0, 8, 10.0, 8.0), ("b2", "b", 1, 8, 10.0, 8.0),
                 ("a1", "a", 2, 8, 10.0, 8.0)])
-    result = replay(sc, tr, SlurmReplayPolicy(pace="none"))
+    result = replay(sc, tr, SlurmReplayPolicy(export=UNPACED))
     assert first_starts(tr, result) == {"b1": 0.0, "a1": 10.0, "b2": 20.0}
     # FIFO (the order without fair share) would have started b2 at 10
     assert tags(tr, result) == {"b1": {BUDGET}, "b2": {BUDGET}, "a1": {BUDGET}}
 
 
-class _OneReservation(SlurmReplayPolicy):
+class _OneReservation(SlurmExecutor):
     """Every plan holds one node of c1 for a over its first period (request r1).
 
     Stands in for the reservation requests the replans will carry (gang jobs waiting);
@@ -156,7 +174,7 @@ def test_a_reservations_nodes_run_only_its_accounts_jobs():
     rows = [(f"b{i:02d}", "b", 0, 1, 4.0, 0.0) for i in range(16)]
     rows += [("a1", "a", 1, 8, 2.0, 2.0)]
     tr = trace(rows)
-    result = replay(sc, tr, _OneReservation())
+    result = replay(sc, tr, Replanner(_OneReservation()))
     starts = first_starts(tr, result)
     assert sorted(starts[f"b{i:02d}"] for i in range(16)) == [0.0] * 8 + [4.0] * 8
     assert starts["a1"] == 1.0
@@ -190,39 +208,39 @@ def test_the_replay_holds_the_values_the_exported_script_sets_on_the_sample(tmp_
     sim = Replay(scenario, trace_one, policy)
     policy.prepare(sim)
     sim.now = (pd.Timestamp(first) - scenario.config.quarter_start) / pd.Timedelta(hours=1)
-    policy.apply_first_period(sim, plan, first)
+    policy.executor.apply_first_period(sim, plan, first)
 
     state = slurm_state(plan, scenario.org)
     assert len(state.budgets) == len(plan["budgets"]) > 0
     for b in state.budgets:
         minutes = int(held["qos"][qos_name(b.project)]["grptresmins"].split("=")[1])
         p = sim.tree.leaf_index[b.project]
-        assert policy.limit_hours[p] * 60 == pytest.approx(minutes)
+        assert policy.executor.limit_hours[p] * 60 == pytest.approx(minutes)
         assert held["account"][account(b.project)]["defaultqos"] == qos_name(b.project)
     for node in scenario.tree.ids:
         share = int(held["account"][account(node)]["fairshare"])
-        assert policy.shares[scenario.tree.index[node]] == share
+        assert policy.executor.shares[scenario.tree.index[node]] == share
     h, m, s = held["qos"]["gp-opportunistic"]["preemptexempttime"].split(":")
-    assert policy.exempt_hours * 3600 == int(h) * 3600 + int(m) * 60 + int(s) == 8 * 3600
+    assert policy.executor.exempt_hours * 3600 == int(h) * 3600 + int(m) * 60 + int(s) == 8 * 3600
     assert held["qos"]["gp-opportunistic"]["priority"] == "11"  # above gp-overdrawn (rule 8)
     # reservations: the same ones, each on as many nodes, for the same account and window
-    assert state.reservations and set(held["reservation"]) == set(policy.nodes_of)
+    assert state.reservations and set(held["reservation"]) == set(policy.executor.nodes_of)
     q0 = scenario.config.quarter_start
     for r in state.reservations:
         row = held["reservation"][r.name]
-        c, count, nodes = policy.nodes_of[r.name]
+        c, count, nodes = policy.executor.nodes_of[r.name]
         assert sim.cluster_ids[c] == row["PartitionName"]
         assert count == len(nodes) == int(row["NodeCnt"])
         assert row["Accounts"] == account(r.project)
         start = (pd.Timestamp(r.start) - q0) / pd.Timedelta(hours=1)
         end = (pd.Timestamp(r.end) - q0) / pd.Timedelta(hours=1)
-        assert (start, end, sim.tree.leaf_index[r.project], nodes) in policy.reserved[c]
+        assert (start, end, sim.tree.leaf_index[r.project], nodes) in policy.executor.reserved[c]
     # reservations overlapping in time never share a node
-    for held_c in policy.reserved:
+    for held_c in policy.executor.reserved:
         for i, (a0, a1, _, na) in enumerate(held_c):
             for b0, b1, _, nb in held_c[i + 1:]:
                 assert not (a0 < b1 and b0 < a1 and na & nb)
-    assert np.all(np.isnan(policy.limit_hours) == [p not in state.minutes()
+    assert np.all(np.isnan(policy.executor.limit_hours) == [p not in state.minutes()
                                                    for p in sim.tree.leaves])
     json.dumps(held)  # the fake's state is plain data
 
@@ -272,20 +290,18 @@ def test_planned_reservations_become_slurm_reservations_not_engine_holds():
     policy = SlurmReplayPolicy(EIGHT)
     sim = Replay(sc, tr, policy)
     policy.prepare(sim)
-    policy.request_job = {"G": 0}
     body = {"reservations": [{"request_id": "G", "project": "a", "cluster": "c1", "nodes": 1,
                               "start": "2026-10-01T00:00:00Z",
                               "end": "2026-10-01T08:00:00Z"}]}
-    policy.hold_reservations(sim, body)
+    policy.executor.hold_reservations(sim, body, {"G": 0})
     assert sim.holds == {}
     # the same call on the planner executor holds the node for G
     planner = PlannerPolicy(EIGHT)
     sim2 = Replay(sc, tr, planner)
     planner.prepare(sim2)
-    planner.request_job = {"G": 0}
     sim2._enqueue(0)  # G submitted: waiting at 0
     assert sim2.is_waiting(0)
-    planner.hold_reservations(sim2, body)
+    planner.executor.hold_reservations(sim2, body, {"G": 0})
     assert [h.job for h in sim2.holds.values()] == [0]
 
 
@@ -310,15 +326,16 @@ def test_planner_slurm_asks_no_reservations_for_waiting_gang_jobs_by_default():
     assert asked == {"planner": [], "planner-1p": ["G"], "slurm": [], "slurm-12h": ["G"]}
 
 
-class _FixedGrants(SlurmReplayPolicy):
+class _FixedGrants(SlurmExecutor):
     """Every plan grants fixed GPUs on c1 over its first period (``grants``: project -> (g, o)).
 
     Stands in for what the replans would grant; the replay applies the exporter's state of
     that plan (the pace cap ⌊g + o⌋ included) as the script would.
     """
 
-    def __init__(self, grants: dict[str, tuple[float, float]], **kwargs) -> None:
-        super().__init__(EIGHT, **kwargs)
+    def __init__(self, grants: dict[str, tuple[float, float]], export=SHIPPED,
+                 options=AS_SHIPPED) -> None:
+        super().__init__(export, options)
         self.grants = grants
 
     def apply_first_period(self, sim, body: dict, first: str) -> None:
@@ -327,6 +344,12 @@ class _FixedGrants(SlurmReplayPolicy):
                        for p, (g, o) in self.grants.items()
                        for kind, gpus in (("guaranteed", g), ("opportunistic", o)) if gpus]
         super().apply_first_period(sim, {**body, "allocations": allocations}, first)
+
+
+def fixed_grants(grants: dict[str, tuple[float, float]], export=SHIPPED,
+                 options=AS_SHIPPED) -> Replanner:
+    """``planner-slurm`` (model ``EIGHT``) whose every plan grants ``grants`` (``_FixedGrants``)."""
+    return Replanner(_FixedGrants(grants, export, options), EIGHT)
 
 
 def job_runs(tr: pd.DataFrame, result, job_id: str) -> list[tuple[float, float, str]]:
@@ -366,9 +389,9 @@ def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimabl
     rows = [(f"a{i}", "a", 0, 1, 10.0, 1.0) for i in range(1, 5)]
     rows += [(f"b{i}", "b", 1, 1, 20.0, 1.0) for i in range(1, 7)]
     tr = trace(rows)
-    policy = _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, floor="none")
+    policy = fixed_grants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, replace(SHIPPED, floor="none"))
     result = replay(sc, tr, policy)
-    assert policy.state.limits()["a"][1:] == (2, True)  # GrpTRES 2 GPUs, Flags=NoDecay
+    assert policy.executor.state.limits()["a"][1:] == (2, True)  # GrpTRES 2 GPUs, Flags=NoDecay
     starts = first_starts(tr, result)
     assert [starts[f"a{i}"] for i in range(1, 5)] == [0.0] * 4
     assert [starts[f"b{i}"] for i in range(1, 7)] == [1.0] * 4 + [8.0] * 2
@@ -384,8 +407,8 @@ def test_a_project_capped_at_its_pace_runs_the_rest_opportunistic_and_reclaimabl
         assert _budget_gpus_at(tr, result, "a", t) <= 2
         assert _budget_gpus_at(tr, result, "b", t) <= 6
     # without the cap, all four of a's jobs are budget jobs and nothing is preempted
-    free = replay(sc, tr, _FixedGrants({"a": (1.5, 0.75), "b": (6.0, 0.0)}, pace="none",
-                                       floor="none"))
+    free = replay(sc, tr, fixed_grants({"a": (1.5, 0.75), "b": (6.0, 0.0)},
+                                       replace(UNPACED, floor="none")))
     assert tags(tr, free)["a3"] == {BUDGET} and free.preemptions.sum() == 0
 
 
@@ -400,7 +423,7 @@ def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic_unless_the_ca
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 1000.0)))
     tr = trace([("A", "a", 0, 8, 20.0, 1.0), ("B", "b", 2, 8, 5.0, 1.0)])
     grants = {"a": (2.0, 0.0), "b": (8.0, 0.0)}
-    result = replay(sc, tr, _FixedGrants(grants, floor="none", widens=False))
+    result = replay(sc, tr, fixed_grants(grants, replace(SHIPPED, floor="none", widens=False)))
     assert first_starts(tr, result) == {"A": 0.0, "B": 8.0}
     assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 8.0), (13.0, 25.0)]
     assert BUDGET not in tags(tr, result)["A"] and tags(tr, result)["B"] == {BUDGET}
@@ -409,7 +432,7 @@ def test_a_job_wider_than_its_projects_cap_runs_only_opportunistic_unless_the_ca
     # wide_cap): A runs on its budget from 0, uninterrupted (b is not ahead of its pace
     # either, so b's budget job may not take it back), and B waits for the node until A
     # ends at 20.
-    result = replay(sc, tr, _FixedGrants(grants, floor="none"))
+    result = replay(sc, tr, fixed_grants(grants, replace(SHIPPED, floor="none")))
     assert first_starts(tr, result) == {"A": 0.0, "B": 20.0}
     assert [r[:2] for r in job_runs(tr, result, "A")] == [(0.0, 20.0)]
     assert tags(tr, result) == {"A": {BUDGET}, "B": {BUDGET}} and result.preemptions.sum() == 0
@@ -440,8 +463,10 @@ def test_a_project_the_replan_granted_nothing_runs_a_node_on_its_budget():
     assert tags(tr, result)["A"] == {BUDGET}
     assert result.preemptions.sum() == 8
     # the last replan (48): a has budget left and nothing granted, cap a node; b no budget
-    assert shipped.state.limits()["a"][1] == 8 and shipped.state.limits()["b"][1] == 0
-    unfloored = replay(sc, tr, SlurmReplayPolicy(EIGHT, floor="none", export=BEFORE_RULE8))
+    limits = shipped.executor.state.limits()
+    assert limits["a"][1] == 8 and limits["b"][1] == 0
+    unfloored = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=replace(BEFORE_RULE8,
+                                                                       floor="none")))
     assert first_starts(tr, unfloored)["A"] == 24.0
     assert tags(tr, unfloored)["A"] == {BUDGET}
 
@@ -461,7 +486,7 @@ def test_backfill_reserves_nothing_for_a_head_that_cannot_start_within_bf_window
                 ("S", "a", 2, 2, 50.0, 1.0)])
     shipped = replay(sc, tr, SlurmReplayPolicy(EIGHT))
     assert first_starts(tr, shipped) == {"X": 0.0, "H": 52.0, "S": 2.0}
-    unbounded = replay(sc, tr, SlurmReplayPolicy(EIGHT, bf_window_hours=float("inf")))
+    unbounded = replay(sc, tr, SlurmReplayPolicy(EIGHT, options=UNBOUNDED_WINDOW))
     assert first_starts(tr, unbounded) == {"X": 0.0, "H": 40.0, "S": 42.0}
     for result in (shipped, unbounded):
         assert set().union(*tags(tr, result).values()) == {BUDGET}
@@ -484,10 +509,10 @@ def test_backfill_reserves_for_every_blocked_budget_job_not_only_the_first():
     tr = trace([("a1", "a", 0, 6, 10.0, 1.0), ("a2", "a", 0, 6, 10.0, 1.0),
                 ("b1", "b", 1, 8, 2.0, 1.0), ("a3", "a", 1, 8, 2.0, 1.0),
                 ("s", "a", 2, 2, 20.0, 1.0)])
-    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED))
     assert first_starts(tr, each) == {"a1": 0.0, "a2": 0.0, "b1": 10.0, "a3": 10.0,
                                       "s": 12.0}
-    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False))
+    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED, options=FIRST_ONLY))
     assert first_starts(tr, first_only) == {"a1": 0.0, "a2": 0.0, "b1": 10.0, "a3": 12.0,
                                             "s": 2.0}
     for result in (each, first_only):
@@ -518,13 +543,13 @@ def test_a_second_reservation_of_the_same_size_leaves_the_first_ones_nodes():
     tr["time_limit_hours"] = tr["duration_hours"]
     made: list[tuple[float, str, tuple[float, frozenset[int]]]] = []
 
-    class Watched(SlurmReplayPolicy):
+    class Watched(SlurmExecutor):
         def _reserve(self, sim, c, job, plans):
             before = len(plans)
             super()._reserve(sim, c, job, plans)
             made.extend((sim.now, tr["job_id"].iat[job], r) for r in plans[before:])
 
-    result = replay(sc, tr, Watched(EIGHT, pace="none"))
+    result = replay(sc, tr, Replanner(Watched(UNPACED), EIGHT))
     assert first_starts(tr, result) == {"w": 0.0, "x0": 0.0, "x1": 0.0, "y": 0.0,
                                         "b1": 3.0, "h": 4.0, "l": 3.0}
     assert made[:2] == [(1.0, "b1", (3.0, frozenset({1, 2}))),
@@ -551,12 +576,12 @@ def test_backfill_starts_a_later_budget_job_by_requeueing_opportunistic_work():
     tr = trace([("O", "o", 0, 8, 30.0, 1.0), ("X", "b", 0, 4, 20.0, 1.0),
                 ("H", "a", 1, 16, 2.0, 1.0), ("A", "b", 2, 8, 4.0, 1.0)])
     # (rule 8 off: o, with no budget, would be overdrawn and requeued at once)
-    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
+    each = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED_BEFORE_RULE8))
     assert {k: v for k, v in first_starts(tr, each).items() if k in "HA"} == {
         "H": 20.0, "A": 8.0}
     assert job_runs(tr, each, "O")[0] == (0.0, 8.0, PREEMPTED)
-    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", reserve_each=False,
-                                                  export=BEFORE_RULE8))
+    first_only = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED_BEFORE_RULE8,
+                                                  options=FIRST_ONLY))
     assert {k: v for k, v in first_starts(tr, first_only).items() if k in "HA"} == {
         "H": 20.0, "A": 22.0}
     assert job_runs(tr, first_only, "O")[0] == (0.0, 20.0, PREEMPTED)
@@ -600,7 +625,7 @@ def test_a_waiting_opportunistic_job_reserves_no_nodes_bf_min_prio_reserve():
                 ("S", "b", 2, 2, 20.0, 1.0)])
     shipped = replay(sc, tr, SlurmReplayPolicy(EIGHT))
     assert first_starts(tr, shipped) == {"X": 0.0, "W": 22.0, "S": 2.0}
-    reserving = replay(sc, tr, SlurmReplayPolicy(EIGHT, min_prio_reserve=False))
+    reserving = replay(sc, tr, SlurmReplayPolicy(EIGHT, options=EVERY_HEAD_RESERVES))
     assert first_starts(tr, reserving) == {"X": 0.0, "W": 10.0, "S": 12.0}
     for result in (shipped, reserving):
         assert tags(tr, result)["X"] == {BUDGET}
@@ -617,21 +642,22 @@ def test_no_decay_keeps_the_budget_qos_usage_undecayed():
     # of this 7-day lookback ask for a half-life of ln 2 · 7 · 24 / 2 = 58.2 h.
     sc = two_teams(days=3, budgets=(("a", 1000.0), ("b", 0.0)))
     tr = trace([("a1", "a", 50, 2, 10.0, 1.0)])
-    kept = _FixedGrants({"a": (4.0, 0.0)})
+    kept = fixed_grants({"a": (4.0, 0.0)})
     replay(sc, tr, kept)
     a = 0  # a's position among the leaves
-    assert kept.qos_used[a] == pytest.approx(20.0)
-    decayed = _FixedGrants({"a": (4.0, 0.0)}, no_decay=False)
+    assert kept.executor.qos_used[a] == pytest.approx(20.0)
+    decayed = fixed_grants({"a": (4.0, 0.0)}, replace(SHIPPED, no_decay=False))
     replay(sc, tr, decayed)
-    assert decayed.state.decay_half_life_hours == pytest.approx(math.log(2) * 84, abs=1e-6)
+    assert decayed.executor.state.decay_half_life_hours == pytest.approx(math.log(2) * 84, abs=1e-6)
     half = 0.5 ** (1 / (math.log(2) * 84))
-    assert decayed.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
+    assert decayed.executor.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
                                                 rel=1e-6)
     # a site that keeps Slurm's default (7 days; ``half_life_hours`` replays it)
-    week = _FixedGrants({"a": (4.0, 0.0)}, no_decay=False, half_life_hours=168.0)
+    week = fixed_grants({"a": (4.0, 0.0)}, replace(SHIPPED, no_decay=False),
+                        SlurmReplayOptions(half_life_hours=168.0))
     replay(sc, tr, week)
     half = 0.5 ** (1 / 168)
-    assert week.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
+    assert week.executor.qos_used[a] == pytest.approx(sum(2 * half ** k for k in range(12, 22)),
                                              rel=1e-6)
 
 
@@ -650,7 +676,7 @@ def test_a_project_behind_its_pace_takes_back_a_node_from_one_ahead_after_the_ex
                   budgets=[("a", 1000.0), ("b", 500.0)],
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("B", "b", 0, 8, 30.0, 1.0), ("A", "a", 2, 8, 4.0, 1.0)])
-    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    policy = SlurmReplayPolicy(EIGHT, export=UNPACED)
     taken = replay(sc, tr, policy)
     assert first_starts(tr, taken) == {"B": 0.0, "A": 24.0}
     assert job_runs(tr, taken, "B") == [(0.0, 24.0, PREEMPTED), (28.0, 34.0, "done")]
@@ -659,11 +685,11 @@ def test_a_project_behind_its_pace_takes_back_a_node_from_one_ahead_after_the_ex
     # the last plan (48): b has used 192 + 6 × 8 = 240 NGH, below 500 × 48 / 72 = 333.3, so
     # nobody is ahead any more and gp-a preempts gp-opportunistic alone; both QOS are
     # exempt for the protected runtime
-    budgets = {b.project: b for b in policy.state.budgets}
+    budgets = {b.project: b for b in policy.executor.state.budgets}
     assert (budgets["a"].takes_back, budgets["b"].takes_back) == ((), ())
     assert budgets["a"].preempt_list == "gp-opportunistic,gp-overdrawn"
     assert budgets["a"].preempt_exempt_hours == budgets["b"].preempt_exempt_hours == 8.0
-    kept = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", takes_back=False))
+    kept = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=replace(UNPACED, takes_back=False)))
     assert first_starts(tr, kept) == {"B": 0.0, "A": 30.0}
     assert kept.preemptions.sum() == 0
 
@@ -680,7 +706,7 @@ def test_budget_work_is_not_taken_back_inside_its_exempt_time():
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("C", "b", 0, 8, 20.0, 1.0), ("B", "b", 19, 8, 26.0, 1.0),
                 ("A", "a", 22, 8, 4.0, 1.0)])
-    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none"))
+    result = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED))
     assert first_starts(tr, result) == {"C": 0.0, "B": 20.0, "A": 28.0}
     assert job_runs(tr, result, "B") == [(20.0, 28.0, PREEMPTED), (32.0, 50.0, "done")]
     assert result.preemptions.sum() == 1
@@ -708,8 +734,8 @@ def test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpu
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("B", "b", 0, 8, 30.0, 1.0), ("A", "a", 1, 8, 3.0, 1.0),
                 ("C", "c", 5, 8, 2.0, 1.0)])
-    policy = SlurmReplayPolicy(EIGHT, pace="none")
-    assert policy.export == replace(SHIPPED, pace="none")  # rule 8 on: what ships
+    policy = SlurmReplayPolicy(EIGHT, export=UNPACED)
+    assert policy.executor.export == replace(SHIPPED, pace="none")  # rule 8 on: what ships
     ruled = replay(sc, tr, policy)
     assert first_starts(tr, ruled) == {"B": 0.0, "A": 1.0, "C": 5.0}
     assert job_tags(tr, ruled, "B")[:2] == [(0.0, 1.0, "overdrawn"), (4.0, 5.0, "overdrawn")]
@@ -717,8 +743,8 @@ def test_rule_8_an_overdrawn_projects_jobs_yield_at_once_and_still_fill_idle_gpu
     assert tags(tr, ruled)["A"] == {BUDGET} and tags(tr, ruled)["C"] == {EXEMPT}
     # the last plan (48 h, two thirds of the quarter gone): c ran 8 × 2 = 16 NGH on no
     # budget, ≥ 1 × (1 + 2/3): overdrawn too; a (nothing beyond its budget) is not
-    assert policy.state.overdrawn_projects == {"b", "c"}
-    before = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=BEFORE_RULE8))
+    assert policy.executor.state.overdrawn_projects == {"b", "c"}
+    before = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=UNPACED_BEFORE_RULE8))
     assert first_starts(tr, before) == {"B": 0.0, "A": 8.0, "C": 11.0}
     assert tags(tr, before)["B"] <= {OPPORTUNISTIC, EXEMPT}
 
@@ -728,7 +754,7 @@ def test_the_replay_the_cli_export_and_the_tick_take_the_one_shipped_record():
     from planner.exporters.slurm import SlurmExport
     from tests.export_fixtures import ORG, PLAN
 
-    assert SlurmReplayPolicy().export is SHIPPED
+    assert SlurmReplayPolicy().executor.export is SHIPPED
     assert SlurmExport() == SHIPPED and SHIPPED.overdrawn_qos  # frozen: what ships
     assert export_files(PLAN, "slurm", ORG) == {
         "slurm-apply.sh": SHIPPED.export(PLAN, ORG).encode()}
@@ -755,15 +781,15 @@ def test_rule_8_an_overdrawn_project_keeps_its_pace_in_gp_opportunistic():
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("B1", "b", 0, 8, 10.0, 1.0), ("B2", "b", 24, 4, 30.0, 1.0),
                 ("B3", "b", 24, 4, 30.0, 1.0)])
-    policy = SlurmReplayPolicy(EIGHT, pace="none")
+    policy = SlurmReplayPolicy(EIGHT, export=UNPACED)
     paced = replay(sc, tr, policy)
     assert first_starts(tr, paced) == {"B1": 0.0, "B2": 24.0, "B3": 24.0}
     ran = tags(tr, paced)
     assert ran["B1"] <= {EXEMPT, OPPORTUNISTIC} and ran["B2"] <= {EXEMPT, OPPORTUNISTIC}
     assert ran["B3"] == {"overdrawn"}
-    assert policy.state.overdrawn_projects == {"b"}
-    assert dict(policy.state.overdrawn_pace) == {"b": pytest.approx(0.5)}
-    unpaced = replay(sc, tr, SlurmReplayPolicy(EIGHT, pace="none", export=replace(
+    assert policy.executor.state.overdrawn_projects == {"b"}
+    assert dict(policy.executor.state.overdrawn_pace) == {"b": pytest.approx(0.5)}
+    unpaced = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=replace(
         RULE8_WITHOUT_PACE, pace="none")))
     assert tags(tr, unpaced)["B2"] == tags(tr, unpaced)["B3"] == {"overdrawn"}
 
@@ -781,5 +807,5 @@ def test_the_slurm_replay_keeps_an_overdrawn_pace_with_the_ticks_function(monkey
 
     monkeypatch.setattr(slurm_replay, "keeps_pace", counting)
     sc = two_teams(days=2, budgets=(("a", 40.0), ("b", 0.0)))
-    replay(sc, trace([("b1", "b", 0, 8, 8.0, 8.0)]), SlurmReplayPolicy(pace="none"))
+    replay(sc, trace([("b1", "b", 0, 8, 8.0, 8.0)]), SlurmReplayPolicy(export=UNPACED))
     assert calls and all(pace == 0.0 for _, pace in calls)  # b: no budget, no pace

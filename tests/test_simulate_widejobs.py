@@ -221,7 +221,7 @@ def test_age_rank_improves_with_the_wait():
     ranks = []
     for now in (0.0, 24.0, 48.0, 96.0):
         probe.now = now
-        ranks.append(policy.age_rank(probe, 0)[:2])
+        ranks.append(policy.executor.age_rank(probe, 0)[:2])
     assert ranks == [(0, math.inf), (0, 2.0), (0, 1.0), (0, 0.5)]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from planner.cli import main
-from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS, export_slurm
+from planner.exporters.slurm import OPPORTUNISTIC_QOS, OVERDRAWN_QOS, SHIPPED, export_slurm
 from planner.ingest.squeue import SqueueJob, squeue_text
 from planner.locks import hold
 from planner.simulate.engine import replay
@@ -224,7 +224,7 @@ def test_the_slurm_replay_decides_with_the_ticks_function(monkeypatch):
     monkeypatch.setattr(slurm_replay, "budget_admits", counting)
     sc = two_teams(days=2, budgets=(("a", 40.0), ("b", 0.0)))
     replay(sc, trace([("a1", "a", 0, 4, 8.0, 8.0), ("a2", "a", 0, 1, 8.0, 8.0)]),
-           SlurmReplayPolicy(pace="none"))
+           SlurmReplayPolicy(export=replace(SHIPPED, pace="none")))
     assert calls
 
 

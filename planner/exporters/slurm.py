@@ -967,7 +967,7 @@ class SlurmExport:
 
     :data:`SHIPPED` is what ``planner export --to slurm``, ``planner cycle`` and
     ``planner tick`` use, and what ``planner-slurm`` replays
-    (:class:`~planner.simulate.slurm_replay.SlurmReplayPolicy`'s ``export``): one object,
+    (:class:`~planner.simulate.slurm_replay.SlurmExecutor`'s ``export``): one object,
     so the replay runs what ships by construction. Other values are the variants the
     export was measured against (:data:`BEFORE_RULE8`: the export before rule 8).
     """

@@ -69,7 +69,8 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
+from typing import Final, Literal
 
 import numpy as np
 import pandas as pd
@@ -81,7 +82,13 @@ from planner.simulate.trace import time_limits
 
 DONE, PREEMPTED, CUT = "done", "preempted", "cut"
 _EPS = 1e-9
-_STALE = object()  # a ProjectQueue's first job is not known (one left): look again
+class _Stale(Enum):
+    """The one value of :data:`_STALE` (a sentinel a type checker can narrow)."""
+
+    STALE = 0
+
+
+_STALE: Final = _Stale.STALE  # a ProjectQueue's first job is not known (one left): look again
 
 
 class JobState(IntEnum):
@@ -186,7 +193,7 @@ class ProjectQueue:
         self.buckets: dict[int, list[tuple]] = {}
         self.count = 0
         #: (first entry, its size) while known; _STALE after a removal (found again on demand)
-        self._head: tuple[tuple[tuple, int], int] | None | object = None
+        self._head: tuple[tuple[tuple, int], int] | None | Literal[_Stale.STALE] = None
 
     def push(self, key: tuple, job: int, gpus: int) -> bool:
         """Add a waiting job; False when the queue's first job stays the same."""

@@ -5,15 +5,17 @@ Three layers run a replay of the ``planner`` policies:
 - the **engine** (:class:`~planner.simulate.engine.Replay`): nodes, queues, starts,
   preemptions, the clock, the protected-runtime cap; policies see it through
   :class:`EngineView`, the reads and actions they may use, not the engine's internals;
-- the **replanner** (:class:`~planner.simulate.planner_policy.PlannerPolicy`): at every
-  period boundary it builds the scenario of the replan from the replay's state (usage,
+- the **replanner** (:class:`~planner.simulate.replanner.Replanner`): at every period
+  boundary it builds the scenario of the replan from the replay's state (usage,
   demand through :mod:`planner.demand`, gang requests) and plans it;
-- an **executor**, which turns the plan into starts and preemptions: the plan enforced
-  directly (``planner``), Slurm as the Slurm export configures it (``planner-slurm``,
-  :mod:`planner.simulate.slurm_replay`, taking :data:`planner.exporters.slurm.SHIPPED`),
-  Kueue as the Kueue export configures it (``planner-kueue``,
-  :mod:`planner.simulate.kueue_replay`, taking :data:`planner.exporters.kueue.SHIPPED`).
-  :class:`Executor` is the set of hooks the replanner calls on it.
+- an **executor**, which the replanner holds (composed, not inherited) and which turns
+  each plan into starts and preemptions: the plan enforced directly (``planner``,
+  :class:`~planner.simulate.planner_policy.IdealExecutor`), Slurm as the Slurm export
+  configures it (``planner-slurm``, :class:`~planner.simulate.slurm_replay.SlurmExecutor`,
+  taking :data:`planner.exporters.slurm.SHIPPED`), Kueue as the Kueue export configures
+  it (``planner-kueue``, :class:`~planner.simulate.kueue_replay.KueueExecutor`, taking
+  :data:`planner.exporters.kueue.SHIPPED`). :class:`Executor` is the set of hooks the
+  replanner calls on it.
 
 Both are :func:`typing.runtime_checkable` protocols: ``isinstance(x, Executor)`` checks that
 every hook is there (``tests/test_simulate_executor.py`` checks the engine and the three
@@ -22,7 +24,7 @@ executors), and the annotations let a type checker check the calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from planner.config import ModelConfig
     from planner.demand import QueuedJob
     from planner.inputs import Scenario
     from planner.inputs.org import OrgTree
@@ -217,13 +220,14 @@ class EngineView(Protocol):
 class Executor(Protocol):
     """The hooks the replanner calls on the executor that enforces its plans.
 
-    At every replan, in this order: :meth:`gang_requests` (the reservation requests of
-    the replan), :meth:`booked` (the usage ledger the replan reads), :meth:`read_back`
-    (the queue as the executor prints it, when the demand is read through text),
-    :meth:`apply_first_period` (the plan's first period put in force: quotas, limits,
-    reservations), :meth:`reclass` (running jobs re-classed against it),
-    :meth:`hold_reservations` (the plan's reservations held); between replans the engine
-    calls :meth:`job_key`, :meth:`schedule` and :meth:`protect_hours`.
+    Once, before the replay: :meth:`begin`. Every whole hour: :meth:`before_replan`; at a
+    period boundary the replan, which reads :meth:`booked` (the usage ledger) and
+    :meth:`read_back` (the queue as the executor prints it, when the demand is read
+    through text), then :meth:`apply_first_period` (the plan's first period put in
+    force: quotas, limits, reservations), :meth:`reclass` (running jobs re-classed
+    against it) and :meth:`hold_reservations` (the plan's reservations held); then
+    :meth:`after_replan`. The engine's :meth:`job_key` and :meth:`schedule` go to the
+    executor unchanged.
     """
 
     name: str
@@ -233,15 +237,27 @@ class Executor(Protocol):
     def job_key(self, sim: EngineView, job: int) -> tuple:
         """The job's order key in its queue (computed once, at the start)."""
 
-    def gang_requests(self, sim: EngineView, as_of: pd.Timestamp) -> pd.DataFrame:
-        """The reservations table of a replan: the gang jobs that waited."""
+    def begin(self, sim: EngineView, model: ModelConfig) -> None:
+        """Once, before the replay (``model``: the replanner's): nothing in force yet."""
+
+    def before_replan(self, sim: EngineView, now: float) -> None:
+        """Every whole hour, before the replanner's (accruals, entitlements)."""
+
+    def after_replan(self, sim: EngineView, now: float, replanned: bool) -> bool:
+        """Every whole hour, after it (``replanned``: a plan was put in force).
+
+        True: every cluster is scheduled again.
+        """
 
     def booked(self, sim: EngineView) -> np.ndarray:
         """(P, K, H) GPU-hours the executor's accounting reports (the replan's usage)."""
 
-    def read_back(self, sim: EngineView, asked: AbstractSet[int],
-                  as_of: pd.Timestamp) -> list[QueuedJob]:
-        """The queue as the executor prints it, read back with the ingest's parser."""
+    def read_back(self, sim: EngineView, asked: AbstractSet[int], as_of: pd.Timestamp,
+                  hours_left: Callable[[EngineView, int], float]) -> list[QueuedJob]:
+        """The queue as the executor prints it, read back with the ingest's parser.
+
+        ``hours_left``: the replanner's time left of a job (what its demand source sees).
+        """
 
     def apply_first_period(self, sim: EngineView, body: dict, first: str) -> None:
         """Put the plan's first period in force (quotas, limits, reservations)."""
@@ -249,11 +265,9 @@ class Executor(Protocol):
     def reclass(self, sim: EngineView) -> None:
         """Re-class the running jobs against the plan just put in force."""
 
-    def hold_reservations(self, sim: EngineView, body: dict) -> None:
-        """The plan's reservations become holds of their jobs' nodes."""
+    def hold_reservations(self, sim: EngineView, body: dict,
+                          request_job: Mapping[str, int]) -> None:
+        """The plan's reservations become holds (``request_job``: request id → job)."""
 
     def schedule(self, sim: EngineView, c: int) -> None:
         """Start (and preempt) what the executor would on cluster ``c`` now."""
-
-    def protect_hours(self, sim: EngineView, job: int, tag: str) -> float | None:
-        """Hours a job started under ``tag`` is protected for (None: its own)."""

@@ -1,7 +1,8 @@
 """``planner-kueue``: the rolling plan replayed through the Kueue objects we export.
 
-The replanning is the ``planner`` policy's, unchanged (:class:`PlannerPolicy`'s
-``refresh``, ``_usage``, ``_demand``, ``_forecast``). At each replan the policy builds
+The replanning is the ``planner`` policy's, unchanged: :class:`KueueReplayPolicy` is the
+:class:`~planner.simulate.replanner.Replanner` holding a :class:`KueueExecutor`
+(composed: the executor does not inherit the replanner). At each replan the executor builds
 the first period's Kueue objects **with the exporter's own function**
 (:meth:`planner.exporters.kueue.KueueExport.period_objects` of the policy's ``export``,
 by default :data:`planner.exporters.kueue.SHIPPED`, the very record ``planner export
@@ -59,13 +60,13 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   leaves the workload its quota (Kueue's check), and then as much of it as the quota
   needs, beyond what makes room on the nodes;
 - **within a queue** (``withinClusterQueue: LowerPriority``,
-  :meth:`KueueReplayPolicy._within_queue`): a workload that does not fit preempts its own
+  :meth:`KueueExecutor._within_queue`): a workload that does not fit preempts its own
   queue's running workloads of a lower priority (budget work takes the queue's
   unallocated work, a gang its smaller budget work too), the lowest priority and most
   recently admitted first, as many as it needs to fit, tried before the cohort's
   candidates (Kueue pools both kinds; the replay takes its own queue's alone when they
   suffice, else the cohort's alone);
-- **fair-sharing preemption** (:meth:`KueueReplayPolicy._fair_targets`): with Fair
+- **fair-sharing preemption** (:meth:`KueueExecutor._fair_targets`): with Fair
   Sharing on, ``reclaimWithinCohort: Any`` lets a pending workload *beyond* its queue's
   nominal quota preempt too, under the Configuration's ``preemptionStrategies`` (Kueue's
   docs, "Preemption", "Fair Sharing"; ``pkg/scheduler/preemption/fair_strategy.go``):
@@ -122,6 +123,11 @@ resource, ``nvidia.com/gpu``, so the dominant resource is the only one):
   its quota, at the lower priority: admitted after the queue's waiting budget work,
   preempted by it, and taken first when its queue borrows.
 
+What only the replay has (Kueue's Configuration and the cycle's feeds: ``fair_sharing``,
+``fair_preemption``, ``strategies``, ``priorities``, ``widens``, ``late``) is one
+:class:`KueueReplayOptions` record, :data:`AS_SHIPPED` by default; the variants compared
+are named records in the tests and benchmarks.
+
 Quotas are in whole GPUs of the engine's accounting (a gang holds whole nodes).
 """
 
@@ -131,11 +137,13 @@ import heapq
 import json
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from planner.config import ModelConfig
@@ -152,8 +160,9 @@ from planner.exporters.kueue import (
 )
 from planner.ingest.queue import workload_jobs
 from planner.ingest.workloads import queue_items
-from planner.simulate.planner_policy import DemandSource, PlannerPolicy
+from planner.simulate.executor import EngineView
 from planner.simulate.queue_render import workload_items
+from planner.simulate.replanner import DemandSource, Replanner
 from planner.tick import late_step
 
 NOMINAL, BORROWED = "nominal", "borrowed"
@@ -472,7 +481,7 @@ class NodeRoom:
 
     __slots__ = ("count", "free", "gpn", "gpus_of", "nodes_of")
 
-    def __init__(self, sim, c: int) -> None:
+    def __init__(self, sim: EngineView, c: int) -> None:
         self.gpn = sim.gpn[c]
         self.free = sim.free_gpus(c)
         self.count = [0] * (self.gpn + 1)  # nodes by free GPUs
@@ -666,43 +675,90 @@ def quota_trees(objects: list[dict[str, Any]], one_kueue: bool = True
 TOURNAMENT = cmp_to_key(tournament_order)
 
 
-class KueueReplayPolicy(PlannerPolicy):
-    """``planner-kueue``: see the module docstring."""
+@dataclass(frozen=True)
+class KueueReplayOptions:
+    """What the Kueue replay runs under that is not in the export (the module docstring).
+
+    Kueue's Configuration and what the cycle feeds the export; the export's options are
+    its :class:`~planner.exporters.kueue.KueueExport` record.
+    """
+
+    #: False: Kueue without its fairSharing section
+    fair_sharing: bool = True
+    #: Fair Sharing's own preemption (``preemptionStrategies``
+    #: [LessThanOrEqualToFinalShare, LessThanInitialShare]): a pending workload beyond
+    #: its nominal quota preempts borrowed work of queues with a higher share. Part of
+    #: what Kueue does with the export's ``reclaimWithinCohort: Any`` once Fair Sharing
+    #: is on; False replays only the lender's reclaim (the replay before)
+    fair_preemption: bool = True
+    #: the Kueue Configuration's ``fairSharing.preemptionStrategies`` replayed: the
+    #: configuration the docs ask for, [LessThanOrEqualToFinalShare] alone (Kueue's
+    #: default adds LessThanInitialShare, which preempts more for no gain)
+    strategies: tuple[str, ...] = (STRATEGIES[0],)
+    #: the export's WorkloadPriorityClasses, each job carrying its class's label
+    #: (allocated work ``gpu-planner-budget``, unallocated ``gpu-planner-unallocated``):
+    #: a queue admits higher priorities first and ``withinClusterQueue: LowerPriority``
+    #: preempts its own lower-priority work; False: every workload at priority 0 (the
+    #: export before the classes, or a site whose jobs carry no class)
+    priorities: bool = True
+    #: the export's widening (the executor contract's rule 6): at each replan a
+    #: project with budget left, not ahead of its pace, holds nominal quota for its
+    #: widest waiting gang on each cluster, out of the GPUs no project holds
+    #: (:func:`planner.exporters.kueue.widen_to_pending`, fed the queue as ``planner
+    #: cycle`` feeds it the Workloads); False: the export before
+    widens: bool = True
+    #: the export's rule 7 (late arrivals): at each replan the pool keeps a node of
+    #: each cluster unheld (:data:`RESERVE_NODES`, :func:`keep_reserve`), and every
+    #: hour between replans a gang waiting in a queue the plan gave no nominal quota
+    #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
+    #: ``planner export --late`` does to the applied set); False: the export before
+    late: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse strategies Kueue does not have or orders it does not take."""
+        strategies = self.strategies
+        unknown = set(strategies) - set(STRATEGIES)
+        if unknown or not strategies or strategies[0] != STRATEGIES[0]:
+            raise ValueError(f"preemptionStrategies {strategies!r}: [{STRATEGIES[0]}] or "
+                             f"{list(STRATEGIES)} (Kueue's default)")
+
+
+#: the replay of the shipped configuration: Kueue configured as the docs ask
+AS_SHIPPED = KueueReplayOptions()
+
+
+class KueueReplayPolicy(Replanner):
+    """``planner-kueue``: the replanner holding a :class:`KueueExecutor`."""
+
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
+                 reservation_requests: bool = False, export: KueueExport = SHIPPED,
+                 gang_wait_hours: float | None = math.inf,
+                 demand: DemandSource | None = None,
+                 options: KueueReplayOptions = AS_SHIPPED) -> None:
+        # No reservation requests for waiting gang jobs by default (``math.inf``, as the
+        # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
+        # which the export never lends (``lendingLimit``), so it idles until the gang job
+        # fits on the nodes: requests cost occupancy, so they are off unless asked.
+        # ``reservation_requests``: replans keep the scenario's own reservation requests
+        # beside the waiting gang jobs' (:meth:`Replanner.gang_requests`)
+        super().__init__(KueueExecutor(export, options), model=model,
+                         check_every=check_every, gang_wait_hours=gang_wait_hours,
+                         demand=demand, reservation_requests=reservation_requests)
+
+
+class KueueExecutor:
+    """``planner-kueue``'s executor: Kueue as the exported objects set it up (module docstring)."""
 
     name = "planner-kueue"
     work_conserving = False  # idle GPUs stay idle where no queue's quota reaches them
     protects_min_runtime = False  # Kueue cannot protect a min runtime
 
-    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
-                 fair_sharing: bool = True, reservation_requests: bool = False,
-                 export: KueueExport = SHIPPED,
-                 gang_wait_hours: float | None = math.inf,
-                 fair_preemption: bool = True,
-                 strategies: tuple[str, ...] = (STRATEGIES[0],),
-                 priorities: bool = True,
-                 widens: bool = True, late: bool = True,
-                 demand: DemandSource | None = None) -> None:
-        # No reservation requests for waiting gang jobs by default (``math.inf``, as the
-        # ``planner`` and ``planner-slurm`` defaults): a request becomes reserved quota,
-        # which the export never lends (``lendingLimit``), so it idles until the gang job
-        # fits on the nodes: requests cost occupancy, so they are off unless asked.
-        super().__init__(model=model, check_every=check_every,
-                         gang_wait_hours=gang_wait_hours, demand=demand)
-        self.fair_sharing = fair_sharing  # False: Kueue without its fairSharing section
-        #: Fair Sharing's own preemption (``preemptionStrategies``
-        #: [LessThanOrEqualToFinalShare, LessThanInitialShare]): a pending workload beyond
-        #: its nominal quota preempts borrowed work of queues with a higher share. Part of
-        #: what Kueue does with the export's ``reclaimWithinCohort: Any`` once Fair Sharing
-        #: is on; False replays only the lender's reclaim (the replay before)
-        self.fair_preemption = fair_preemption and fair_sharing
-        unknown = set(strategies) - set(STRATEGIES)
-        if unknown or not strategies or strategies[0] != STRATEGIES[0]:
-            raise ValueError(f"preemptionStrategies {strategies!r}: [{STRATEGIES[0]}] or "
-                             f"{list(STRATEGIES)} (Kueue's default)")
-        #: the Kueue Configuration's ``fairSharing.preemptionStrategies`` replayed: the
-        #: configuration the docs ask for, [LessThanOrEqualToFinalShare] alone (Kueue's
-        #: default adds LessThanInitialShare, which preempts more for no gain)
-        self.strategies = tuple(strategies)
+    def __init__(self, export: KueueExport = SHIPPED,
+                 options: KueueReplayOptions = AS_SHIPPED) -> None:
+        self.options = options
+        self.fair_sharing = options.fair_sharing  # (KueueReplayOptions)
+        self.fair_preemption = options.fair_preemption and options.fair_sharing
+        self.strategies = tuple(options.strategies)
         #: the export's options (:class:`~planner.exporters.kueue.KueueExport`): ``SHIPPED``,
         #: the very record ``planner export --to kueue`` writes with, unless a variant is
         #: asked for. ``fill`` (False: borrowing capped at the opportunistic grant, and
@@ -717,31 +773,13 @@ class KueueReplayPolicy(PlannerPolicy):
         #: reserve (applied with ``late`` and ``fill``)
         self.export = export
         self.fill = export.fill
-        #: True: replans keep the scenario's own reservation requests beside the
-        #: waiting gang jobs' (:meth:`PlannerPolicy.gang_requests`)
-        self.reservation_requests = reservation_requests
-        #: the export's WorkloadPriorityClasses, each job carrying its class's label
-        #: (allocated work ``gpu-planner-budget``, unallocated ``gpu-planner-unallocated``):
-        #: a queue admits higher priorities first and ``withinClusterQueue: LowerPriority``
-        #: preempts its own lower-priority work; False: every workload at priority 0 (the
-        #: export before the classes, or a site whose jobs carry no class)
-        self.priorities = priorities
-        #: the export's widening (the executor contract's rule 6): at each replan a
-        #: project with budget left, not ahead of its pace, holds nominal quota for its
-        #: widest waiting gang on each cluster, out of the GPUs no project holds
-        #: (:func:`planner.exporters.kueue.widen_to_pending`, fed the queue as ``planner
-        #: cycle`` feeds it the Workloads); False: the export before
-        self.widens = widens
-        #: the export's rule 7 (late arrivals): at each replan the pool keeps a node of
-        #: each cluster unheld (:data:`RESERVE_NODES`, :func:`keep_reserve`), and every
-        #: hour between replans a gang waiting in a queue the plan gave no nominal quota
-        #: there gets its GPUs out of the pool (:func:`widen_late`, what the hourly
-        #: ``planner export --late`` does to the applied set); False: the export before
-        self.late = late
+        self.priorities = options.priorities
+        self.widens = options.widens
+        self.late = options.late
         #: (the replay's jobs, each one's priority): :meth:`_priority`'s table
         self._priorities: tuple[Any, list[int]] = (None, [])
 
-    def _priority(self, sim, job: int) -> int:
+    def _priority(self, sim: EngineView, job: int) -> int:
         """The Workload's priority: its WorkloadPriorityClass's value (0 without classes)."""
         if not self.priorities:
             return 0
@@ -754,15 +792,12 @@ class KueueReplayPolicy(PlannerPolicy):
             self._priorities = (jobs, table)
         return table[job]
 
-    def job_key(self, sim, job: int) -> tuple:
+    def job_key(self, sim: EngineView, job: int) -> tuple:
         """``BestEffortFIFO``'s order: higher priority first, then submit order."""
         return (-self._priority(sim, job), sim.jobs.submit[job], job)
 
-    def prepare(self, sim) -> None:
-        """The planner's preparation; no Kueue objects before the first replan."""
-        super().prepare(sim)
-        if self.reservation_requests:
-            self.base = replace(self.base, reservations=sim.scenario.reservations)
+    def begin(self, sim: EngineView, model: ModelConfig) -> None:
+        """No Kueue objects before the first replan."""
         self.objects: list[dict[str, Any]] = []
         self.trees: list[FlavorTree | None] = [None] * len(sim.cluster_ids)
         self.one_kueue = True
@@ -774,7 +809,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._failed: set[int] = set()
         self._no_within: set[int] = set()
         self._preempted: set[int] = set()
-        self._splits = {}
+        self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
         #: per cluster, the fair-sharing searches that found nothing since what they read
         #: last changed: ((trees' generation, the flavor's version, the other flavors'
         #: borrowing), {(queue, GPUs held, GPUs)}); the same again finds nothing again
@@ -797,16 +832,8 @@ class KueueReplayPolicy(PlannerPolicy):
         #: :meth:`_lines` read then)
         self._kept_lines: dict[int, tuple[tuple, tuple]] = {}
 
-    def gang_requests(self, sim, as_of: pd.Timestamp) -> pd.DataFrame:
-        """The waiting gang jobs' requests; with ``reservation_requests`` the scenario's too."""
-        requests = super().gang_requests(sim, as_of)
-        own = self.base.reservations
-        if not self.reservation_requests or own.empty:
-            return requests
-        frame = pd.concat([own.astype(requests.dtypes.to_dict()), requests], ignore_index=True)
-        return frame.sort_values("request_id", kind="stable", ignore_index=True)
-
-    def hold_reservations(self, sim, body: dict) -> None:
+    def hold_reservations(self, sim: EngineView, body: dict,
+                          request_job: Mapping[str, int]) -> None:
         """No node holds: Kueue keeps a reservation as quota (nominal with a lendingLimit).
 
         The exported ClusterQueue gives the project the reserved GPUs as nominal quota it
@@ -814,7 +841,7 @@ class KueueReplayPolicy(PlannerPolicy):
         free GPUs allow it (reclaiming borrowed GPUs), as Kueue would; no node is drained.
         """
 
-    def apply_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim: EngineView, body: dict, first: str) -> None:
         """The first period's Kueue objects, built by the exporter; the quotas from them."""
         period = body["periods"][0]
         pending = self._pending_gangs(sim) if self.widens else None
@@ -828,10 +855,10 @@ class KueueReplayPolicy(PlannerPolicy):
         self.one_kueue = not needs_per_cluster(body)
         self._read_objects(sim)
 
-    def _read_objects(self, sim) -> None:
+    def _read_objects(self, sim: EngineView) -> None:
         """The quota trees, queues and settings from :attr:`objects`, as Kueue reads them."""
         trees, project_queue, self.settings = quota_trees(self.objects, self.one_kueue)
-        self._splits: dict[int, dict[tuple[str, str], tuple[str, str]]] = {}
+        self._splits = {}
         self._generation += 1  # new trees: what was computed from the old ones is stale
         self._hopeless.clear()
         self._excesses.clear()
@@ -850,19 +877,22 @@ class KueueReplayPolicy(PlannerPolicy):
                               if q in tree.nodes and tree.nodes[q].queue] if tree else []
                              for tree in self.trees]
 
-    def refresh(self, sim, now: float) -> bool:
-        """The planner's replan at period boundaries; every other hour, rule 7's widening.
+    def before_replan(self, sim: EngineView, now: float) -> None:
+        """Nothing: Kueue's objects change only with a plan (or rule 7, after)."""
+
+    def after_replan(self, sim: EngineView, now: float, replanned: bool) -> bool:
+        """Every hour without a replan, rule 7's widening.
 
         Between replans the widest waiting gang (allocated, at least a node's GPUs) of each
         project and cluster goes to :func:`planner.tick.late_step` on the objects in force,
         the projects most owed first, as ``planner tick`` applies it each minute; True when
-        it served one (quotas changed).
+        it served one (quotas changed), as after a replan.
         """
-        if super().refresh(sim, now):
+        if replanned:
             return True
         return self._widen_late(sim)
 
-    def _widen_late(self, sim) -> bool:
+    def _widen_late(self, sim: EngineView) -> bool:
         """Rule 7 on the objects in force: True when a waiting gang was given quota."""
         if not self.late or self.body is None:
             return False
@@ -873,17 +903,21 @@ class KueueReplayPolicy(PlannerPolicy):
         self.reclass(sim)
         return True
 
-    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
-                  ) -> list[QueuedJob]:
+    def booked(self, sim: EngineView) -> np.ndarray:
+        """(P, K, H) GPU-hours the replans see as usage: every admitted Workload's."""
+        return sim.used
+
+    def read_back(self, sim: EngineView, asked: AbstractSet[int], as_of: pd.Timestamp,
+                  hours_left: Callable[[EngineView, int], float]) -> list[QueuedJob]:
         """The queue as Workloads JSON, read back by ``planner ingest kueue --demand``'s code."""
-        items = workload_items(sim, self.hours_left, as_of, asked)
+        items = workload_items(sim, hours_left, as_of, asked)
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
         queued, _, problems = queue_items("workloads.json", json.loads(text)["items"], as_of)
         if problems:
             raise RuntimeError(f"the replay's Workloads do not read back: {problems[:3]}")
         return workload_jobs(queued, sim.scenario)[0]
 
-    def _pending_gangs(self, sim) -> dict[tuple[str, str], int]:
+    def _pending_gangs(self, sim: EngineView) -> dict[tuple[str, str], int]:
         """(project, cluster) -> GPUs of the widest waiting gang (allocated, ≥ a node).
 
         What :func:`planner.ingest.pending.pending_gangs` reads from the Workloads: the
@@ -894,19 +928,19 @@ class KueueReplayPolicy(PlannerPolicy):
             widest[(project, cluster)] = max(widest.get((project, cluster), 0), gpus)
         return widest
 
-    def _waiting_gangs(self, sim) -> list[tuple[str, str, int]]:
+    def _waiting_gangs(self, sim: EngineView) -> list[tuple[str, str, int]]:
         """(project, cluster, GPUs) of each waiting gang (allocated, ≥ a node), engine order."""
         jobs = sim.jobs
         return [(sim.projects[jobs.project[job]], sim.cluster_ids[jobs.cluster[job]],
                  int(jobs.gpus[job])) for job in sim.waiting_jobs()
                 if jobs.allocated[job] and jobs.gpus[job] >= sim.gpn[jobs.cluster[job]]]
 
-    def reclass(self, sim) -> None:
+    def reclass(self, sim: EngineView) -> None:
         """Running jobs, oldest first: nominal within the queue's nominal quota, else borrowed."""
         for c in range(len(sim.cluster_ids)):
             self._retag(sim, c, set(range(len(sim.projects))))
 
-    def _retag(self, sim, c: int, projects: set[int]) -> None:
+    def _retag(self, sim: EngineView, c: int, projects: set[int]) -> None:
         """Each queue's work within its nominal quota, higher priority and oldest first.
 
         What is left is borrowed: the candidates Kueue preempts from a borrowing queue,
@@ -936,12 +970,12 @@ class KueueReplayPolicy(PlannerPolicy):
         for p in projects:
             done[p] = (self._generation, sim.project_version(c, p))
 
-    def _tag(self, sim, job: int, within: bool) -> str:
+    def _tag(self, sim: EngineView, job: int, within: bool) -> str:
         """``job``'s tag: within its queue's nominal quota or borrowed, by its priority."""
         pair = TAGS[self._priority(sim, job)] if self.priorities else (NOMINAL, BORROWED)
         return pair[0] if within else pair[1]
 
-    def _low_held(self, sim, c: int, p: int | None = None, below: int = TOP) -> bool:
+    def _low_held(self, sim: EngineView, c: int, p: int | None = None, below: int = TOP) -> bool:
         """Whether work of a priority under ``below`` runs on ``c`` (of ``p``'s, when given)."""
         if not self.priorities:
             return False
@@ -952,12 +986,12 @@ class KueueReplayPolicy(PlannerPolicy):
 
     # -- admission ---------------------------------------------------------------------------
 
-    def _sync(self, sim, c: int, tree: FlavorTree) -> None:
+    def _sync(self, sim: EngineView, c: int, tree: FlavorTree) -> None:
         """``tree``'s usage (cluster ``c``'s flavor) as the engine holds it."""
         held = sim.held_project[:, c].tolist()
         tree.set_queue_usage([0 if p is None else held[p] for p in self._slots[c]])
 
-    def _borrowed_elsewhere(self, sim, c: int, tree: FlavorTree) -> None:
+    def _borrowed_elsewhere(self, sim: EngineView, c: int, tree: FlavorTree) -> None:
         """Set what each node borrows on the other flavors, for ``c``'s shares.
 
         Kueue computes a ClusterQueue's or Cohort's share over every flavor of the
@@ -973,7 +1007,7 @@ class KueueReplayPolicy(PlannerPolicy):
         tree.elsewhere = elsewhere
         self._elsewhere = frozenset(elsewhere.items())
 
-    def _excess(self, sim, f: int, tree: FlavorTree) -> dict[str, int]:
+    def _excess(self, sim: EngineView, f: int, tree: FlavorTree) -> dict[str, int]:
         """Node → GPUs it borrows on flavor ``f`` (only those borrowing), synced from the engine.
 
         Follows from ``f``'s running work and the trees alone: kept while neither changed
@@ -987,11 +1021,12 @@ class KueueReplayPolicy(PlannerPolicy):
             self._excesses[f] = (now, excess)
         return excess
 
-    def _size_held(self, sim, c: int, gpus: int) -> int:
+    def _size_held(self, sim: EngineView, c: int, gpus: int) -> int:
         gpn = sim.gpn[c]
         return -(-gpus // gpn) * gpn if gpus >= gpn else gpus
 
-    def _candidate(self, sim, c: int, p: int, tree: FlavorTree) -> tuple[int, bool | str] | None:
+    def _candidate(self, sim: EngineView, c: int, p: int, tree: FlavorTree
+                   ) -> tuple[int, bool | str] | None:
         """The queue's next workload to try, and whether it must preempt to start.
 
         ``True``: by reclaim or Fair Sharing; ``WITHIN``: only its own queue's
@@ -1042,7 +1077,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 return top[1], True
         return None
 
-    def _victims(self, sim, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
+    def _victims(self, sim: EngineView, c: int, tree: FlavorTree) -> list[tuple[int, str]]:
         """Borrowing queues' borrowed work, the highest share first, lowest priority first."""
         borrowing = [(-tree.share(q), q) for q, node in self._queue_nodes[c]
                      if node.usage > node.nominal]
@@ -1052,7 +1087,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._retag(sim, c, set(projects))
         return [(p, tag) for p in projects for tag in BORROWED_ORDER]
 
-    def schedule(self, sim, c: int) -> None:
+    def schedule(self, sim: EngineView, c: int) -> None:
         """Kueue's scheduling cycles on one flavor until nothing more is admitted."""
         tree = self.trees[c]
         if tree is None:
@@ -1093,7 +1128,7 @@ class KueueReplayPolicy(PlannerPolicy):
             if not admitted and len(self._no_within) == set_aside:
                 return
 
-    def _quota_without(self, sim, c: int, tree: FlavorTree, q: str,
+    def _quota_without(self, sim: EngineView, c: int, tree: FlavorTree, q: str,
                        removed: dict[str, int]) -> int:
         """What queue ``q`` could admit were ``removed`` GPUs (queue → GPUs) preempted.
 
@@ -1106,7 +1141,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._sync(sim, c, tree)
         return out
 
-    def _reclaim_quota(self, sim, c: int, tree: FlavorTree, q: str, need: int,
+    def _reclaim_quota(self, sim: EngineView, c: int, tree: FlavorTree, q: str, need: int,
                        victims: list[tuple[int, str]]) -> list[int] | None:
         """The fewest borrowed workloads whose preemption leaves ``need`` GPUs for ``q``.
 
@@ -1128,7 +1163,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 return jobs[:i + 1]
         return None  # pragma: no cover - everything was enough above
 
-    def _admit(self, sim, c: int, p: int, job: int, tree: FlavorTree,
+    def _admit(self, sim: EngineView, c: int, p: int, job: int, tree: FlavorTree,
                within_only: bool = False) -> bool:
         q = self.queue[p]
         node = tree.nodes[q]
@@ -1153,7 +1188,7 @@ class KueueReplayPolicy(PlannerPolicy):
         tree.add_usage(q, need)
         return True
 
-    def _within_queue(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+    def _within_queue(self, sim: EngineView, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         """``withinClusterQueue: LowerPriority``: preempt the queue's own lower-priority work.
 
         Candidates: the queue's running workloads on this flavor with a lower priority than
@@ -1204,7 +1239,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._preempt(sim, c, tree, targets)
         return True
 
-    def _reclaim(self, sim, c: int, q: str, job: int, tree: FlavorTree) -> bool:
+    def _reclaim(self, sim: EngineView, c: int, q: str, job: int, tree: FlavorTree) -> bool:
         """A lender's reclaim of borrowed work for ``job``; False when it preempted nothing.
 
         Whether ``job`` then fits (quota and nodes) is :meth:`_admit`'s check.
@@ -1234,7 +1269,7 @@ class KueueReplayPolicy(PlannerPolicy):
             self._preempt(sim, c, tree, more or ())
         return True
 
-    def _preempt(self, sim, c: int, tree: FlavorTree, jobs) -> None:
+    def _preempt(self, sim: EngineView, c: int, tree: FlavorTree, jobs) -> None:
         """Preempt those of ``jobs`` still running (they preempt nobody in this pass)."""
         for v in jobs:
             if sim.is_running(v):
@@ -1264,7 +1299,7 @@ class KueueReplayPolicy(PlannerPolicy):
         cache[(a, b)] = found
         return found
 
-    def _fair_targets(self, sim, c: int, tree: FlavorTree, q: str, job: int
+    def _fair_targets(self, sim: EngineView, c: int, tree: FlavorTree, q: str, job: int
                       ) -> list[int] | None:
         """:meth:`_search_targets`, skipped where the same search found nothing before.
 
@@ -1287,7 +1322,7 @@ class KueueReplayPolicy(PlannerPolicy):
             hopeless.add(asked)
         return found
 
-    def _search_targets(self, sim, c: int, tree: FlavorTree, q: str, job: int
+    def _search_targets(self, sim: EngineView, c: int, tree: FlavorTree, q: str, job: int
                         ) -> list[int] | None:
         """Kueue's fair-sharing preemption targets for ``job`` of queue ``q``, or None.
 
@@ -1421,7 +1456,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 tree.shift(self.queue[sim.jobs.project[v]], held_of[v])
             tree.shift(q, -need)
 
-    def _lines(self, sim, c: int, tree: FlavorTree
+    def _lines(self, sim: EngineView, c: int, tree: FlavorTree
                ) -> tuple[list[tuple[int, str]], dict[int, list[int]], dict[int, int],
                           dict[str, int]]:
         """:meth:`_victims`, and each borrowing project's borrowed work in victim order.
@@ -1446,7 +1481,7 @@ class KueueReplayPolicy(PlannerPolicy):
         self._kept_lines[c] = ((self._generation, sim.version(c), self._elsewhere), found)
         return found
 
-    def _reach(self, sim, c: int, me: int, victims: list[tuple[int, str]]) -> NodeRoom:
+    def _reach(self, sim: EngineView, c: int, me: int, victims: list[tuple[int, str]]) -> NodeRoom:
         """The nodes of ``c`` were every borrowed workload of ``victims`` but ``me``'s gone.
 
         The room with every borrowing queue's borrowed work gone follows from ``c``'s
@@ -1465,7 +1500,7 @@ class KueueReplayPolicy(PlannerPolicy):
             reach.give_back(v)
         return reach
 
-    def _could_fit(self, sim, c: int, tree: FlavorTree, q: str, job: int,
+    def _could_fit(self, sim: EngineView, c: int, tree: FlavorTree, q: str, job: int,
                    cands: dict[str, deque], held_of: dict[int, int], reach: NodeRoom) -> bool:
         """Whether a search under the first strategy alone could end with ``job`` fitting.
 
@@ -1604,7 +1639,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 return True
         return False
 
-    def _drop_spare(self, sim, tree: FlavorTree, targets: list[int], fits,
+    def _drop_spare(self, sim: EngineView, tree: FlavorTree, targets: list[int], fits,
                     room: NodeRoom) -> None:
         """Kueue's last step: in reverse, drop each target without which ``fits()`` holds.
 
@@ -1621,7 +1656,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 room.take(v)
                 tree.shift(y, -sim.held(v))
 
-    def _fair_preempt(self, sim, c: int, p: int, job: int, tree: FlavorTree) -> bool:
+    def _fair_preempt(self, sim: EngineView, c: int, p: int, job: int, tree: FlavorTree) -> bool:
         """Preempt for ``job`` by Fair Sharing, when its strategies allow it.
 
         False when they do not (nothing preempted); whether ``job`` then fits is

@@ -11,10 +11,10 @@ from it with the replay's.
 What a job shows: its id (its index + 1: Slurm ids are digits), its project's account
 or LocalQueue, its cluster (partition, flavor), its GPUs, its state, its time limit and
 the time it has run, chosen so that the limit less the time run is what the replay's
-policy says the job has left (:meth:`~planner.simulate.planner_policy.PlannerPolicy.
+replanner says the job has left (:meth:`~planner.simulate.replanner.Replanner.
 hours_left`, in whole seconds, rounded up). Slurm: its QOS (a running job's by its class,
 a waiting one's by the wrapper rule, :meth:`~planner.simulate.slurm_replay.
-SlurmReplayPolicy.qos_of`), and the jobs the wrapper moved (allocated work under
+SlurmExecutor.qos_of`), and the jobs the wrapper moved (allocated work under
 ``gp-opportunistic``) as ``planner tick`` records them. Kueue: its class (budget work
 ``gpu-planner-budget`` or ``-gang``, else ``gpu-planner-unallocated``).
 """

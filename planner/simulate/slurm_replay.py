@@ -1,8 +1,9 @@
 """``planner-slurm``: the rolling replan, run as the exported script makes Slurm 22.05 run it.
 
-The replan is the ``planner`` policy's (:class:`~planner.simulate.planner_policy.PlannerPolicy`:
-``refresh``, ``_usage``, ``_demand``, ``_forecast``, inherited, not copied). Its executor is
-replaced by what :func:`planner.exporters.slurm.export_slurm` ships: at every replan the
+The replan is the :class:`~planner.simulate.replanner.Replanner`'s, the same as the
+``planner`` policy's: :class:`SlurmReplayPolicy` is the replanner holding a
+:class:`SlurmExecutor` (composed: the executor does not inherit the replanner), which
+replays what :func:`planner.exporters.slurm.export_slurm` ships: at every replan the
 plan's :class:`~planner.exporters.slurm.SlurmState` (the record the script is rendered
 from) is applied as the script would apply it, and jobs are scheduled as Slurm schedules
 with that state.
@@ -15,7 +16,7 @@ with that state.
   pace cap ``GrpTRES=gres/gpu=`` (GPUs its running jobs may hold), for a project the
   state marks ``widens`` (behind its pace, budget left) at least the GPUs of its widest
   job waiting at the replan, of any class, as the script's ``wide_cap`` reads every
-  pending job of the account (:meth:`SlurmReplayPolicy._pending_widest`);
+  pending job of the account (:meth:`SlurmExecutor._pending_widest`);
 - the accounts get their integer ``fairshare`` (the budgets), ``gp-opportunistic`` its
   exempt time and ``UsageFactor``;
 - reservations are created, moved and deleted: each holds ``NodeCnt`` whole nodes of its
@@ -90,10 +91,13 @@ lines the script's header asks for):
 
 The exported state is the shipped :class:`~planner.exporters.slurm.SlurmExport`'s
 (:data:`~planner.exporters.slurm.SHIPPED`, what ``planner export --to slurm`` ships;
-``export=`` another record replays a variant); the constructor's ``pace``, ``no_decay``,
-``shares``, ``opportunistic_usage``, ``floor``, ``takes_back`` and ``widens`` replace that
-field of the record, the variants it was compared with (CHANGELOG), and
-``bf_window_hours`` the site's backfill window (Slurm's default, a day).
+``export=`` another record replays a variant: the variants it was compared with
+(CHANGELOG) are named records where they are used, ``BEFORE_RULE8`` beside ``SHIPPED``,
+the others in the tests and benchmarks). What only the replay has, the site's
+``slurm.conf`` settings and the replay's own model, is one :class:`SlurmReplayOptions`
+record, :data:`AS_SHIPPED` by default: ``bf_window_hours`` the site's backfill window
+(Slurm's default, a day), ``bf_max_job_test``, ``min_prio_reserve``, ``reserve_each`` and
+``half_life_hours``.
 
 **Rule 8** (the executor contract's overdrawn projects, ``export.overdrawn_qos``, on as
 shipped; ``export=BEFORE_RULE8`` replays the export before it): the NGH each project ran
@@ -119,17 +123,20 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from planner.config import ModelConfig
 from planner.demand import QueuedJob
 from planner.exporters.slurm import SHIPPED, SlurmExport, SlurmReservation, SlurmState
 from planner.ingest.queue import squeue_jobs
 from planner.ingest.squeue import parse_squeue_text, squeue_text
-from planner.simulate.planner_policy import DemandSource, PlannerPolicy
+from planner.simulate.executor import EngineView
+from planner.simulate.planner_policy import allocated_first
 from planner.simulate.policies import (
     HOURS_PER_WEEK,
     FairTreePolicy,
@@ -137,12 +144,13 @@ from planner.simulate.policies import (
     reservation_from_ends,
 )
 from planner.simulate.queue_render import squeue_rows
+from planner.simulate.replanner import DemandSource, Replanner
 from planner.tick import budget_admits, keeps_pace
 
 BUDGET, EXEMPT, OPPORTUNISTIC = "budget", "opportunistic-exempt", "opportunistic"
 OVERDRAWN = "overdrawn"  # rule 8: gp-overdrawn, below gp-opportunistic, preempted at once
 _EPS = 1e-9
-#: the main pass's order of QOS (:meth:`SlurmReplayPolicy.priority`)
+#: the main pass's order of QOS (:meth:`SlurmExecutor.priority`)
 _QOS_ORDER = {BUDGET: 0, OPPORTUNISTIC: 1, OVERDRAWN: 2}
 
 
@@ -151,8 +159,56 @@ def _hourly_decay(half_life_hours: float | None) -> float:
     return 0.5 ** (1.0 / (HOURS_PER_WEEK if half_life_hours is None else half_life_hours))
 
 
-class SlurmReplayPolicy(PlannerPolicy):
-    """``planner-slurm``: see the module docstring."""
+@dataclass(frozen=True)
+class SlurmReplayOptions:
+    """What the Slurm replay runs under that is not in the export (the module docstring).
+
+    The site's ``slurm.conf`` (the settings the script's header asks for, replayed as
+    asked) and the replay's own model of Slurm's backfill; the export's options are its
+    :class:`~planner.exporters.slurm.SlurmExport` record.
+    """
+
+    #: ``PriorityDecayHalfLife``: None, the plan's (the script's header asks for it)
+    half_life_hours: float | None = None
+    #: ``SchedulerParameters=bf_max_job_test``: jobs backfill tests in a pass
+    bf_max_job_test: int = 500
+    #: ``SchedulerParameters=bf_window`` in hours (Slurm's default, 1440 minutes)
+    bf_window_hours: float = 24.0
+    #: ``SchedulerParameters=bf_min_prio_reserve`` (the script's header asks for it): only
+    #: budget-QOS jobs get reservations and block later jobs; False replays a site
+    #: without it (every blocked head, gp-opportunistic too, gets one)
+    min_prio_reserve: bool = True
+    #: Slurm's backfill tests each pending job in priority order: one that can start
+    #: without delaying a reservation starts (a budget job preempting gp-opportunistic
+    #: work, as the main pass), one that cannot gets a reservation of its own; False
+    #: replays the earlier model (one reservation, for the first blocked job, and no
+    #: preemption in backfill)
+    reserve_each: bool = True
+
+
+#: the replay of the shipped configuration: the site as the script's header asks
+AS_SHIPPED = SlurmReplayOptions()
+
+
+class SlurmReplayPolicy(Replanner):
+    """``planner-slurm``: the replanner holding a :class:`SlurmExecutor`."""
+
+    def __init__(self, model: ModelConfig | None = None, check_every: int = 30,
+                 gang_wait_hours: float = math.inf, demand: DemandSource | None = None,
+                 export: SlurmExport = SHIPPED,
+                 options: SlurmReplayOptions = AS_SHIPPED) -> None:
+        # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
+        # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
+        # limit), a Slurm reservation's nodes are still busy at its start, the gang job
+        # then cannot end inside it and never starts there, while every job whose limit
+        # reaches a future reservation stays off its nodes, so requests idle whole nodes.
+        super().__init__(SlurmExecutor(export, options), model=model,
+                         check_every=check_every, gang_wait_hours=gang_wait_hours,
+                         demand=demand)
+
+
+class SlurmExecutor:
+    """``planner-slurm``'s executor: Slurm as the exported script sets it up (module docstring)."""
 
     name = "planner-slurm"
     work_conserving = False  # backfill leaves GPUs idle ahead of a blocked job
@@ -161,58 +217,35 @@ class SlurmReplayPolicy(PlannerPolicy):
     # the min runtime the trace gives it: every start says how long (``protect=``)
     protects_min_runtime = True
 
-    def __init__(self, model=None, check_every: int = 30,
-                 half_life_hours: float | None = None, bf_max_job_test: int = 500,
-                 gang_wait_hours: float = math.inf, pace: str | None = None,
-                 no_decay: bool | None = None, shares: str | None = None,
-                 opportunistic_usage: float | None = None, floor: str | None = None,
-                 bf_window_hours: float = 24.0, min_prio_reserve: bool = True,
-                 reserve_each: bool = True, takes_back: bool | None = None,
-                 widens: bool | None = None, demand: DemandSource | None = None,
-                 export: SlurmExport = SHIPPED) -> None:
-        # No reservation requests for waiting gang jobs by default (``gang_wait_hours``
-        # infinite): as exported (``Flags=IGNORE_JOBS``, the window exactly the job's
-        # limit), a Slurm reservation's nodes are still busy at its start, the gang job
-        # then cannot end inside it and never starts there, while every job whose limit
-        # reaches a future reservation stays off its nodes, so requests idle whole nodes.
-        super().__init__(model=model, check_every=check_every,
-                         gang_wait_hours=gang_wait_hours, demand=demand)
+    def __init__(self, export: SlurmExport = SHIPPED,
+                 options: SlurmReplayOptions = AS_SHIPPED) -> None:
+        self.options = options
         # PriorityDecayHalfLife: the plan's (the script's header asks for it) unless given
-        self.half_life = half_life_hours
-        self.decay = _hourly_decay(half_life_hours)
-        self.bf_max_job_test = bf_max_job_test
-        self.bf_window = float(bf_window_hours)  # SchedulerParameters=bf_window (1440 min)
+        self.half_life = options.half_life_hours
+        self.decay = _hourly_decay(options.half_life_hours)
+        self.bf_max_job_test = options.bf_max_job_test
+        self.bf_window = float(options.bf_window_hours)  # bf_window (1440 min)
         # what the export ships: ``export`` (:class:`~planner.exporters.slurm.SlurmExport`),
         # SHIPPED, the very record `planner export --to slurm` and `planner tick` use, unless
-        # a variant is asked for (BEFORE_RULE8, or one option given here: pace, no_decay,
-        # shares, opportunistic_usage, floor, takes_back, widens, each a field of the record)
-        given = {k: v for k, v in (("pace", pace), ("no_decay", no_decay), ("shares", shares),
-                                   ("opportunistic_usage", opportunistic_usage),
-                                   ("floor", floor), ("takes_back", takes_back),
-                                   ("widens", widens)) if v is not None}
-        self.export = replace(export, **given) if given else export
-        self.pace_cap, self.no_decay = self.export.pace, self.export.no_decay
-        self.share_source = self.export.shares
-        self.opportunistic_usage = self.export.opportunistic_usage
-        self.pace_floor = self.export.floor
-        self.take_back = self.export.takes_back
-        self.widens = self.export.widens  # the pace caps widen to the widest pending job
-        # SchedulerParameters=bf_min_prio_reserve (the script's header asks for it): only
-        # budget-QOS jobs get reservations and block later jobs; False replays a site
-        # without it (every blocked head, gp-opportunistic too, gets one)
-        self.min_prio_reserve = min_prio_reserve
-        # Slurm's backfill tests each pending job in priority order: one that can start
-        # without delaying a reservation starts (a budget job preempting gp-opportunistic
-        # work, as the main pass), one that cannot gets a reservation of its own; False
-        # replays the earlier model (one reservation, for the first blocked job, and no
-        # preemption in backfill)
-        self.reserve_each = reserve_each
+        # a variant is asked for
+        self.export = export
+        self.pace_cap, self.no_decay = export.pace, export.no_decay
+        self.share_source = export.shares
+        self.opportunistic_usage = export.opportunistic_usage
+        self.pace_floor = export.floor
+        self.take_back = export.takes_back
+        self.widens = export.widens  # the pace caps widen to the widest pending job
+        self.min_prio_reserve = options.min_prio_reserve  # (SlurmReplayOptions)
+        self.reserve_each = options.reserve_each
+
+    def job_key(self, sim: EngineView, job: int) -> tuple:
+        """Allocated work before unallocated, then submit order (``PriorityWeightAge`` 0)."""
+        return allocated_first(sim, job)
 
     # -- state ---------------------------------------------------------------------------
 
-    def prepare(self, sim) -> None:
-        """The replan's set-up, then an empty Slurm (no limits, reservations or usage)."""
-        super().prepare(sim)
+    def begin(self, sim: EngineView, model: ModelConfig) -> None:
+        """An empty Slurm (no limits, reservations or usage)."""
         n_p = len(sim.projects)
         self.state: SlurmState | None = None
         self.limit_hours = np.full(n_p, np.nan)  # GrpTRESMins ÷ 60; NaN: no budget QOS
@@ -266,19 +299,21 @@ class SlurmReplayPolicy(PlannerPolicy):
         #: one backfill pass's reservations by (version, asker kind, GPUs, plans before it)
         self._reserved_for: dict[tuple, tuple[float, frozenset[int]]] = {}
 
-    def refresh(self, sim, now: float) -> bool:
-        """Usage accrued and decayed, the replan (and its state applied), Fair Tree ranks."""
+    def before_replan(self, sim: EngineView, now: float) -> None:
+        """Usage accrued and decayed (the replan reads it)."""
         self._accrue(sim)
         if now >= 1.0 - _EPS:
             self.qos_used *= self.qos_decay
             self._budget_epoch += 1
             self.fs_usage *= self.decay
-        super().refresh(sim, now)
+
+    def after_replan(self, sim: EngineView, now: float, replanned: bool) -> bool:
+        """Exemptions ended, Fair Tree ranks anew: every cluster is scheduled again."""
         self._end_exemptions(sim)
         self.rank_of = fair_tree_ranks(sim.tree, self.fs_usage, self.shares)
         return True
 
-    def apply_first_period(self, sim, body: dict, first: str) -> None:
+    def apply_first_period(self, sim: EngineView, body: dict, first: str) -> None:
         """Apply the plan's Slurm state as its script would (the module docstring)."""
         unbudgeted = {sim.projects[p]: float(v) for p, v in enumerate(self.unbudgeted) if v > 0}
         state = self.export.state(body, sim.tree, unbudgeted)
@@ -317,7 +352,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._budget_epoch += 1
 
     @staticmethod
-    def _pending_widest(sim) -> dict[int, int]:
+    def _pending_widest(sim: EngineView) -> dict[int, int]:
         """Project -> the GPUs of its widest waiting job, of any class.
 
         The script's ``wide_cap``: every pending job of the account, whatever QOS the
@@ -330,7 +365,8 @@ class SlurmReplayPolicy(PlannerPolicy):
             widest[p] = max(widest.get(p, 0), jobs.gpus[job])
         return widest
 
-    def hold_reservations(self, sim, body: dict) -> None:
+    def hold_reservations(self, sim: EngineView, body: dict,
+                          request_job: Mapping[str, int]) -> None:
         """No engine holds: the plan's reservations are Slurm reservations here.
 
         :meth:`apply_first_period` applied them (``_apply_reservations``) as the script
@@ -339,10 +375,11 @@ class SlurmReplayPolicy(PlannerPolicy):
         its nodes idle.
         """
 
-    def reclass(self, sim) -> None:
+    def reclass(self, sim: EngineView) -> None:
         """Nothing: a running job keeps the QOS it started under."""
 
-    def _apply_reservations(self, sim, reservations: tuple[SlurmReservation, ...]) -> None:
+    def _apply_reservations(self, sim: EngineView,
+                            reservations: tuple[SlurmReservation, ...]) -> None:
         start = sim.scenario.config.quarter_start
         hour = pd.Timedelta(hours=1)
         kept: dict[str, tuple[int, int, frozenset[int]]] = {}
@@ -371,7 +408,7 @@ class SlurmReplayPolicy(PlannerPolicy):
 
     # -- accounting ----------------------------------------------------------------------
 
-    def _accrue(self, sim) -> None:
+    def _accrue(self, sim: EngineView) -> None:
         """Book budget-QOS usage up to ``sim.now`` (QOS usage and fair-share usage)."""
         since = self.accrued_to  # (since, now] lies in one hour: refresh runs every hour
         hour = min(int(since + _EPS), sim.n_hours - 1)
@@ -405,16 +442,16 @@ class SlurmReplayPolicy(PlannerPolicy):
         self.accrued_to = sim.now
         self._budget_epoch += 1
 
-    def booked(self, sim) -> np.ndarray:
+    def booked(self, sim: EngineView) -> np.ndarray:
         """What the replans see as usage: budget-QOS GPU-hours (sacct less gp-opportunistic)."""
         return self.budget_used
 
-    def committed_hours(self, sim, p: int) -> float:
+    def committed_hours(self, sim: EngineView, p: int) -> float:
         """GPU-hours the budget QOS of ``p`` counts now: usage plus running jobs' limits left."""
         reserved = self.end_sum[p] - sim.now * self.run_gpus[p]
         return float(self.qos_used[p] + reserved)
 
-    def qos_of(self, sim, p: int, job: int) -> str:
+    def qos_of(self, sim: EngineView, p: int, job: int) -> str:
         """The QOS a waiting job runs under now: its budget QOS if both limits admit it.
 
         ``GrpTRESMins`` (usage and running jobs' limits left, plus this job's GPUs × time
@@ -430,7 +467,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             return OVERDRAWN
         return qos
 
-    def _wrapper_qos(self, sim, p: int, job: int) -> str:
+    def _wrapper_qos(self, sim: EngineView, p: int, job: int) -> str:
         """:meth:`qos_of` before rule 8: the wrapper rule's budget QOS or gp-opportunistic."""
         limit = self.limit_hours[p]
         if not sim.jobs.allocated[job] or math.isnan(limit):
@@ -450,32 +487,32 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._qos_known[job] = (stamp, qos)
         return qos
 
-    def read_back(self, sim, asked: AbstractSet[int], as_of: pd.Timestamp
-                  ) -> list[QueuedJob]:
+    def read_back(self, sim: EngineView, asked: AbstractSet[int], as_of: pd.Timestamp,
+                  hours_left: Callable[[EngineView, int], float]) -> list[QueuedJob]:
         """The queue as ``squeue`` lines, read back by ``planner ingest squeue``'s code.
 
         A running job shows the QOS it runs under, a waiting one the QOS the wrapper rule
         gives it now (:meth:`qos_of`); allocated work under ``gp-opportunistic`` is what
         ``planner tick`` recorded as moved (:mod:`planner.simulate.queue_render`).
         """
-        rows, moved = squeue_rows(sim, self.hours_left, self._under_budget, asked,
+        rows, moved = squeue_rows(sim, hours_left, self._under_budget, asked,
                                   self._overdrawn_qos)
         parsed, problems = parse_squeue_text("squeue", squeue_text(rows))
         if problems:
             raise RuntimeError(f"the replay's squeue text does not read back: {problems[:3]}")
         return squeue_jobs(parsed, sim.scenario, moved)[0]
 
-    def _under_budget(self, sim, job: int) -> bool:
+    def _under_budget(self, sim: EngineView, job: int) -> bool:
         if sim.is_running(job):
             return sim.tag_of(job) == BUDGET
         return self.qos_of(sim, sim.jobs.project[job], job) == BUDGET
 
-    def _overdrawn_qos(self, sim, job: int) -> bool:
+    def _overdrawn_qos(self, sim: EngineView, job: int) -> bool:
         if sim.is_running(job):
             return sim.tag_of(job) == OVERDRAWN
         return self.qos_of(sim, sim.jobs.project[job], job) == OVERDRAWN
 
-    def _end_exemptions(self, sim) -> None:
+    def _end_exemptions(self, sim: EngineView) -> None:
         """Opportunistic jobs past ``PreemptExemptTime`` become preemptable."""
         ends = self.exempt_ends
         while ends and ends[0][0] <= sim.now + _EPS:
@@ -493,7 +530,8 @@ class SlurmReplayPolicy(PlannerPolicy):
         """
         return (_QOS_ORDER.get(qos, 1), self.rank_of[p], *key)
 
-    def _blocked(self, sim, c: int, p: int, job: int, inside: bool) -> frozenset[int] | None:
+    def _blocked(self, sim: EngineView, c: int, p: int, job: int, inside: bool
+                 ) -> frozenset[int] | None:
         """Nodes ``job`` may not use (inside its account's reservation or outside all).
 
         None when it cannot run inside one (no active reservation of its account that
@@ -513,7 +551,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         return frozenset().union(*(n for s, e, _, n in self.reserved[c]
                                    if s < end - _EPS and e > now + _EPS))
 
-    def _try_start(self, sim, c: int, p: int, job: int, qos: str, preempt: bool,
+    def _try_start(self, sim: EngineView, c: int, p: int, job: int, qos: str, preempt: bool,
                    avoid: frozenset[int] = frozenset()) -> bool:
         """Start ``job`` inside its reservation or outside, off ``avoid``, preempting if allowed.
 
@@ -533,7 +571,7 @@ class SlurmReplayPolicy(PlannerPolicy):
                 return True
         return False
 
-    def _victims(self, sim, p: int, qos: str) -> list[tuple[int, str]]:
+    def _victims(self, sim: EngineView, p: int, qos: str) -> list[tuple[int, str]]:
         """What a ``qos`` job of ``p`` may requeue, lowest priority (worst Fair Tree rank) first.
 
         ``gp-opportunistic`` jobs past their exempt time, then (a budget job of a project
@@ -556,7 +594,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             out += [(q, BUDGET) for q in sorted(back, key=lambda q: -self.rank_of[q])]
         return out
 
-    def _start(self, sim, p: int, job: int, qos: str, blocked: frozenset[int]) -> None:
+    def _start(self, sim: EngineView, p: int, job: int, qos: str, blocked: frozenset[int]) -> None:
         if qos == BUDGET:
             sim.start(job, BUDGET, blocked, protect=self.budget_exempt)
             c = sim.jobs.cluster[job]
@@ -577,7 +615,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             self.run_opp_ngh[p] += sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
             sim.start(job, OPPORTUNISTIC, blocked, protect=0.0)
 
-    def schedule(self, sim, c: int) -> None:
+    def schedule(self, sim: EngineView, c: int) -> None:
         """Slurm's main pass in priority order, then backfill (the module docstring)."""
         self._accrue(sim)
         self._end_exemptions(sim)
@@ -624,8 +662,9 @@ class SlurmReplayPolicy(PlannerPolicy):
         """
         return qos == BUDGET or (qos == OPPORTUNISTIC and bool(self.overdrawn))
 
-    def _backfill(self, sim, c: int, head: int, order: list[tuple[int, int | None, str]],
-                  reserve: bool = True, read: tuple[int, int] | None = None) -> None:
+    def _backfill(self, sim: EngineView, c: int, head: int,
+                  order: list[tuple[int, int | None, str]], reserve: bool = True,
+                  read: tuple[int, int] | None = None) -> None:
         """Later jobs that start without delaying a higher-priority job's reservation.
 
         ``order``: (project, its first waiting job, that job's QOS) in priority order, as
@@ -701,7 +740,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             if not room or tested >= self.bf_max_job_test:
                 return
 
-    def _room(self, sim, c: int) -> bool:
+    def _room(self, sim: EngineView, c: int) -> bool:
         """Whether backfill may still start a job.
 
         One fits, or (``reserve_each``) a budget job might requeue ``gp-opportunistic``
@@ -717,7 +756,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             return nodes[0] if nodes else frozenset()
         return frozenset().union(*nodes)
 
-    def _reserve(self, sim, c: int, job: int, plans: list[tuple[float, frozenset[int]]]
+    def _reserve(self, sim: EngineView, c: int, job: int, plans: list[tuple[float, frozenset[int]]]
                  ) -> None:
         """Backfill's reservation for a blocked job: when and where it will fit.
 
@@ -742,7 +781,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         if shadow <= sim.now + self.bf_window + _EPS:
             plans.append((shadow, held))
 
-    def _reservation(self, sim, c: int, job: int, taken: frozenset[int]
+    def _reservation(self, sim: EngineView, c: int, job: int, taken: frozenset[int]
                      ) -> tuple[float, frozenset[int]]:
         """``FairTreePolicy._reservation(sim, c, job, taken, self._freed_at(sim, job))``.
 
@@ -753,7 +792,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         return reservation_from_ends(self._node_frees(sim, c, job), sim.jobs.gpus[job],
                                      sim.gpn[c], sim.now, taken)
 
-    def _node_frees(self, sim, c: int, job: int
+    def _node_frees(self, sim: EngineView, c: int, job: int
                     ) -> list[tuple[int, int, list[tuple[float, int]]]]:
         """(node, free GPUs, [(bound, GPUs)]) per node of ``c``, its jobs by (bound, job).
 
@@ -771,7 +810,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         gpn, gpus = sim.gpn[c], sim.jobs.gpus
         versions = sim.node_version(c)
         seen = cached[1] if cached is not None else [-1] * sim.nodes[c]
-        table = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
+        table: list = list(cached[2]) if cached is not None else [None] * sim.nodes[c]
         for node, free, jobs in sim.nodes_on(c):
             if seen[node] != versions[node]:
                 table[node] = (node, free, [(t, gpn if gpus[j] >= gpn else gpus[j])
@@ -779,7 +818,7 @@ class SlurmReplayPolicy(PlannerPolicy):
         self._frees_of[c, kind] = (version, list(versions), table)
         return table
 
-    def _kind(self, sim, job: int) -> tuple | None:
+    def _kind(self, sim: EngineView, job: int) -> tuple | None:
         """What the running jobs' bounds depend on for ``job`` (:meth:`_freed_by`).
 
         A budget job's exempt times and the projects it takes back from; None for any
@@ -790,7 +829,7 @@ class SlurmReplayPolicy(PlannerPolicy):
             return None
         return (self.exempt_hours, self.budget_exempt, self.takes_back[p])
 
-    def _freed_by(self, sim, job: int):
+    def _freed_by(self, sim: EngineView, job: int):
         """:meth:`_freed_at` as max(bound(j), now): the bound of each running job ``j``.
 
         min(max(a, now), max(b, now)) is max(min(a, b), now), exactly (min and max pick).
@@ -814,7 +853,7 @@ class SlurmReplayPolicy(PlannerPolicy):
 
         return bound
 
-    def _freed_at(self, sim, job: int):
+    def _freed_at(self, sim: EngineView, job: int):
         """When a running job frees its GPUs for ``job``, by the jobs' limits.
 
         For a budget job (which may requeue them) ``gp-opportunistic`` work past its exempt
