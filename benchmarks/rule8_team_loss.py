@@ -8,13 +8,13 @@ Replays the trace under ``planner-slurm`` as shipped (``on``) and with rule 8 of
 delivered ÷ owed falls most, in NGH, from off to on), and per project of it and week the
 delivered NGH that counts (min(delivered, owed), ``planner.simulate.metrics``) with the
 rule and without. For the weeks it lost, the jobs of the team whose delivered NGH in them
-moved most (a job started later or not at all) each get a row: its size, cluster and QOS,
-its start both ways, and, on its cluster at its start without the rule, the GPUs held with
-the rule by the projects overdrawn at that hour (under gp-opportunistic, kept at their
-pace, or gp-overdrawn), by the projects the rule finds overdrawn only later in the
-quarter, and by all others (budget QOS or gp-opportunistic): what took the GPUs the job
-got without the rule. Writes ``benchmarks/results/<name>.json`` (default
-``rule8-team-loss-<trace>``).
+moved most (a job started later, ran in more pieces, or not at all) each get a row: its
+size, cluster and QOS, its runs and first start both ways, and, on its cluster at its first
+start without the rule, the GPUs held with the rule by the projects overdrawn at that hour
+(under gp-opportunistic, kept at their pace; gp-overdrawn; budget QOS), by the projects
+the rule finds overdrawn only later in the quarter, and by all others (budget QOS or
+gp-opportunistic): what held the GPUs the job got without the rule. Writes
+``benchmarks/results/<name>.json`` (default ``rule8-team-loss-<trace>``).
 """
 
 from __future__ import annotations
@@ -182,6 +182,8 @@ def main() -> None:
                "allocated": bool(jobs["allocated"][j]),
                "submit_h": round(float(jobs["submit"][j]), 1), "week": w + 1,
                "ngh_lost_in_week": round(ngh, 1),
+               "runs_on": sum(s.job == j for s in on_segments),
+               "runs_off": sum(s.job == j for s in off_segments),
                "start_on_h": None if starts["on"] is None else round(starts["on"], 1),
                "start_off_h": None if starts["off"] is None else round(starts["off"], 1),
                "qos_on": tags["on"], "qos_off": tags["off"]}
@@ -228,8 +230,10 @@ COLUMNS = [
     {"key": "submit_h", "label": "submitted (h)"},
     {"key": "week", "label": "week"},
     {"key": "ngh_lost_in_week", "label": "NGH lost in the week"},
-    {"key": "start_on_h", "label": "start with the rule (h)"},
-    {"key": "start_off_h", "label": "start without (h)"},
+    {"key": "runs_on", "label": "runs with the rule"},
+    {"key": "runs_off", "label": "runs without"},
+    {"key": "start_on_h", "label": "first start with the rule (h)"},
+    {"key": "start_off_h", "label": "first start without (h)"},
     {"key": "qos_on", "label": "QOS with the rule"},
     {"key": "qos_off", "label": "QOS without"},
     {"key": "overdrawn_then", "label": "overdrawn then"},
