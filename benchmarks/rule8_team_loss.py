@@ -215,7 +215,12 @@ def main() -> None:
              "overdrawn later: projects the rule finds overdrawn later in the quarter). "
              "CPU s of the replays: " + ", ".join(f"{v} {r[2]:.1f}" for v, r in runs.items()),
         notes=["Every team's NGH gained or lost with the rule: " + ", ".join(
-            f"{t} {-lost(t):+,.0f}" for t in sorted(teams, key=lost, reverse=True))])
+            f"{t} {-lost(t):+,.0f}" for t in sorted(teams, key=lost, reverse=True)),
+            "Worst team and worst sizeable team (owed ≥ 1 % of all owed; "
+            "planner.simulate.metrics), weekly delivered ÷ owed: " + "; ".join(
+                f"{v} {r[0].metrics.summary['worst_team_delivered_over_owed']} and "
+                f"{r[0].metrics.summary['worst_sizeable_team_delivered_over_owed']}"
+                for v, r in runs.items())])
     print(f"wrote {out}")
 
 
