@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from budget_adherence import VARIANTS, make_trace  # noqa: E402
+from budget_adherence import make_trace  # noqa: E402
+from rule8_weekly_loss import ever, replay  # noqa: E402
 
 from planner.inputs.load import load_scenario  # noqa: E402
 from planner.results import load_now, write_result  # noqa: E402
-from planner.simulate import run as replays  # noqa: E402
 from planner.simulate.metrics import (  # noqa: E402
     HOURS_PER_WEEK,
     Axes,
@@ -45,35 +44,7 @@ from planner.simulate.metrics import (  # noqa: E402
     offered_work,
     spread,
 )
-from planner.simulate.run import simulate  # noqa: E402
 from planner.simulate.trace import read_trace  # noqa: E402
-
-POLICY = "planner-slurm"
-
-
-def replay(scenario, trace, variant: str):
-    """(the run, [(replan hour, overdrawn projects)], CPU seconds)."""
-    shipped = replays.POLICIES[POLICY]
-    factory = VARIANTS[variant][POLICY] if variant in VARIANTS else shipped
-    timeline: list[tuple[float, frozenset[str]]] = []
-
-    def recording(**kwargs):
-        policy = factory(**kwargs)
-        read = policy.apply_first_period
-
-        def reading(sim, body, first):
-            read(sim, body, first)
-            timeline.append((sim.now, frozenset(policy.state.overdrawn_projects)))
-        policy.apply_first_period = reading
-        return policy
-
-    replays.POLICIES[POLICY] = recording
-    try:
-        began = time.process_time()
-        (run,) = simulate(scenario, trace, [POLICY])
-        return run, timeline, time.process_time() - began
-    finally:
-        replays.POLICIES[POLICY] = shipped
 
 
 def overdrawn_at(timeline: list[tuple[float, frozenset[str]]], hour: float) -> frozenset[str]:
@@ -167,7 +138,7 @@ def main() -> None:
                    reverse=True)
     on_segments, off_segments = runs["on"][0].result.segments, runs["off"][0].result.segments
     timeline = runs["on"][1]
-    ever = frozenset().union(*(s for _, s in timeline)) if timeline else frozenset()
+    overdrawn_ever = ever(timeline)
     rows = []
     for ngh, j, w in moved[:args.top]:
         if ngh <= 0:
@@ -190,9 +161,9 @@ def main() -> None:
         if starts["off"] is not None:
             now = overdrawn_at(timeline, starts["off"])
             held = held_at(axes, on_segments, int(jobs["cluster"][j]), starts["off"], now,
-                           ever - now)
+                           overdrawn_ever - now)
             off_held = held_at(axes, off_segments, int(jobs["cluster"][j]), starts["off"],
-                               now, ever - now)
+                               now, overdrawn_ever - now)
             row |= {k: held.get(k, 0) for k in HELD}
             row["overdrawn_then"] = ", ".join(sorted(now))
             row["held_off"] = ", ".join(f"{k} {v}" for k, v in sorted(off_held.items()))
