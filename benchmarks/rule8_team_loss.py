@@ -4,8 +4,8 @@
         [--seed 7] [--jobs 40000] [--team TEAM] [--top 6] [--name NAME]
 
 Replays the trace under ``planner-slurm`` as shipped (``on``) and with rule 8 off
-(``off``, the export before it), takes the team ``--team`` (default: the team whose weekly
-delivered ÷ owed falls most, in NGH, from off to on), and per project of it and week the
+(``off``, the export before it), takes the team ``--team`` (default: the worst team with
+the rule, the lowest weekly delivered ÷ owed), and per project of it and week the
 delivered NGH that counts (min(delivered, owed), ``planner.simulate.metrics``) with the
 rule and without. For the weeks it lost, the jobs of the team whose delivered NGH in them
 moved most (a job started later, ran in more pieces, or not at all) each get a row: its
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--trace", default="synthetic")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=40000)
-    parser.add_argument("--team", help="the team to look at (default: the one losing most)")
+    parser.add_argument("--team", help="the team to look at (default: the worst with the rule)")
     parser.add_argument("--top", type=int, default=6, help="jobs to show")
     parser.add_argument("--name")
     args = parser.parse_args()
@@ -116,7 +116,9 @@ def main() -> None:
         return (off["delivered_over_owed_weekly"] - on["delivered_over_owed_weekly"]) \
             * on["owed_ngh"] if on.get("owed_ngh") else 0.0
 
-    team = args.team or max(teams, key=lambda t: (lost(t), t))
+    worst = runs["on"][0].metrics.summary["teams"]
+    team = args.team or min((t for t in worst if worst[t].get("owed_ngh")),
+                            key=lambda t: (worst[t]["delivered_over_owed_weekly"], t))
     team_of, team_names = _teams(scenario.tree)
     members = [int(i) for i in np.flatnonzero(team_of == team_names.index(team))]
     jobs = _job_arrays(scenario, trace, axes)
