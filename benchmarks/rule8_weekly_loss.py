@@ -46,10 +46,10 @@ POLICY = "planner-slurm"
 
 
 def replay(scenario, trace, variant: str):
-    """(the run, the projects rule 8 found overdrawn at any replan, CPU seconds)."""
+    """(the run, [(replan hour, the projects rule 8 finds overdrawn)], CPU seconds)."""
     shipped = replays.POLICIES[POLICY]
     factory = VARIANTS[variant][POLICY] if variant in VARIANTS else shipped
-    seen: set[str] = set()
+    timeline: list[tuple[float, frozenset[str]]] = []
 
     def recording(**kwargs):
         policy = factory(**kwargs)
@@ -58,7 +58,7 @@ def replay(scenario, trace, variant: str):
 
         def reading(sim, body, first):
             read(sim, body, first)
-            seen.update(executor.state.overdrawn_projects)
+            timeline.append((sim.now, frozenset(executor.state.overdrawn_projects)))
         executor.apply_first_period = reading
         return policy
 
@@ -66,9 +66,14 @@ def replay(scenario, trace, variant: str):
     try:
         began = time.process_time()
         (run,) = simulate(scenario, trace, [POLICY])
-        return run, frozenset(seen), time.process_time() - began
+        return run, timeline, time.process_time() - began
     finally:
         replays.POLICIES[POLICY] = shipped
+
+
+def ever(timeline: list[tuple[float, frozenset[str]]]) -> frozenset[str]:
+    """The projects overdrawn at any replan."""
+    return frozenset().union(*(projects for _, projects in timeline))
 
 
 def weekly(scenario, trace, run) -> tuple[np.ndarray, np.ndarray]:
@@ -103,10 +108,10 @@ def main() -> None:
     load = load_now()
     runs = {v: replay(scenario, trace, v) for v in ("unpaced", "on", "off")}
     projects = Axes.of(scenario).projects
-    flagged = runs["unpaced"][1]
+    flagged = ever(runs["unpaced"][1])
     group = np.array([p in flagged for p in projects])
     rows = []
-    for variant, (run, seen, cpu) in runs.items():
+    for variant, (run, timeline, cpu) in runs.items():
         got, owed = weekly(scenario, trace, run)
         figures = run.metrics.summary
         rows.append({
@@ -116,7 +121,7 @@ def main() -> None:
             "overdrawn_weekly": _ratio(got[group], owed[group]),
             "others_delivered_ngh": round(float(got[~group].sum()), 1),
             "others_weekly": _ratio(got[~group], owed[~group]),
-            "overdrawn_here": ", ".join(sorted(seen)),
+            "overdrawn_here": ", ".join(sorted(ever(timeline))),
             "budget_error_max": figures["budget_error_max"],
             "preemptions": figures["preemptions"],
             "gpu_hours_lost": figures["gpu_hours_lost_to_preemption"],

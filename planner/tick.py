@@ -161,9 +161,13 @@ def slurm_moves(jobs: Iterable[SqueueJob], budget_of: Mapping[str, str],
         budget = budget_of.get(job.account)
         if budget is None:
             continue
-        over = job.account in overdrawn
-        if over and keeps_pace(held.get(job.account, 0.0), paces.get(job.account, 0.0)):
-            over = None  # below its pace: gp-opportunistic, and this job counts as kept
+        # rule 8, for an account whose project is overdrawn: below its pace (paced) its work
+        # beyond its budget goes to (or stays in) gp-opportunistic, each such job counted as
+        # kept; at its pace or above (over) that work goes to gp-overdrawn
+        is_overdrawn = job.account in overdrawn
+        paced = is_overdrawn and keeps_pace(held.get(job.account, 0.0),
+                                            paces.get(job.account, 0.0))
+        over = is_overdrawn and not paced
         hours = math.inf if job.limit_seconds is None else job.limit_seconds / 3600.0
         state = use.get(budget)
         admits = state is not None and state.admits(job.gpus, hours)
@@ -175,26 +179,26 @@ def slurm_moves(jobs: Iterable[SqueueJob], budget_of: Mapping[str, str],
                        else "its budget does not admit it")
                 if over:
                     why += "; its project is overdrawn (rule 8)"
-                elif over is None:
+                elif paced:
                     why += "; its overdrawn project runs below its pace (rule 8)"
                 target = OVERDRAWN_QOS if over else OPPORTUNISTIC_QOS
                 out.append(Move(job.job_id, job.account, budget, target, why))
-                kept = over is None
+                kept = paced
         elif came and admits and job.qos in (OPPORTUNISTIC_QOS, OVERDRAWN_QOS):
             out.append(Move(job.job_id, job.account, job.qos, budget,
                             "its budget admits it again"))
         elif over and job.qos == OPPORTUNISTIC_QOS:
             out.append(Move(job.job_id, job.account, job.qos, OVERDRAWN_QOS,
                             "its project is overdrawn (rule 8)"))
-        elif over is None and job.qos == OPPORTUNISTIC_QOS:
+        elif paced and job.qos == OPPORTUNISTIC_QOS:
             kept = True
         elif not over and job.qos == OVERDRAWN_QOS and job.job_id in parked:
             back = parked[job.job_id]  # its budget QOS does not admit it: gp-opportunistic
             out.append(Move(job.job_id, job.account, job.qos,
                             OPPORTUNISTIC_QOS if back == budget else back,
-                            "its project is no longer overdrawn" if over is False else
-                            "its overdrawn project runs below its pace (rule 8)"))
-            kept = over is None
+                            "its overdrawn project runs below its pace (rule 8)" if paced
+                            else "its project is no longer overdrawn"))
+            kept = paced
         if kept:
             held[job.account] = held.get(job.account, 0.0) + job.gpus * rate(job.partition)
     return out

@@ -461,6 +461,71 @@ def test_real_slurm_tick_moves_a_job_off_a_spent_budget_and_back_after_a_replan(
             real_slurm.run("scancel", *jobs, check=False)
 
 
+def test_real_slurm_tick_keeps_an_overdrawn_accounts_pace_and_parks_the_rest(
+        real_slurm, tmp_path):
+    """Rule 8's pace on Slurm 22.05: ``planner tick`` runs squeue and scontrol itself.
+
+    p2 has run 2,300 NGH on its 1,500 half-way through the quarter (2,250 makes it
+    overdrawn) and spent its budget (``GrpTRESMins=gres/gpu=0``). Its pace is 1,500 NGH
+    over the quarter's 2,208 h: 0.68 NGH per hour; c1's rate is 1, so one 1-GPU job on
+    c1 runs 1 NGH per hour. p2 submits ``a`` and ``b`` (1 GPU each) under gp-p2: both
+    pend on ``QOSGrpGRESMinutes``. Tick 1: p2 runs nothing (0 < 0.68), so the first in
+    squeue's order stays in gp-opportunistic, counted as kept (1 ≥ 0.68), and the other
+    goes to gp-overdrawn; both then run on idle GPUs. A user submits ``c`` (held) under
+    gp-opportunistic; tick 2: p2 runs 2 NGH per hour, so ``c`` goes to gp-overdrawn.
+    Once ``a`` and ``b`` are cancelled p2 runs nothing: tick 3 returns ``c`` to
+    gp-opportunistic.
+    """
+    from tests.test_export_slurm import _allow_root, _sbatch, future_plan
+
+    plan = future_plan()
+    next(b for b in plan["budgets"] if b["project"] == "p2")["used"] = 2300.0
+    real_slurm.bash(export_slurm(plan, ORG))
+    _allow_root(real_slurm, "p1", "p2")
+    state = state_with(tmp_path, plan, ["slurm"], "first")
+    runner = lambda argv: real_slurm.run(*argv, check=False)  # noqa: E731
+    below = "its overdrawn project runs below its pace (rule 8)"
+    jobs: list[str] = []
+    try:
+        a = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        b = _sbatch(real_slurm, "-A", "p2", "--gres=gpu:1", "--wrap", "sleep 300")
+        jobs += [a, b]
+        for job_id in (a, b):
+            until_reason(real_slurm, job_id, "QOSGrpGRESMinutes")
+        first = run_tick(state, runner=runner)
+        assert "  overdrawn (rule 8): p2" in first.lines
+        kept, parked = first.moves  # squeue's order decides which one is kept
+        assert {kept.job_id, parked.job_id} == {a, b}
+        assert (kept.source, kept.target, kept.why) == (
+            "gp-p2", OPPORTUNISTIC_QOS, f"pends on QOSGrpGRESMinutes; {below}")
+        assert (parked.source, parked.target, parked.why) == (
+            "gp-p2", OVERDRAWN_QOS, "pends on QOSGrpGRESMinutes; its project is overdrawn "
+            "(rule 8)")
+        for job_id in (a, b):
+            until_state(real_slurm, job_id, "RUNNING")  # idle GPUs: gp-overdrawn runs too
+        now = _jobs(real_slurm, a, b)
+        assert now[kept.job_id]["QOS"] == OPPORTUNISTIC_QOS
+        assert now[parked.job_id]["QOS"] == OVERDRAWN_QOS
+        c = _sbatch(real_slurm, "-A", "p2", f"--qos={OPPORTUNISTIC_QOS}", "--hold",
+                    "--gres=gpu:1", "--wrap", "true")
+        jobs.append(c)
+        second = run_tick(state, runner=runner)
+        assert [(m.job_id, m.source, m.target, m.why) for m in second.moves] == [
+            (c, OPPORTUNISTIC_QOS, OVERDRAWN_QOS, "its project is overdrawn (rule 8)")]
+        assert _jobs(real_slurm, c)[c]["QOS"] == OVERDRAWN_QOS
+        real_slurm.run("scancel", a, b)
+        for job_id in (a, b):
+            until_state(real_slurm, job_id, "CANCELLED")
+        third = run_tick(state, runner=runner)
+        assert [(m.job_id, m.source, m.target, m.why) for m in third.moves] == [
+            (c, OVERDRAWN_QOS, OPPORTUNISTIC_QOS, below)]
+        assert _jobs(real_slurm, c)[c]["QOS"] == OPPORTUNISTIC_QOS
+        assert run_tick(state, runner=runner).moves == ()  # kept: it counts, nothing to do
+    finally:
+        if jobs:
+            real_slurm.run("scancel", *jobs, check=False)
+
+
 def until_state(slurm, job_id: str, state: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,0 +1,80 @@
+"""Two ways to count an overdrawn project's pace under rule 8, measured beside the shipped one.
+
+Replays only (``planner-slurm``), for ``budget_adherence.py --rule8 fit,week``; neither is
+what ``planner tick`` does:
+
+- ``fit``: a job beyond the budget stays in ``gp-opportunistic`` only while the account's
+  running jobs *plus this job* stay within the pace (the shipped rule,
+  :func:`planner.tick.keeps_pace`, keeps any job while the running ones are below it, so
+  one large job may run several times the pace). The tick could decide this exactly (it
+  knows each pending job's GPUs and partition).
+- ``week``: the pace credited per week from quarter start, as the replays' weekly figure
+  counts it: a job stays in ``gp-opportunistic`` while what the account ran this week
+  (every QOS, preempted runs too) is below its pace × the hours gone in the week. The NGH
+  run is sampled at each hourly refresh (running NGH per hour × the hour), an
+  approximation. The tick could not decide this from what it reads today (the plan's
+  totals and squeue): it would need the week's usage by account.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.config import ModelConfig
+from planner.simulate.policies import HOURS_PER_WEEK
+from planner.simulate.replanner import Replanner
+from planner.simulate.slurm_replay import OPPORTUNISTIC, OVERDRAWN, SlurmExecutor
+
+_EPS = 1e-6
+
+
+class FitPace(SlurmExecutor):
+    """``fit`` (module docstring)."""
+
+    def qos_of(self, sim, p: int, job: int) -> str:
+        """gp-overdrawn unless the running jobs plus this one stay within the pace."""
+        qos = self._wrapper_qos(sim, p, job)
+        if qos == OPPORTUNISTIC and p in self.overdrawn:
+            ngh = sim.jobs.gpus[job] * sim.rate[sim.jobs.cluster[job]]
+            if self.run_ngh[p] + self.run_opp_ngh[p] + ngh > self.overdrawn_pace[p] + _EPS:
+                return OVERDRAWN
+        return qos
+
+
+class WeekPace(SlurmExecutor):
+    """``week`` (module docstring)."""
+
+    def begin(self, sim, model: ModelConfig) -> None:
+        """The shipped set-up, and this week's NGH run per project."""
+        super().begin(sim, model)
+        self.week_ran = np.zeros(len(sim.projects))  # NGH run this week, sampled hourly
+        self.week = 0
+        self.sampled = 0.0
+
+    def before_replan(self, sim, now: float) -> None:
+        """Sample the NGH run since the last hour (zero at a new week), then accrue."""
+        self.week_ran += (self.run_ngh + self.run_opp_ngh) * (now - self.sampled)
+        self.sampled = now
+        if int(now // HOURS_PER_WEEK) != self.week:
+            self.week = int(now // HOURS_PER_WEEK)
+            self.week_ran[:] = 0.0
+        super().before_replan(sim, now)
+
+    def qos_of(self, sim, p: int, job: int) -> str:
+        """gp-overdrawn once the week's NGH run reach the pace line of the week so far."""
+        qos = self._wrapper_qos(sim, p, job)
+        if qos == OPPORTUNISTIC and p in self.overdrawn:
+            line = self.overdrawn_pace[p] * (sim.now - HOURS_PER_WEEK * self.week)
+            if self.week_ran[p] >= line - _EPS:
+                return OVERDRAWN
+        return qos
+
+
+def fit_pace(**kwargs) -> Replanner:
+    """``planner-slurm`` with the ``fit`` pace (the registry's factory)."""
+    return Replanner(FitPace(), **kwargs)
+
+
+def week_pace(**kwargs) -> Replanner:
+    """``planner-slurm`` with the ``week`` pace (the registry's factory)."""
+    return Replanner(WeekPace(), **kwargs)
