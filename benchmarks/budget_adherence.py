@@ -24,9 +24,10 @@ the export was before it (``off``: ``planner-kueue``'s ``overdrawn_at_pool=False
 budget error, weekly delivered ÷ owed, the worst team and the CPU seconds of the replay.
 ``unpaced`` (``planner-slurm`` only): rule 8 as first shipped under Slurm
 (``export=RULE8_WITHOUT_PACE``: every job of an overdrawn project beyond its budget to
-``gp-overdrawn``, none kept in ``gp-opportunistic`` at its pace); ``fit`` and ``week``
-(``planner-slurm`` only, replays alone, not what the tick does): the pace counted with the
-job itself, or credited per week (``rule8_pace_variants.py``).
+``gp-overdrawn``, none kept in ``gp-opportunistic`` at its pace); ``fit``, ``week`` and
+``line`` (``planner-slurm`` only, replays alone, not what the tick does): the pace counted
+with the job itself, credited per week, or kept only once rule 8's own line has risen past
+what the project had run at the replan (``rule8_pace_variants.py``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from rule8_pace_variants import fit_pace, week_pace  # noqa: E402
+from rule8_pace_variants import fit_pace, line_pace, week_pace  # noqa: E402
 
 from planner.exporters.kueue import SHIPPED  # noqa: E402
 from planner.exporters.slurm import BEFORE_RULE8 as SLURM_BEFORE_RULE8  # noqa: E402
@@ -88,7 +89,8 @@ BEFORE_RULE8 = {
 #: variant (``--rule8``) → policy → its replay; ``on`` is the policy as shipped
 VARIANTS = {"off": BEFORE_RULE8, "unpaced": {
     "planner-slurm": functools.partial(SlurmReplayPolicy, export=RULE8_WITHOUT_PACE)},
-    "fit": {"planner-slurm": fit_pace}, "week": {"planner-slurm": week_pace}}
+    "fit": {"planner-slurm": fit_pace}, "week": {"planner-slurm": week_pace},
+    "line": {"planner-slurm": line_pace}}
 
 
 def replay_one(scenario, trace, policy: str, rule8: str):
@@ -177,9 +179,9 @@ def main() -> None:
     parser.add_argument("--rule8", default="on",
                         help="variants of rule 8, a row each: on (as shipped), off (the "
                              "export before it), unpaced (planner-slurm: rule 8 without "
-                             "the pace an overdrawn project keeps), fit and week "
-                             "(planner-slurm: the pace counted with the job, or per week; "
-                             "rule8_pace_variants.py)")
+                             "the pace an overdrawn project keeps), fit, week and line "
+                             "(planner-slurm: the pace counted with the job, per week, or "
+                             "kept only behind rule 8's own line; rule8_pace_variants.py)")
     args = parser.parse_args()
     for policy in args.policy.split(","):
         for rule8 in args.rule8.split(",") if policy in BEFORE_RULE8 else []:

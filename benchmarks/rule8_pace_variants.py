@@ -1,7 +1,7 @@
-"""Two ways to count an overdrawn project's pace under rule 8, measured beside the shipped one.
+"""Three ways to count an overdrawn project's pace under rule 8, measured beside the shipped one.
 
-Replays only (``planner-slurm``), for ``budget_adherence.py --rule8 fit,week``; neither is
-what ``planner tick`` does:
+Replays only (``planner-slurm``), for ``budget_adherence.py --rule8 fit,week,line``; none
+is what ``planner tick`` does (``line`` is :class:`LinePace`'s docstring):
 
 - ``fit``: a job beyond the budget stays in ``gp-opportunistic`` only while the account's
   running jobs *plus this job* stay within the pace (the shipped rule,
@@ -78,3 +78,46 @@ def fit_pace(**kwargs) -> Replanner:
 def week_pace(**kwargs) -> Replanner:
     """``planner-slurm`` with the ``week`` pace (the registry's factory)."""
     return Replanner(WeekPace(), **kwargs)
+
+
+class LinePace(SlurmExecutor):
+    """``line``: the shipped pace, kept only while the project is behind rule 8's own line.
+
+    Rule 8 finds a project overdrawn once what it ran (``used`` + the NGH run on no budget,
+    as of the replan) reaches ``budget`` × (1 + the share of the quarter gone). That line
+    rises at the pace every hour; here an overdrawn project keeps a job in
+    ``gp-opportunistic`` (at the shipped pace) only once the line, at *this* hour, has
+    risen past what it had run at the replan. What it runs beyond that is charged to the
+    next replan's figure, so an overrun of kept work waits until the line catches up. The
+    tick could decide this from what it reads (the plan's budgets and ``used``, and
+    ``unbudgeted.csv``), at the clock of its minute.
+    """
+
+    def begin(self, sim, model: ModelConfig) -> None:
+        """The shipped set-up, and each project's budget and NGH run at the last replan."""
+        super().begin(sim, model)
+        self.ran_at_replan = np.zeros(len(sim.projects))
+        self.budget_of = np.zeros(len(sim.projects))
+
+    def apply_first_period(self, sim, body: dict, first: str) -> None:
+        """The shipped state, and what each project had run by the replan (rule 8's sum)."""
+        super().apply_first_period(sim, body, first)
+        index = {p: i for i, p in enumerate(sim.projects)}
+        for b in body.get("budgets", []):
+            i = index[b["project"]]
+            self.budget_of[i] = float(b["budget"])
+            self.ran_at_replan[i] = float(b["used"]) + float(self.unbudgeted[i])
+
+    def qos_of(self, sim, p: int, job: int) -> str:
+        """gp-overdrawn while the line is still at or below what the project had run."""
+        qos = super().qos_of(sim, p, job)
+        if qos == OPPORTUNISTIC and p in self.overdrawn:
+            line = self.budget_of[p] * (1.0 + sim.now / sim.hours)
+            if self.ran_at_replan[p] >= line - _EPS:
+                return OVERDRAWN
+        return qos
+
+
+def line_pace(**kwargs) -> Replanner:
+    """``planner-slurm`` with the ``line`` pace (the registry's factory)."""
+    return Replanner(LinePace(), **kwargs)
