@@ -1286,7 +1286,9 @@ class KueueReplayPolicy(PlannerPolicy):
                 return False
             self._drop_spare(sim, tree, targets, fits, room)
         finally:
-            self._sync(sim, c, tree)
+            # back as the engine holds it (what a sync would set): the targets' GPUs
+            # shifted back into q, so the shares off its path stay known
+            tree.shift(q, sum(sim.held(v) for v in targets))
         self._preempt(sim, c, tree, targets)
         return True
 
