@@ -877,9 +877,6 @@ class KueueReplayPolicy(PlannerPolicy):
         #: (queue → its line's GPUs by size, queue → its line's LineOrder as asked for):
         #: read with the lines (:meth:`_lines`), for :meth:`_could_fit`
         self._sizes: tuple[dict[str, LineSizes], dict[str, LineOrder]] = ({}, {})
-        #: per cluster, ((generation, version), project → the room with every borrowed
-        #: workload but the project's gone): :meth:`_reach` before a search's give-backs
-        self._reaches: dict[int, tuple[tuple[int, int], dict[int, NodeRoom]]] = {}
         #: per cluster, ((generation, version), :meth:`_borrowers` then)
         self._borrowing: dict[int, tuple[tuple[int, int], list[tuple[str, QuotaNode]]]] = {}
 
@@ -1557,16 +1554,10 @@ class KueueReplayPolicy(PlannerPolicy):
             for v in sim.victim_jobs(c, victims):
                 every.take(v)
             self._every_gone[c] = (now, every)
-        seen, kept = self._reaches.get(c, (None, {}))
-        if seen != now:
-            kept = {}
-            self._reaches[c] = (now, kept)
-        reach = kept.get(me)
-        if reach is None:  # the same for every search of ``me``'s at this version
-            reach = kept[me] = every.copy()
-            for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
-                reach.give_back(v)
-        return reach.copy()  # the search gives its turned-down candidates back to it
+        reach = every.copy()
+        for v in sim.victim_jobs(c, [(p, t) for p, t in victims if p == me]):
+            reach.give_back(v)
+        return reach
 
     def _could_fit(self, sim, c: int, tree: FlavorTree, q: str, job: int,
                    cands: dict[str, deque], held_of: dict[int, int], reach: NodeRoom) -> bool:
@@ -1591,6 +1582,14 @@ class KueueReplayPolicy(PlannerPolicy):
         that much lighter and on the nodes with such candidates gone: a whole node only
         where each queue's candidates on it hold at most its ``cap``, and the GPUs those
         nodes (or the node) still hold at most what the queues can lose.
+
+        Two more reads of a whole node, each exact: a Cohort ay whose candidate queues
+        pass their takes up whole (nothing between keeps guaranteed quota) loses what they
+        lose, so they lose at most its own cap together (:func:`lose_at_most` of ay); and
+        a queue whose preemptor's share stays as read (nothing under ax can be taken: the
+        lowest split's queues, and those above splits whose queues free nothing) takes its
+        line in order (:class:`LineOrder`), so freeing the node takes every earlier job of
+        at most one of its jobs' GPUs too, within the caps.
         """
         need, gpus, gpn = sim.held(job), sim.jobs.gpus[job], sim.gpn[c]
         splits = self._splits.setdefault(id(tree), {})
