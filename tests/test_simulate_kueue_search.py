@@ -21,16 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.simulate.engine import Replay
-from planner.simulate.kueue_replay import (
-    STRATEGIES,
-    FlavorTree,
-    Highest,
-    LineOrder,
-    LineSizes,
-    NodeRoom,
-    QuotaNode,
-    lose_at_most,
-)
+from planner.simulate.kueue_replay import STRATEGIES, FlavorTree, Highest, NodeRoom, QuotaNode
 from tests.test_simulate import trace
 from tests.test_simulate_kueue import FixedPlan, hand_plan, tiny
 
@@ -411,44 +402,47 @@ def test_a_search_ruled_out_before_it_starts_would_have_found_nothing(jobs, gran
     assert checked.segments == plain.segments
 
 
-def test_a_line_entails_its_earlier_jobs_of_at_most_a_jobs_gpus():
-    # The line (victim order) holds jobs 10..15 of 1, 4, 1, 2, 1, 4 GPUs. Taking job 13
-    # (2 GPUs, fourth) entails jobs 10 and 12 (1 GPU each, earlier) but not job 11 (4 GPUs):
-    # 2 + 1 + 1 = 4. Taking 15 (4 GPUs, last) entails every earlier job: 13 GPUs in all.
-    # Taking 10 alone entails nothing more: 1.
-    held = {10: 1, 11: 4, 12: 1, 13: 2, 14: 1, 15: 4}
-    order = LineOrder(list(held), held)
-    assert order.entailed([13], held) == 4
-    assert order.entailed([15], held) == 13
-    assert order.entailed([10], held) == 1
-    assert order.entailed([12, 13], held) == 4
-    assert LineSizes(list(held.values())).upto(2) == 5
+class Synced(FixedPlan):
+    """The replay checking two of the search's shortcuts against the plain reads.
+
+    The borrowing queues kept per version (:meth:`_borrowers`) must be the walk over every
+    queue of the tree as it stands; after a ``withinClusterQueue`` attempt that shifted its
+    targets back instead of re-syncing, every usage must be what a sync gives, and every
+    kept share the one computed afresh.
+    """
+
+    def prepare(self, sim):
+        super().prepare(sim)
+        self.within_checked = 0
+
+    def _borrowers(self, sim, c):
+        got = super()._borrowers(sim, c)
+        assert got == [(y, node) for y, node in self._queue_nodes[c] if node.usage > node.nominal]
+        return got
+
+    def _within_queue(self, sim, c, p, job, tree):
+        got = super()._within_queue(sim, c, p, job, tree)
+        usage = {n: node.usage for n, node in tree.nodes.items()}
+        shares = {n: tree.share(n) for n in tree.nodes}
+        assert shares == {n: fresh_share(tree, n) for n in tree.nodes}
+        self._sync(sim, c, tree)
+        assert {n: node.usage for n, node in tree.nodes.items()} == usage
+        self.within_checked += 1
+        return got
 
 
-@given(sizes=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=1, max_size=20),
-       picks=st.sets(st.integers(0, 19), min_size=1), cap=st.integers(0, 40))
-def test_line_sizes_and_order_read_what_a_walk_over_the_line_would(sizes, picks, cap):
-    # The plain reading: a job of the line is entailed when some picked job lies at or
-    # after it and holds at least its GPUs; up to a cap, the jobs of at most cap GPUs.
-    line = list(range(100, 100 + len(sizes)))
-    held = dict(zip(line, sizes, strict=True))
-    jobs = [line[i] for i in sorted(picks) if i < len(line)] or [line[0]]
-    plain = sum(held[u] for i, u in enumerate(line)
-                if any(line.index(w) >= i and held[w] >= held[u] for w in jobs))
-    assert LineOrder(line, held).entailed(jobs, held) == plain
-    sized = LineSizes(sizes)
-    assert sized.total == sum(sizes)
-    assert sized.upto(cap) == sum(g for g in sizes if g <= cap)
-
-
-@given(usage=st.fixed_dictionaries({q: st.integers(0, 12) for q in ("q1", "q2", "q3")}),
-       name=st.sampled_from(["T", "q1", "q2", "q3"]), least=st.floats(0, 2),
-       total=st.integers(0, 12))
-def test_lose_at_most_is_the_last_count_a_walk_keeps_the_share_at(usage, name, least, total):
-    # Walking r = 0, 1, … up to ``most`` (the usage a node can lose): the last r whose
-    # share is still at least ``least`` (``total`` were even ``most`` fine, 0 were none).
-    tree = cohort_tree(usage)
-    most = min(total, tree.nodes[name].usage)
-    kept = [r for r in range(most + 1) if tree.share(name, -r) >= least]
-    want = total if most in kept else (kept[-1] if kept else 0)
-    assert lose_at_most(tree.share, name, least, total, most) == want
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=2, max_size=30),
+       grants=st.lists(st.integers(0, 6), min_size=len(PROJECTS), max_size=len(PROJECTS)))
+def test_the_kept_borrowers_and_the_shifted_back_tree_are_what_plain_reads_give(jobs, grants):
+    # Random crowded traces (budget and unallocated work, so queues preempt their own
+    # lower-priority work); the replay under Synced replays as the plain one.
+    total = sum(grants)
+    scaled = [g * 24 // total if total > 24 else g for g in grants]
+    plan = hand_plan(3, {p: (float(g), 0.0) for p, g in zip(PROJECTS, scaled, strict=True)})
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
+    policy = Synced(plan)
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), policy).run()
+    plain = Replay(tiny(ORG, nodes=3), trace(rows), Walked(plan)).run()
+    assert checked.segments == plain.segments

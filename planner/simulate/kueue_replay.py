@@ -130,7 +130,6 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -583,83 +582,6 @@ class Highest:
         return top
 
 
-def lose_at_most(share, name: str, least: float, total: int, most: int) -> int:
-    """The most GPUs of ``total`` that may go with ``name``'s share still ≥ ``least``.
-
-    ``share(name, -r)``: the share with ``r`` GPUs fewer in use, which never rises as ``r``
-    grows; ``most``: the most ``name``'s usage can fall by (more GPUs gone lower it no
-    further). ``total`` when even ``most`` gone keeps the share, 0 when none gone does not.
-    """
-    if share(name, -most) >= least:
-        return total
-    if share(name) < least:
-        return 0
-    low, high = 0, most  # the share falls with the GPUs gone: the last count still ≥ least
-    while high - low > 1:
-        mid = (low + high) // 2
-        if share(name, -mid) >= least:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
-class LineSizes:
-    """A line of candidates' GPUs, by size: its total, and how many of at most a size."""
-
-    __slots__ = ("cumulative", "sizes", "total")
-
-    def __init__(self, held: list[int]) -> None:
-        self.sizes = sorted(held)
-        self.cumulative = [0]
-        for gpus in self.sizes:
-            self.cumulative.append(self.cumulative[-1] + gpus)
-        self.total = self.cumulative[-1]
-
-    def upto(self, cap: int) -> int:
-        """GPUs of the line's jobs of at most ``cap`` GPUs each, summed."""
-        return self.cumulative[bisect_right(self.sizes, cap)]
-
-
-class LineOrder:
-    """One queue's line of candidates (victim order): what taking some of them entails.
-
-    For a queue whose search takes at a fixed preemptor's share (no candidate queue lies
-    under the preemptor's side of their split), a candidate turned down stays turned down
-    and so does every later one of at least its GPUs: the target's share only falls as the
-    search takes. So a job of the line is taken only after every earlier job of at most
-    its GPUs: :meth:`entailed` sums those jobs' GPUs for a set of jobs all taken.
-    """
-
-    __slots__ = ("at", "sizes")
-
-    def __init__(self, line, held_of: dict[int, int]) -> None:
-        self.at: dict[int, int] = {}  # job → its place in the line
-        places: dict[int, list[int]] = {}  # GPUs → the places of the jobs of that many
-        for i, v in enumerate(line):
-            self.at[v] = i
-            places.setdefault(held_of[v], []).append(i)
-        #: (GPUs, the places of the line's jobs of that many, ascending), the most GPUs first
-        self.sizes = sorted(places.items(), reverse=True)
-
-    def entailed(self, jobs: list[int], held_of: dict[int, int]) -> int:
-        """GPUs of ``jobs`` and of every earlier job of the line of at most one's GPUs.
-
-        What the queue loses at least by the time the search has taken all of ``jobs``
-        (each of the line), in a search whose preemptor's share is fixed.
-        """
-        at = self.at
-        wanted = sorted(((held_of[w], at[w]) for w in jobs), reverse=True)
-        last, i, total = -1, 0, 0
-        for gpus, places in self.sizes:  # ``last``: the last place of a job of ≥ gpus
-            while i < len(wanted) and wanted[i][0] >= gpus:
-                last = max(last, wanted[i][1])
-                i += 1
-            if last >= 0:
-                total += gpus * bisect_right(places, last)
-        return total
-
-
 def tournament_order(a: tuple, b: tuple) -> int:
     """Compare two candidates ``(path_shares, key, ...)``: Kueue's fair-sharing tournament.
 
@@ -874,9 +796,6 @@ class KueueReplayPolicy(PlannerPolicy):
         #: per cluster, ((generation, version, the other flavors' borrowing), what
         #: :meth:`_lines` read then)
         self._kept_lines: dict[int, tuple[tuple, tuple]] = {}
-        #: (queue → its line's GPUs by size, queue → its line's LineOrder as asked for):
-        #: read with the lines (:meth:`_lines`), for :meth:`_could_fit`
-        self._sizes: tuple[dict[str, LineSizes], dict[str, LineOrder]] = ({}, {})
         #: per cluster, ((generation, version), :meth:`_borrowers` then)
         self._borrowing: dict[int, tuple[tuple[int, int], list[tuple[str, QuotaNode]]]] = {}
 
@@ -1400,7 +1319,7 @@ class KueueReplayPolicy(PlannerPolicy):
                 return None
         finally:
             tree.shift(q, -need)
-        victims, lines, held_of, least, self._sizes = self._lines(sim, c, tree)
+        victims, lines, held_of, least = self._lines(sim, c, tree)
         me = self.project_of[q]
         cands = {self.queue[p]: deque(vs) for p, vs in lines.items() if p != me}
         if not cands:
@@ -1515,11 +1434,10 @@ class KueueReplayPolicy(PlannerPolicy):
 
     def _lines(self, sim, c: int, tree: FlavorTree
                ) -> tuple[list[tuple[int, str]], dict[int, list[int]], dict[int, int],
-                          dict[str, int], tuple[dict[str, LineSizes], dict[str, LineOrder]]]:
+                          dict[str, int]]:
         """:meth:`_victims`, and each borrowing project's borrowed work in victim order.
 
-        With each such job's GPUs held, each project's queue's smallest, and its line's
-        GPUs by size (:class:`LineSizes`, with room for its :class:`LineOrder`). They follow
+        With each such job's GPUs held, and each project's queue's smallest. They follow
         from ``c``'s running work, tags and the trees alone (the engine's version, read
         after :meth:`_victims` retagged, whose retagging at that version is a no-op), and
         from the other flavors' borrowing (the shares' order): kept while none changed.
@@ -1535,8 +1453,7 @@ class KueueReplayPolicy(PlannerPolicy):
             lines.setdefault(project[v], []).append(v)
         held_of = {v: sim.held(v) for vs in lines.values() for v in vs}
         least = {self.queue[p]: min([held_of[v] for v in vs]) for p, vs in lines.items()}
-        sizes = {self.queue[p]: LineSizes([held_of[v] for v in vs]) for p, vs in lines.items()}
-        found = (victims, lines, held_of, least, (sizes, {}))
+        found = (victims, lines, held_of, least)
         self._kept_lines[c] = ((self._generation, sim.version(c), self._elsewhere), found)
         return found
 
@@ -1582,19 +1499,9 @@ class KueueReplayPolicy(PlannerPolicy):
         that much lighter and on the nodes with such candidates gone: a whole node only
         where each queue's candidates on it hold at most its ``cap``, and the GPUs those
         nodes (or the node) still hold at most what the queues can lose.
-
-        Two more reads of a whole node, each exact: a Cohort ay whose candidate queues
-        pass their takes up whole (nothing between keeps guaranteed quota) loses what they
-        lose, so they lose at most its own cap together (:func:`lose_at_most` of ay); and
-        a queue whose preemptor's share stays as read (nothing under ax can be taken: the
-        lowest split's queues, and those above splits whose queues free nothing) takes its
-        line in order (:class:`LineOrder`), so freeing the node takes every earlier job of
-        at most one of its jobs' GPUs too, within the caps.
         """
         need, gpus, gpn = sim.held(job), sim.jobs.gpus[job], sim.gpn[c]
         splits = self._splits.setdefault(id(tree), {})
-        # the lines' GPUs by size, and their LineOrders as asked for, kept with them
-        sizes, orders = self._sizes
         by_split: dict[str, list[tuple[str, str]]] = {}
         for y in cands:
             ax, ay = splits.get((q, y)) or self._split(tree, q, y)
@@ -1602,12 +1509,6 @@ class KueueReplayPolicy(PlannerPolicy):
         caps: dict[str, int] = {}
         freed: dict[str, int] = {}
         shifted: list[str] = []
-        #: the queues with nothing taken under their preemptor's side (q's share, or its
-        #: ancestor's, as read): the lowest split's, and those above splits that free nothing
-        fixed: set[str] = set()
-        moved = False
-        #: Cohort ay → [its candidate queues' GPUs, whether it loses all they lose]
-        together: dict[str, list] = {}
         nodes, share = tree.nodes, tree.share
         tree.shift(q, need)
         try:
@@ -1618,8 +1519,10 @@ class KueueReplayPolicy(PlannerPolicy):
                     continue
                 least = tree.share(a)
                 for y, ay in group:
-                    sized = sizes[y]
-                    total = sized.total
+                    line = cands[y]
+                    total = 0
+                    for v in line:
+                        total += held_of[v]
                     # r GPUs gone from y lower ay's usage by min(r, most): each level
                     # below ay passes up at most its usage beyond its guaranteed quota
                     # (what FlavorTree.share_without walks)
@@ -1627,25 +1530,25 @@ class KueueReplayPolicy(PlannerPolicy):
                     while node.name != ay:
                         most = min(most, max(0, node.usage - node.kept))
                         node = nodes[node.parent]
-                    cap = lose_at_most(share, ay, least, total, most)
-                    could = sized.upto(cap)
+                    if share(ay, -most) >= least:
+                        cap = total
+                    elif share(ay) < least:
+                        cap = 0
+                    else:  # the share falls with the GPUs gone: the last count still ≥ least
+                        low, high = 0, most
+                        while high - low > 1:
+                            mid = (low + high) // 2
+                            if share(ay, -mid) >= least:
+                                low = mid
+                            else:
+                                high = mid
+                        cap = low
+                    could = 0
+                    for v in line:
+                        if held_of[v] <= cap:
+                            could += held_of[v]
                     caps[y] = cap
                     freed[y] = min(cap, could)
-                    # a Cohort ay loses what its queues lose where nothing between keeps
-                    # guaranteed quota: their takes together then keep ay's share ≥ least
-                    if ay != y:
-                        node = nodes[y]
-                        while node.name != ay and not node.kept:
-                            node = nodes[node.parent]
-                        joint = together.setdefault(ay, [0, True])
-                        joint[0] += total
-                        joint[1] = joint[1] and node.name == ay
-                for ay, joint in together.items():
-                    if joint[1] and len(joint) == 2:  # this group's, read as for a queue
-                        joint.append(lose_at_most(share, ay, least, joint[0], joint[0]))
-                if not moved:  # nothing under a is taken: its share stays as read
-                    fixed.update(y for y, _ in group)
-                moved = moved or any(freed[y] for y, _ in group)
                 left -= 1
                 if left:  # lighter, for the floors above
                     for y, _ in group:
@@ -1668,23 +1571,7 @@ class KueueReplayPolicy(PlannerPolicy):
                     for v in on:
                         y = queue[project[v]]
                         lose[y] = lose.get(y, 0) + held_of[v]
-                    if not all(gone <= caps[y] for y, gone in lose.items()):
-                        continue
-                    # a queue whose preemptor's share stays fixed takes its line in order
-                    # (LineOrder): freeing the node entails its earlier jobs of at most
-                    # their GPUs; a Cohort's queues lose at most its joint cap together
-                    joint: dict[str, int] = {}
-                    for y in lose:
-                        if y in fixed:
-                            lose[y] = self._entailed(orders, cands, held_of, project, y, on)
-                            if lose[y] > caps[y]:
-                                break
-                        ay = splits[(q, y)][1]
-                        if len(together.get(ay, ())) == 3:
-                            joint[ay] = joint.get(ay, 0) + lose[y]
-                            if joint[ay] > together[ay][2]:
-                                break
-                    else:
+                    if all(gone <= caps[y] for y, gone in lose.items()):
                         costs.append(gpn - free)
                 else:
                     room = free
@@ -1706,15 +1593,6 @@ class KueueReplayPolicy(PlannerPolicy):
             for y in shifted:
                 tree.shift(y, freed[y])
             tree.shift(q, -need)
-
-    def _entailed(self, orders: dict[str, LineOrder], cands: dict[str, deque],
-                  held_of: dict[int, int], project, y: str, on) -> int:
-        """:meth:`LineOrder.entailed` of queue ``y``'s jobs among ``on`` (a node's)."""
-        order = orders.get(y)
-        if order is None:
-            order = orders[y] = LineOrder(cands[y], held_of)
-        queue = self.queue
-        return order.entailed([v for v in on if queue[project[v]] == y], held_of)
 
     def _borrowers(self, sim, c: int) -> list[tuple[str, QuotaNode]]:
         """``c``'s queues that use more than their nominal quota (tree synced with the engine).
