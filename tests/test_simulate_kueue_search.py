@@ -410,3 +410,49 @@ def test_a_search_ruled_out_before_it_starts_would_have_found_nothing(jobs, gran
     checked = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan, executor=Checked)).run()
     plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan)).run()
     assert checked.segments == plain.segments
+
+
+class Synced(FixedPlan):
+    """The replay checking two of the search's shortcuts against the plain reads.
+
+    The borrowing queues kept per version (:meth:`_borrowers`) must be the walk over every
+    queue of the tree as it stands; after a ``withinClusterQueue`` attempt that shifted its
+    targets back instead of re-syncing, every usage must be what a sync gives, and every
+    kept share the one computed afresh.
+    """
+
+    def prepare(self, sim):
+        super().prepare(sim)
+        self.within_checked = 0
+
+    def _borrowers(self, sim, c):
+        got = super()._borrowers(sim, c)
+        assert got == [(y, node) for y, node in self._queue_nodes[c] if node.usage > node.nominal]
+        return got
+
+    def _within_queue(self, sim, c, p, job, tree):
+        got = super()._within_queue(sim, c, p, job, tree)
+        usage = {n: node.usage for n, node in tree.nodes.items()}
+        shares = {n: tree.share(n) for n in tree.nodes}
+        assert shares == {n: fresh_share(tree, n) for n in tree.nodes}
+        self._sync(sim, c, tree)
+        assert {n: node.usage for n, node in tree.nodes.items()} == usage
+        self.within_checked += 1
+        return got
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, min_size=2, max_size=30),
+       grants=st.lists(st.integers(0, 6), min_size=len(PROJECTS), max_size=len(PROJECTS)))
+def test_the_kept_borrowers_and_the_shifted_back_tree_are_what_plain_reads_give(jobs, grants):
+    # Random crowded traces (budget and unallocated work, so queues preempt their own
+    # lower-priority work); the replay under Synced replays as the plain one.
+    total = sum(grants)
+    scaled = [g * 24 // total if total > 24 else g for g in grants]
+    plan = hand_plan(3, {p: (float(g), 0.0) for p, g in zip(PROJECTS, scaled, strict=True)})
+    rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
+            for i, (p, t, g, d, r, m) in enumerate(jobs)]
+    policy = Synced(plan)
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), policy).run()
+    plain = Replay(tiny(ORG, nodes=3), trace(rows), Walked(plan)).run()
+    assert checked.segments == plain.segments

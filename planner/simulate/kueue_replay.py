@@ -831,6 +831,8 @@ class KueueExecutor:
         #: per cluster, ((generation, version, the other flavors' borrowing), what
         #: :meth:`_lines` read then)
         self._kept_lines: dict[int, tuple[tuple, tuple]] = {}
+        #: per cluster, ((generation, version), :meth:`_borrowers` then)
+        self._borrowing: dict[int, tuple[tuple[int, int], list[tuple[str, QuotaNode]]]] = {}
 
     def hold_reservations(self, sim: EngineView, body: dict,
                           request_job: Mapping[str, int]) -> None:
@@ -1235,7 +1237,9 @@ class KueueExecutor:
                 return False
             self._drop_spare(sim, tree, targets, fits, room)
         finally:
-            self._sync(sim, c, tree)
+            # back as the engine holds it (what a sync would set): the targets' GPUs
+            # shifted back into q, so the shares off its path stay known
+            tree.shift(q, sum(sim.held(v) for v in targets))
         self._preempt(sim, c, tree, targets)
         return True
 
@@ -1343,9 +1347,10 @@ class KueueExecutor:
         gpus = sim.jobs.gpus[job]
         # quick exit (most attempts): no other borrowing queue's share exceeds the
         # preemptor's new share at their split, so neither strategy can pass
+        borrowers = self._borrowers(sim, c)
         tree.shift(q, need)
         try:
-            if not self._hope(c, tree, q):
+            if not self._hope(tree, q, borrowers):
                 return None
         finally:
             tree.shift(q, -need)
@@ -1354,6 +1359,7 @@ class KueueExecutor:
         cands = {self.queue[p]: deque(vs) for p, vs in lines.items() if p != me}
         if not cands:
             return None
+        queue_of = {v: y for y, line in cands.items() for v in line}
         second = self.strategies[1:] == STRATEGIES[1:]
         # the nodes were every candidate not yet turned down gone: under the first strategy
         # a candidate turned down is never taken, so once this room cannot hold the
@@ -1394,7 +1400,7 @@ class KueueExecutor:
         def take(v: int) -> None:
             targets.append(v)
             room.take(v)
-            y = self.queue[sim.jobs.project[v]]
+            y = queue_of[v]
             tree.shift(y, -held_of[v])
             highest.taken(y)
 
@@ -1451,9 +1457,14 @@ class KueueExecutor:
             return targets
         finally:
             # back as the engine holds it (what a sync would set), by the same shifts
-            # undone, so the shares off these paths stay known
+            # undone, each queue's at once (a Cohort's usage follows from its queues'),
+            # so the shares off these paths stay known
+            back: dict[str, int] = {}
             for v in targets:
-                tree.shift(self.queue[sim.jobs.project[v]], held_of[v])
+                y = queue_of[v]
+                back[y] = back.get(y, 0) + held_of[v]
+            for y, gpus in back.items():
+                tree.shift(y, gpus)
             tree.shift(q, -need)
 
     def _lines(self, sim: EngineView, c: int, tree: FlavorTree
@@ -1618,15 +1629,28 @@ class KueueExecutor:
                 tree.shift(y, freed[y])
             tree.shift(q, -need)
 
-    def _hope(self, c: int, tree: FlavorTree, q: str) -> bool:
+    def _borrowers(self, sim, c: int) -> list[tuple[str, QuotaNode]]:
+        """``c``'s queues that use more than their nominal quota (tree synced with the engine).
+
+        Follows from ``c``'s running work and the trees alone: kept while neither changed.
+        """
+        now = (self._generation, sim.version(c))
+        seen, found = self._borrowing.get(c, (None, []))
+        if seen != now:
+            found = [(y, node) for y, node in self._queue_nodes[c] if node.usage > node.nominal]
+            self._borrowing[c] = (now, found)
+        return found
+
+    def _hope(self, tree: FlavorTree, q: str, borrowers: list[tuple[str, QuotaNode]]) -> bool:
         """Whether some other borrowing queue's share exceeds ``q``'s at their split.
 
-        Read with the preemptor's workload counted in ``q`` (the tree keeps each share).
+        ``borrowers``: :meth:`_borrowers`, read before the preemptor's workload is counted
+        in ``q``; the shares are read with it counted (the tree keeps each share).
         """
         share, known = tree.share, tree._shares  # the tree's memo read directly: hot
         splits = self._splits.get(id(tree), {})
-        for y, node in self._queue_nodes[c]:
-            if node.usage <= node.nominal or y == q:
+        for y, _ in borrowers:
+            if y == q:
                 continue
             ax, ay = splits.get((q, y)) or self._split(tree, q, y)
             a = known.get(ax)
