@@ -412,8 +412,8 @@ def test_a_search_ruled_out_before_it_starts_would_have_found_nothing(jobs, gran
     assert checked.segments == plain.segments
 
 
-class Synced(FixedPlan):
-    """The replay checking two of the search's shortcuts against the plain reads.
+class Synced(KueueExecutor):
+    """The executor checking two of the search's shortcuts against the plain reads.
 
     The borrowing queues kept per version (:meth:`_borrowers`) must be the walk over every
     queue of the tree as it stands; after a ``withinClusterQueue`` attempt that shifted its
@@ -421,8 +421,8 @@ class Synced(FixedPlan):
     kept share the one computed afresh.
     """
 
-    def prepare(self, sim):
-        super().prepare(sim)
+    def begin(self, sim, model):
+        super().begin(sim, model)
         self.within_checked = 0
 
     def _borrowers(self, sim, c):
@@ -452,7 +452,6 @@ def test_the_kept_borrowers_and_the_shifted_back_tree_are_what_plain_reads_give(
     plan = hand_plan(3, {p: (float(g), 0.0) for p, g in zip(PROJECTS, scaled, strict=True)})
     rows = [(f"j{i:02d}", p, round(t, 2), g, round(d, 2), m, r)
             for i, (p, t, g, d, r, m) in enumerate(jobs)]
-    policy = Synced(plan)
-    checked = Replay(tiny(ORG, nodes=3), trace(rows), policy).run()
-    plain = Replay(tiny(ORG, nodes=3), trace(rows), Walked(plan)).run()
+    checked = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan, executor=Synced)).run()
+    plain = Replay(tiny(ORG, nodes=3), trace(rows), FixedPlan(plan, executor=Walked)).run()
     assert checked.segments == plain.segments
