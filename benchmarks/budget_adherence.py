@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from rule8_pace_variants import fit_pace, line_pace, week_pace  # noqa: E402
+from rule8_pace_variants import fit_pace, line_pace, line_slack_pace, week_pace  # noqa: E402
 
 from planner.exporters.kueue import SHIPPED  # noqa: E402
 from planner.exporters.slurm import BEFORE_RULE8 as SLURM_BEFORE_RULE8  # noqa: E402
@@ -90,7 +90,8 @@ BEFORE_RULE8 = {
 VARIANTS = {"off": BEFORE_RULE8, "unpaced": {
     "planner-slurm": functools.partial(SlurmReplayPolicy, export=RULE8_WITHOUT_PACE)},
     "fit": {"planner-slurm": fit_pace}, "week": {"planner-slurm": week_pace},
-    "line": {"planner-slurm": line_pace}}
+    "line": {"planner-slurm": line_pace},
+    "line-slack": {"planner-slurm": line_slack_pace}}
 
 
 def replay_one(scenario, trace, policy: str, rule8: str):
@@ -179,9 +180,10 @@ def main() -> None:
     parser.add_argument("--rule8", default="on",
                         help="variants of rule 8, a row each: on (as shipped), off (the "
                              "export before it), unpaced (planner-slurm: rule 8 without "
-                             "the pace an overdrawn project keeps), fit, week and line "
-                             "(planner-slurm: the pace counted with the job, per week, or "
-                             "kept only behind rule 8's own line; rule8_pace_variants.py)")
+                             "the pace an overdrawn project keeps), fit, week, line and "
+                             "line-slack (planner-slurm: the pace counted with the job, per "
+                             "week, or kept only behind rule 8's own line, or that line a "
+                             "fifth of a budget higher; rule8_pace_variants.py)")
     args = parser.parse_args()
     for policy in args.policy.split(","):
         for rule8 in args.rule8.split(",") if policy in BEFORE_RULE8 else []:

@@ -108,11 +108,15 @@ class LinePace(SlurmExecutor):
             self.budget_of[i] = float(b["budget"])
             self.ran_at_replan[i] = float(b["used"]) + float(self.unbudgeted[i])
 
+    #: how far past the line (a share of the budget) the project may have run and still
+    #: keep its pace: 0 for ``line``; :class:`LineSlackPace`
+    slack = 0.0
+
     def qos_of(self, sim, p: int, job: int) -> str:
         """gp-overdrawn while the line is still at or below what the project had run."""
         qos = super().qos_of(sim, p, job)
         if qos == OPPORTUNISTIC and p in self.overdrawn:
-            line = self.budget_of[p] * (1.0 + sim.now / sim.hours)
+            line = self.budget_of[p] * (1.0 + self.slack + sim.now / sim.hours)
             if self.ran_at_replan[p] >= line - _EPS:
                 return OVERDRAWN
         return qos
@@ -121,3 +125,19 @@ class LinePace(SlurmExecutor):
 def line_pace(**kwargs) -> Replanner:
     """``planner-slurm`` with the ``line`` pace (the registry's factory)."""
     return Replanner(LinePace(), **kwargs)
+
+
+class LineSlackPace(LinePace):
+    """``line-slack``: :class:`LinePace` with the line a fifth of the budget higher.
+
+    The shipped pace while the project has run less than 1.2 budgets past its even spend
+    (a fifth of a budget more than rule 8's threshold), the ``line`` rule beyond: the
+    bursts of ``line`` only for projects whose kept work has overrun that far.
+    """
+
+    slack = 0.2
+
+
+def line_slack_pace(**kwargs) -> Replanner:
+    """``planner-slurm`` with the ``line-slack`` pace (the registry's factory)."""
+    return Replanner(LineSlackPace(), **kwargs)
