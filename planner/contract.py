@@ -282,9 +282,12 @@ def _quarter_gone(plan: dict[str, Any]) -> float:
     return min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0
 
 
-def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = None
-              ) -> frozenset[str]:
+def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = None,
+              margin: float = 0.0) -> frozenset[str]:
     """Projects a whole budget ahead of their pace at the plan's ``as_of`` (rule 8).
+
+    ``margin``: that much of the budget further ahead still (the line the Slurm export's
+    pace stops at, :attr:`planner.exporters.slurm.SlurmExport.pace_margin`).
 
     What the project *ran* ≥ ``budget`` × (1 + the share of the quarter gone), the share
     as in :func:`ahead_of_pace`: usage beyond an even spend of the budget by now plus the
@@ -302,7 +305,7 @@ def overdrawn(plan: dict[str, Any], unbudgeted: Mapping[str, float] | None = Non
     extra = unbudgeted or {}
     return frozenset(b["project"] for b in plan["budgets"]
                      if float(b["used"]) + float(extra.get(b["project"], 0.0))
-                     >= float(b["budget"]) * (1.0 + share) - EPS)
+                     >= float(b["budget"]) * (1.0 + margin + share) - EPS)
 
 
 def pace_ngh(plan: dict[str, Any]) -> dict[str, float]:

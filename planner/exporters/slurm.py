@@ -540,13 +540,18 @@ def widening(plan: dict[str, Any], minutes: dict[str, int], caps: dict[str, int]
     return frozenset(p for p in caps if minutes.get(p, 0) > 0 and p in may)
 
 
+#: how far past rule 8's line (a share of its budget) an overdrawn project keeps its pace
+PACE_MARGIN = 0.2
+
+
 def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                 pace: str = "total", no_decay: bool = True,
                 shares: str = "budget", opportunistic_usage: float = 1.0,
                 floor: str = "node", takes_back: bool = True,
                 widens: bool = True, overdrawn_qos: bool = True,
                 unbudgeted: Mapping[str, float] | None = None,
-                overdrawn_keeps_pace: bool = True) -> SlurmState:
+                overdrawn_keeps_pace: bool = True,
+                pace_margin: float = PACE_MARGIN) -> SlurmState:
     """The Slurm state a plan asks for (see the module docstring).
 
     ``pace`` chooses the budget QOS's ``GrpTRES`` cap (:data:`PACES`, :func:`pace_gpus`;
@@ -560,7 +565,8 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
     :func:`planner.contract.overdrawn` with ``unbudgeted``, project -> NGH run charged to
     no budget: False, the export before the rule), ``overdrawn_keeps_pace`` whether an
     overdrawn project keeps its pace in ``gp-opportunistic`` (:func:`overdrawn_pace`;
-    False: rule 8 as first shipped, every job beyond its budget to ``gp-overdrawn``); the
+    False: rule 8 as first shipped, every job beyond its budget to ``gp-overdrawn``) and
+    ``pace_margin`` how far past rule 8's line it keeps it (:func:`overdrawn_pace`); the
     defaults are what ``planner export --to slurm`` ships (the other values are for
     measuring them).
     """
@@ -596,12 +602,13 @@ def slurm_state(plan: dict[str, Any], org: pd.DataFrame | OrgTree,
                                                  usage_factor=opportunistic_usage)
                       if over else None,
                       overdrawn_projects=gone,
-                      overdrawn_pace=tuple(overdrawn_pace(plan, gone,
-                                                          overdrawn_keeps_pace).items()))
+                      overdrawn_pace=tuple(overdrawn_pace(
+                          plan, gone, overdrawn_keeps_pace, unbudgeted, pace_margin).items()))
 
 
 def overdrawn_pace(plan: dict[str, Any], projects: AbstractSet[str],
-                   keeps_pace: bool = True) -> dict[str, float]:
+                   keeps_pace: bool = True, unbudgeted: Mapping[str, float] | None = None,
+                   margin: float = PACE_MARGIN) -> dict[str, float]:
     """Overdrawn project -> NGH per hour it keeps in ``gp-opportunistic`` (rule 8).
 
     ``projects``: the plan's overdrawn projects (:func:`planner.contract.overdrawn`), in
@@ -609,10 +616,16 @@ def overdrawn_pace(plan: dict[str, Any], projects: AbstractSet[str],
     ``keeps_pace``, else 0: while
     the project's running jobs run less than this, ``planner tick`` leaves its work beyond
     its budget in ``gp-opportunistic`` (queue order, each job counted as it is kept;
-    :func:`planner.tick.slurm_moves`); the rest goes to ``gp-overdrawn``.
+    :func:`planner.tick.slurm_moves`); the rest goes to ``gp-overdrawn``. Also 0 for a
+    project that has run ``margin`` × its budget past rule 8's line (what it ran, with
+    ``unbudgeted``, ≥ budget × (1 + ``margin`` + the share of the quarter gone)): its
+    kept runs, preempted ones included, have overrun the pace, and it keeps nothing until
+    the line, rising at its pace, catches up (``math.inf``: no such stop, the pace
+    measured before).
     """
     pace = pace_ngh(plan) if keeps_pace else {}
-    return {p: pace.get(p, 0.0) for p in sorted(projects)}
+    past = overdrawn(plan, unbudgeted, margin) if math.isfinite(margin) else frozenset()
+    return {p: 0.0 if p in past else pace.get(p, 0.0) for p in sorted(projects)}
 
 
 def opportunistic_settings(qos: OpportunisticQos) -> tuple[str, str]:
@@ -983,6 +996,9 @@ class SlurmExport:
     overdrawn_qos: bool = True
     #: ... which keep their pace in ``gp-opportunistic`` (False: rule 8 as first shipped)
     overdrawn_keeps_pace: bool = True
+    #: ... until they have run this share of their budget past rule 8's line
+    #: (:func:`overdrawn_pace`; ``math.inf``: always, the pace as first shipped)
+    pace_margin: float = PACE_MARGIN
 
     def state(self, plan: dict[str, Any], org: pd.DataFrame | OrgTree,
               unbudgeted: Mapping[str, float] | None = None) -> SlurmState:
@@ -990,7 +1006,7 @@ class SlurmExport:
         return slurm_state(plan, org, self.pace, self.no_decay, self.shares,
                            self.opportunistic_usage, self.floor, self.takes_back,
                            self.widens, self.overdrawn_qos, unbudgeted,
-                           self.overdrawn_keeps_pace)
+                           self.overdrawn_keeps_pace, self.pace_margin)
 
     def export(self, plan: dict[str, Any], org: pd.DataFrame,
                previous: dict[str, Any] | None = None,
@@ -1019,7 +1035,8 @@ class SlurmExport:
         if not self.overdrawn_qos:
             return {}
         return {account(p): v for p, v in overdrawn_pace(
-            plan, overdrawn(plan, unbudgeted), self.overdrawn_keeps_pace).items()}
+            plan, overdrawn(plan, unbudgeted), self.overdrawn_keeps_pace, unbudgeted,
+            self.pace_margin).items()}
 
 
 #: the export that ships (see :class:`SlurmExport`)
@@ -1029,3 +1046,6 @@ BEFORE_RULE8 = SlurmExport(overdrawn_qos=False)
 #: rule 8 as first shipped: every job of an overdrawn project beyond its budget to
 #: ``gp-overdrawn``, none kept at its pace
 RULE8_WITHOUT_PACE = SlurmExport(overdrawn_keeps_pace=False)
+#: rule 8 with the pace kept however far a project's kept runs overrun it (the pace
+#: before :attr:`SlurmExport.pace_margin`)
+PACE_WITHOUT_MARGIN = SlurmExport(pace_margin=math.inf)
