@@ -1364,3 +1364,25 @@ def test_gp_opportunistic_is_exempt_for_the_contracts_fill_slice_under_its_cap(
                 if "modify qos gp-opportunistic" in line)
     assert line.endswith(f"UsageFactor=1 PreemptExemptTime={shown}")
     assert slurm_state(plan, ORG).opportunistic.preempt_exempt_hours == min(cap, fill_slice)
+
+
+def test_rule_8_by_hand_an_overdrawn_project_keeps_its_pace_up_to_the_margin():
+    # PLAN: as_of half the quarter gone (2026-11-16 of 2026-10-01..2027-01-01, 2208 h); p2's
+    # budget 1500, used 0, pace 1500 / 2208 NGH per hour. Rule 8's line: 1500 × 1.5 = 2250
+    # NGH run; the margin's (0.2): 1500 × 1.7 = 2550. p2 overdrawn from 2250; it keeps its
+    # pace below 2550 and nothing from 2550 on; p1 (used 100 of 2000) is not overdrawn.
+    from planner.exporters.slurm import PACE_WITHOUT_MARGIN, SHIPPED, SlurmExport
+
+    pace = 1500 / 2208
+    assert SHIPPED.pace_margin == 0.2
+    assert SHIPPED.overdrawn_paces(PLAN, {"p2": 2249.0}) == {}
+    assert SHIPPED.overdrawn_paces(PLAN, {"p2": 2250.0}) == {"p2": pytest.approx(pace)}
+    assert SHIPPED.overdrawn_paces(PLAN, {"p2": 2549.0}) == {"p2": pytest.approx(pace)}
+    assert SHIPPED.overdrawn_paces(PLAN, {"p2": 2550.0}) == {"p2": 0.0}
+    # the pace before the margin: kept however far past the line
+    assert PACE_WITHOUT_MARGIN.overdrawn_paces(PLAN, {"p2": 1e9}) == {"p2": pytest.approx(pace)}
+    # the state carries the same figure (what the replay reads), with a margin of 0.5
+    wide = SlurmExport(pace_margin=0.5)
+    assert dict(wide.state(PLAN, ORG, {"p2": 2550.0}).overdrawn_pace) == {
+        "p2": pytest.approx(pace)}
+    assert dict(SHIPPED.state(PLAN, ORG, {"p2": 2550.0}).overdrawn_pace) == {"p2": 0.0}

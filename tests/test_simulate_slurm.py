@@ -772,7 +772,9 @@ def test_rule_8_an_overdrawn_project_keeps_its_pace_in_gp_opportunistic():
     # finds b overdrawn: 80 ≥ 36 × (1 + 1/3) = 48. t=24: B2 and B3 (4 GPUs, 30 h each, 4 ×
     # 32 > 36: beyond its budget). B2 comes first: b runs nothing, 0 < 0.5, so it keeps its
     # pace under gp-opportunistic (exempt); then b runs 4 NGH per hour ≥ 0.5, so B3 goes to
-    # gp-overdrawn. Rule 8 as first shipped (RULE8_WITHOUT_PACE) sends both there.
+    # gp-overdrawn. Rule 8 as first shipped (RULE8_WITHOUT_PACE) sends both there. So
+    # does the shipped margin: b ran 80 ≥ 36 × (1 + 0.2 + 1/3) = 55.2, a fifth of its
+    # budget past rule 8's line, so it keeps no pace (the pace without the margin above).
     from planner.exporters.slurm import RULE8_WITHOUT_PACE
 
     sc = scenario(clusters=[("c1", "H100", 1, 8)],
@@ -781,7 +783,7 @@ def test_rule_8_an_overdrawn_project_keeps_its_pace_in_gp_opportunistic():
                   quarter_start="2026-10-01", quarter_end="2026-10-04", as_of="2026-10-01")
     tr = trace([("B1", "b", 0, 8, 10.0, 1.0), ("B2", "b", 24, 4, 30.0, 1.0),
                 ("B3", "b", 24, 4, 30.0, 1.0)])
-    policy = SlurmReplayPolicy(EIGHT, export=UNPACED)
+    policy = SlurmReplayPolicy(EIGHT, export=replace(UNPACED, pace_margin=math.inf))
     paced = replay(sc, tr, policy)
     assert first_starts(tr, paced) == {"B1": 0.0, "B2": 24.0, "B3": 24.0}
     ran = tags(tr, paced)
@@ -792,6 +794,10 @@ def test_rule_8_an_overdrawn_project_keeps_its_pace_in_gp_opportunistic():
     unpaced = replay(sc, tr, SlurmReplayPolicy(EIGHT, export=replace(
         RULE8_WITHOUT_PACE, pace="none")))
     assert tags(tr, unpaced)["B2"] == tags(tr, unpaced)["B3"] == {"overdrawn"}
+    margin = SlurmReplayPolicy(EIGHT, export=UNPACED)  # the shipped margin, 0.2
+    stopped = replay(sc, tr, margin)
+    assert tags(tr, stopped)["B2"] == tags(tr, stopped)["B3"] == {"overdrawn"}
+    assert dict(margin.executor.state.overdrawn_pace) == {"b": 0.0}
 
 
 def test_the_slurm_replay_keeps_an_overdrawn_pace_with_the_ticks_function(monkeypatch):

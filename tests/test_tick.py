@@ -203,6 +203,15 @@ def test_a_tick_reads_what_ran_on_no_budget_beside_the_plan_and_moves_the_overdr
     queue = [replace(fake.queue[0], qos=OPPORTUNISTIC_QOS, state="RUNNING"),
              replace(fake.queue[1], qos=OVERDRAWN_QOS)]
     assert run_tick(state, dry_run=True, runner=Fake(queue, spent)).moves == ()
+    # p2 a fifth of its budget past rule 8's line, 1500 × (1 + 0.2 + 0.5) = 2550 NGH: 16
+    # GPUs for 160 h = 2560 NGH. Its kept runs overran its pace: it keeps nothing, and 11
+    # goes to gp-overdrawn too (running nothing)
+    (state / "current" / "inputs" / "unbudgeted.csv").write_text(
+        "job_id,project,cluster,gpus,start,end,state\n"
+        "slurm:c1:7,p2,c1,16,2026-11-01T00:00:00Z,2026-11-07T16:00:00Z,\n")
+    past = run_tick(state, dry_run=True, runner=Fake(fake.queue, spent))
+    assert [(m.job_id, m.target) for m in past.moves] == [("11", OVERDRAWN_QOS),
+                                                          ("12", OVERDRAWN_QOS)]
     # without the file nobody is overdrawn: the wrapper rule alone
     (state / "current" / "inputs" / "unbudgeted.csv").unlink()
     (state / "tick.json").unlink()
