@@ -997,7 +997,7 @@ class SlurmExport:
     #: ... which keep their pace in ``gp-opportunistic`` (False: rule 8 as first shipped)
     overdrawn_keeps_pace: bool = True
     #: ... until they have run this share of their budget past rule 8's line
-    #: (:func:`overdrawn_pace`; ``math.inf``: always, the pace as first shipped)
+    #: (:func:`overdrawn_pace`; ``math.inf``: however far, the pace before the margin)
     pace_margin: float = PACE_MARGIN
 
     def state(self, plan: dict[str, Any], org: pd.DataFrame | OrgTree,
