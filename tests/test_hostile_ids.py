@@ -580,3 +580,49 @@ def test_kueue_tick_serves_hostile_projects_late_and_prints_them_inert(planned, 
               if d["kind"] == "ClusterQueue"}
     assert set(served.values()) <= quoted
     assert not marker.exists() and not Path("x").exists()
+
+
+def test_export_workloads_and_late_print_and_write_hostile_projects_inert(planned, tmp_path,
+                                                                          monkeypatch, capsys):
+    # planner export --to kueue on the planable hostile plan, then the hourly
+    # planner export --late with 8-GPU gangs of p1 ($(touch MARK)) and p3 (the formula)
+    # pending on a100-b, where the plan gives nobody quota: each late line quotes its
+    # project as Python reads it back, the widened set keeps the ids as annotations, and
+    # planner export --workloads (rule 6) writes them as data too; nothing runs an id
+    import ast
+
+    from tests.test_pending import workload
+    from tests.test_tick import workloads_file
+
+    root, marker, ids = planned
+    monkeypatch.chdir(tmp_path)  # a `touch x` would land here
+    plan, scenario = str(root / "out" / "plan.json"), str(root / "scenario")
+    served = {planable(ids[p]) for p in ("p1", "p3")}
+    wl = workloads_file(tmp_path / "wl.json", [workload(safe_name(name), 1, 8, name=f"g{i}")
+                                               for i, name in enumerate(sorted(served))],
+                        {"cluster": "a100-b", "gpu_type": "A100"})
+    applied = tmp_path / "applied"
+    assert main(["export", plan, "--to", "kueue", "--scenario", scenario,
+                 "--out", str(applied)]) == 0
+    (set_path,) = sorted(applied.glob("kueue-*.yaml"))
+    capsys.readouterr()
+    late = tmp_path / "late"
+    assert main(["export", plan, "--to", "kueue", "--scenario", scenario, "--out", str(late),
+                 "--workloads", str(wl), "--late", str(set_path)]) == 0
+    got = capsys.readouterr()
+    assert "Traceback" not in got.err
+    lines = [line for line in got.out.splitlines() if line.startswith("  late: ")]
+    said = {ast.literal_eval(line[len("  late: "):line.index(" on '")]) for line in lines}
+    assert said == served
+    docs = [d for d in yaml.safe_load_all((late / set_path.name).read_text()) if d]
+    quoted = {d["metadata"]["annotations"]["gpu-planner.io/id"] for d in docs
+              if d["kind"] == "ClusterQueue"}
+    assert served <= quoted
+    widened = tmp_path / "widened"
+    assert main(["export", plan, "--to", "kueue", "--scenario", scenario,
+                 "--out", str(widened), "--workloads", str(wl)]) == 0
+    docs = [d for path in sorted(widened.glob("kueue-*.yaml"))
+            for d in yaml.safe_load_all(path.read_text()) if d]
+    assert served <= {d["metadata"]["annotations"]["gpu-planner.io/id"] for d in docs
+                      if d["kind"] == "ClusterQueue"}
+    assert not marker.exists() and not Path("x").exists()
