@@ -20,7 +20,7 @@ history in a state folder ``DIR``::
 
 With ``inputs/`` a kept folder explains itself: ``planner status``, ``explain``, the
 reports, ``planner serve`` and ``planner tick`` recompute every figure of any past plan
-from the state folder alone (:func:`cycle_scenario`). ``cycles.jsonl`` is the only file a
+from the state folder alone (:func:`cycle_inputs`). ``cycles.jsonl`` is the only file a
 re-run with the same inputs adds to (it records runs, not plans), and the only place the
 wall clock is written.
 
@@ -79,7 +79,6 @@ from planner.ingest.queue import demand_origin, ingest_demand
 from planner.inputs import Scenario
 from planner.inputs.bounded import load_json
 from planner.inputs.load import (
-    load_scenario,
     load_scenario_and_files,
     load_scenario_and_unbudgeted,
 )
@@ -452,21 +451,13 @@ def read_log(state: Path) -> list[dict[str, Any]]:
     return out
 
 
-def cycle_scenario(folder: Path) -> Scenario | None:
-    """The scenario a kept cycle's plan was made from (its ``inputs/``), or ``None``.
-
-    ``None`` for a folder kept before cycles kept their inputs. The scenario is at the
-    plan's ``as_of``; raises :class:`InputError` when the inputs do not load.
-    """
-    source = _kept_source(folder)
-    return None if source is None else _at_plan_as_of(folder, load_scenario(source))
-
-
 def cycle_inputs(folder: Path) -> tuple[Scenario, pd.DataFrame] | None:
-    """:func:`cycle_scenario`, and the ``unbudgeted.csv`` kept with it, from one read.
+    """A kept cycle's scenario and ``unbudgeted.csv`` (its ``inputs/``), from one read.
 
-    The rows as :func:`~planner.inputs.load.load_unbudgeted` gives them (none: the cycle
-    kept no such file); raises :class:`InputError` when either does not load.
+    ``None`` for a folder kept before cycles kept their inputs. The scenario is the one
+    the plan was made from, at the plan's ``as_of``; the rows as
+    :func:`~planner.inputs.load.load_unbudgeted` gives them (none: the cycle kept no such
+    file); raises :class:`InputError` when either does not load.
     """
     source = _kept_source(folder)
     if source is None:

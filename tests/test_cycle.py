@@ -16,7 +16,7 @@ from planner import cycle as cycle_module
 from planner.check import check_plan
 from planner.cli import main
 from planner.config import load_model
-from planner.cycle import apply_script, cycle_scenario, floor_to_grid, read_log, run_cycle
+from planner.cycle import apply_script, cycle_inputs, floor_to_grid, read_log, run_cycle
 from planner.errors import SolverError
 from planner.exporters.files import export_files
 from planner.inputs.load import load_scenario
@@ -179,7 +179,7 @@ def test_each_kept_plan_keeps_its_inputs_and_each_run_is_logged(chain):
             p.name for p in folder.iterdir()}
         for p in folder.iterdir():
             assert (kept / "inputs" / p.name).read_bytes() == p.read_bytes()
-        scenario = cycle_scenario(kept)
+        scenario = cycle_inputs(kept)[0]
         assert scenario.digest == plan["input_digest"]
         assert scenario.config.as_of == pd.Timestamp(plan["as_of"])
     log = read_log(state)
@@ -196,7 +196,7 @@ def test_each_kept_plan_keeps_its_inputs_and_each_run_is_logged(chain):
     # a re-run that keeps the same bytes is a run too: logged, marked unchanged
     assert cycle(folder, state, DAYS[-1], "--export", "slurm,kueue,json") == 0
     assert read_log(state)[-1]["unchanged"] is True
-    assert cycle_scenario(folder) is None  # a folder without inputs/ (before they were kept)
+    assert cycle_inputs(folder) is None  # a folder without inputs/ (before they were kept)
 
 
 def test_the_cycle_keeps_unbudgeted_csv_with_the_plan(chain):

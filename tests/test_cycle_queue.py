@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from planner.cli import main
-from planner.cycle import cycle_scenario
+from planner.cycle import cycle_inputs
 from planner.ingest.squeue import SqueueJob, squeue_text
 from planner.locks import hold
 from tests.scenario_factory import write_scenario
@@ -53,7 +53,7 @@ def test_a_cycle_with_squeue_plans_from_the_queue_and_says_what_changed(tmp_path
     kept = state / "current"
     for name in ("demand.csv", "usage.csv"):
         assert (kept / "inputs" / name).read_bytes() == (folder / name).read_bytes()
-    assert cycle_scenario(kept).digest == plan["input_digest"]
+    assert cycle_inputs(kept)[0].digest == plan["input_digest"]
     changes = json.loads((state / "current" / "changes.json").read_text())
     assert changes["since"] is None and "p1" in changes["projects"]
     assert "changes since nothing in force: a first plan" in out
